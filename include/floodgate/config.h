@@ -1,0 +1,50 @@
+// The YAML configuration file, parsed and validated.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "floodgate/rule.h"
+#include "floodgate/status.h"
+
+namespace floodgate {
+
+struct ListenConfig {
+  std::string http = "127.0.0.1:8080";
+  std::string resp = "127.0.0.1:6479";
+  std::string grpc = "127.0.0.1:8081";
+};
+
+// Tuning of the embedded store.
+struct EngineConfig {
+  // Hard bound on live (rule, subject) entries; past it new subjects get a
+  // RESOURCE_EXHAUSTED error (counted), existing ones keep working.
+  int64_t max_entries = 10'000'000;
+  // Number of independently locked shards; a power of two.
+  int shards = 256;
+  // How often the background sweep frees expired entries.
+  int64_t sweep_interval_ms = 1000;
+};
+
+struct Config {
+  std::string source;  // file name, for messages
+  std::string store = "memory";
+  ListenConfig listen;
+  EngineConfig engine;
+  std::vector<Rule> rules;  // in file order; names are unique
+  // Top-level sections this version reads but does not act on yet
+  // (e.g. "otp", "envoy_ratelimit"): reported by check-config.
+  std::vector<std::string> unsupported;
+};
+
+// Parses a config from YAML text. `source` names the file in messages, which
+// read "source:line:column: what is wrong (near 'text')".
+Result<Config> ParseConfig(std::string_view yaml, std::string_view source);
+Result<Config> LoadConfigFile(const std::string& path);
+
+// A readable summary of the rules, as printed by `floodgate check-config`.
+std::string DescribeConfig(const Config& config);
+
+}  // namespace floodgate

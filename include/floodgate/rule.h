@@ -1,0 +1,79 @@
+// Rules and limits: what a user configures.
+//
+// A Rule is a name, an algorithm and one to kMaxLimitsPerRule limits ("60/minute",
+// "5000/day"); all limits of a rule are checked against the same instant and
+// applied all-or-nothing. Tiers override a rule's limits by name.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "floodgate/status.h"
+
+namespace floodgate {
+
+enum class Algorithm { kFixedWindow, kSlidingWindow, kSlidingLog, kTokenBucket, kGcra };
+
+// "fixed_window", "sliding_window", "sliding_log", "token_bucket", "gcra".
+std::string_view AlgorithmName(Algorithm algorithm);
+std::optional<Algorithm> ParseAlgorithm(std::string_view name);
+
+enum class TimeUnit { kMillisecond, kSecond, kMinute, kHour, kDay, kWeek, kMonth, kYear };
+
+// Bounds every limit obeys; ParseLimit refuses anything outside them, so no
+// arithmetic on a parsed limit can overflow.
+inline constexpr int64_t kMaxLimitCount = 1'000'000'000'000'000;  // 10^15
+inline constexpr int64_t kMaxPeriodMs = 100LL * 366 * 86'400'000;  // about a century
+inline constexpr int kMaxLimitsPerRule = 8;
+// Subject keys are opaque byte strings up to this length.
+inline constexpr size_t kMaxKeyBytes = 512;
+
+// `count` units per `multiplier` x `unit`, e.g. 3/5m = {3, 5, kMinute}.
+struct Limit {
+  int64_t count = 0;
+  int64_t multiplier = 1;
+  TimeUnit unit = TimeUnit::kSecond;
+
+  // Nominal period in ms. Calendar units use fixed lengths here (day 24 h,
+  // week 7 d, month 30 d, year 365 d): that is the window of the sliding
+  // algorithms and the refill period of token_bucket/gcra. Only fixed_window
+  // aligns day/week/month/year to calendar boundaries in a time zone.
+  int64_t PeriodMs() const;
+  // True for day, week, month and year.
+  bool IsCalendar() const { return unit >= TimeUnit::kDay; }
+  // Canonical text: "60/minute", "3/5m" -> "3/5minute", "10/s" -> "10/second".
+  std::string ToString() const;
+
+  friend bool operator==(const Limit&, const Limit&) = default;
+};
+
+// Parses "N/period": N a positive integer, period an optional positive
+// multiplier then a unit (ms, s|sec|second, m|min|minute, h|hour, d|day,
+// w|week, month, year; plurals accepted). Errors quote the offending text.
+Result<Limit> ParseLimit(std::string_view text);
+
+enum class OnBackendError { kAllow, kDeny };
+
+struct Rule {
+  std::string name;
+  Algorithm algorithm = Algorithm::kFixedWindow;
+  std::vector<Limit> limits;
+  // token_bucket: capacity per limit (default: the limit's count).
+  // gcra: redis-cell's max_burst per limit (default: count - 1, so that a
+  // fresh subject may spend the whole limit at once, like the other algorithms).
+  // Either empty, one value for every limit, or one value per limit.
+  std::vector<int64_t> burst;
+  // Named overrides of `limits`; a tier has its own state per subject.
+  std::map<std::string, std::vector<Limit>, std::less<>> tiers;
+  // IANA zone (or "UTC") for fixed_window's day/week/month/year boundaries.
+  std::string timezone = "UTC";
+  // Dry run: evaluate and count, but always admit.
+  bool shadow = false;
+  OnBackendError on_backend_error = OnBackendError::kAllow;
+};
+
+}  // namespace floodgate

@@ -1,0 +1,78 @@
+// MemoryStore: the embedded store. Sharded tables of small fixed-size states,
+// one entry per (rule variant, subject key), each with its own expiry.
+//
+// Thread-safe. Each shard has its own mutex; a key's shard is chosen by hash,
+// so threads touching different subjects rarely contend.
+//
+// Bounded: at most EngineConfig::max_entries live entries. Past it, creating a
+// new entry fails with RESOURCE_EXHAUSTED (counted in Stats::rejected_full);
+// existing entries keep working. Expired entries are freed lazily on access
+// and by a background sweep thread (every EngineConfig::sweep_interval_ms).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <string_view>
+#include <vector>
+
+#include "absl/functional/function_ref.h"
+#include "floodgate/clock.h"
+#include "floodgate/config.h"
+#include "floodgate/status.h"
+
+namespace floodgate::engine {
+
+// What a store needs to know about one rule variant (a rule, or a rule's tier).
+struct VariantLayout {
+  int state_words = 0;  // size of the state, in int64 words (1..64)
+  // Called with the state before an entry's memory is freed (expiry, sweep,
+  // reset, destruction). Null when the state owns nothing. Must not block.
+  void (*release)(int64_t* state) = nullptr;
+};
+
+// Runs under the shard lock with the entry's state. `fresh` is true when the
+// entry did not exist or had expired: the state is then all zeros. Returns
+// the entry's new expiry in ms since the epoch; a value <= now_ms means "keep
+// nothing": the entry is removed (or never created).
+using UpdateFn = absl::FunctionRef<int64_t(int64_t* state, bool fresh)>;
+
+class MemoryStore {
+ public:
+  struct Stats {
+    int64_t entries = 0;         // live entries (including not yet swept expired ones)
+    int64_t rejected_full = 0;   // creations refused because max_entries was reached
+    int64_t expired_freed = 0;   // entries freed because they expired
+  };
+
+  // `layouts` is indexed by variant id (< 65536). Starts the sweep thread when
+  // config.sweep_interval_ms > 0; it reads `clock` (which must outlive the store).
+  MemoryStore(const EngineConfig& config, std::vector<VariantLayout> layouts, const Clock& clock);
+  ~MemoryStore();  // stops the sweeper, releases every entry
+  MemoryStore(const MemoryStore&) = delete;
+  MemoryStore& operator=(const MemoryStore&) = delete;
+
+  // Finds or creates the entry for (variant, key) and runs `fn` on its state
+  // under the shard lock. INVALID_ARGUMENT for a key longer than kMaxKeyBytes
+  // or an unknown variant; RESOURCE_EXHAUSTED when a new entry is needed and
+  // the store is full (fn is then not called).
+  Status Update(uint32_t variant, std::string_view key, int64_t now_ms, UpdateFn fn);
+
+  // Removes the entry if present. Returns whether one was removed.
+  bool Erase(uint32_t variant, std::string_view key);
+
+  // Frees every entry whose expiry is <= now_ms. Returns how many were freed.
+  // The sweep thread calls this; tests may call it directly.
+  int64_t SweepExpired(int64_t now_ms);
+
+  Stats GetStats() const;
+
+  // Bytes allocated for entries (payload plus allocator rounding estimate)
+  // and tables; for the memory benchmark and /metrics.
+  size_t ApproximateMemoryBytes() const;
+
+ private:
+  struct Impl;
+  Impl* impl_;
+};
+
+}  // namespace floodgate::engine

@@ -26,7 +26,7 @@ enum class TimeUnit { kMillisecond, kSecond, kMinute, kHour, kDay, kWeek, kMonth
 
 // Bounds every limit obeys; ParseLimit refuses anything outside them, so no
 // arithmetic on a parsed limit can overflow.
-inline constexpr int64_t kMaxLimitCount = 1'000'000'000'000'000;  // 10^15
+inline constexpr int64_t kMaxLimitCount = 1'000'000'000'000'000;   // 10^15
 inline constexpr int64_t kMaxPeriodMs = 100LL * 366 * 86'400'000;  // about a century
 inline constexpr int kMaxLimitsPerRule = 8;
 // Subject keys are opaque byte strings up to this length.
@@ -45,15 +45,18 @@ struct Limit {
   int64_t PeriodMs() const;
   // True for day, week, month and year.
   bool IsCalendar() const { return unit >= TimeUnit::kDay; }
-  // Canonical text: "60/minute", "3/5m" -> "3/5minute", "10/s" -> "10/second".
+  // Canonical text, which ParseLimit reads back to the same Limit: the unit
+  // word alone ("60/min" -> "60/minute", "10/s" -> "10/second"), or the
+  // multiplier and the short unit ("3/5minutes" -> "3/5m", "2/3mo" -> "2/3month").
   std::string ToString() const;
 
   friend bool operator==(const Limit&, const Limit&) = default;
 };
 
 // Parses "N/period": N a positive integer, period an optional positive
-// multiplier then a unit (ms, s|sec|second, m|min|minute, h|hour, d|day,
-// w|week, month, year; plurals accepted). Errors quote the offending text.
+// multiplier then a unit (ms, s|sec|second, m|min|minute, h|hr|hour, d|day,
+// w|wk|week, mo|month, y|yr|year; plurals of the words accepted; any case).
+// Errors quote the offending text.
 Result<Limit> ParseLimit(std::string_view text);
 
 enum class OnBackendError { kAllow, kDeny };

@@ -1,0 +1,763 @@
+// The YAML configuration: parsing, validation and the check-config summary.
+//
+// yaml-cpp builds the node tree; everything after that is explicit walking of
+// the expected shape, never generic recursion, so hostile nesting or alias
+// loops cannot make this code recurse. Maps are walked by iteration (not by
+// lookup) because yaml-cpp keeps duplicate keys silently and lookups would
+// hide the second one. yaml-cpp throws; nothing escapes ParseConfig.
+//
+// Every error reads "source:line:column: what is wrong (near 'text')" with the
+// 1-based position of the offending node, so check-config output can be
+// pasted into an editor's "go to".
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "core/calendar.h"
+#include "core/text.h"
+#include "floodgate/config.h"
+#include "yaml-cpp/yaml.h"
+
+namespace floodgate {
+namespace {
+
+// Configs are a few kilobytes; the bound keeps a hostile or mistaken input
+// (a log file passed as --config) from costing seconds of parsing.
+constexpr size_t kMaxConfigBytes = size_t{4} << 20;
+constexpr size_t kMaxNameBytes = 64;
+constexpr int kMaxShards = 4096;
+// sliding_window and token_bucket compute count x period_ms in doubles in the
+// Redis scripts (Lua numbers): beyond 2^53 they stop being exact.
+constexpr __int128 kMaxExactProduct = __int128{1} << 53;
+// gcra keeps TAT in microseconds: emission interval x (burst + 1) must leave
+// headroom for adding it to a current time in int64 and in Lua doubles.
+constexpr __int128 kMaxGcraSpanUs = __int128{1} << 52;
+// sliding_log stores one timestamp per admitted unit.
+constexpr int64_t kMaxSlidingLogCount = 100'000;
+
+std::string Near(std::string_view text) { return core::QuoteForMessage(text, 64, '\''); }
+
+const char* TypeName(const YAML::Node& node) {
+  switch (node.Type()) {
+    case YAML::NodeType::Null:
+      return "empty";
+    case YAML::NodeType::Scalar:
+      return "a string";
+    case YAML::NodeType::Sequence:
+      return "a list";
+    case YAML::NodeType::Map:
+      return "a map";
+    case YAML::NodeType::Undefined:
+      break;
+  }
+  return "undefined";
+}
+
+bool IsNameChar(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
+         c == '.' || c == ':' || c == '-';
+}
+
+bool IsValidName(std::string_view name) {
+  if (name.empty() || name.size() > kMaxNameBytes) return false;
+  for (char c : name) {
+    if (!IsNameChar(c)) return false;
+  }
+  return true;
+}
+
+// Decimal integer with an optional sign; nullopt when malformed or out of
+// int64 range (checked before each multiply).
+std::optional<int64_t> ParseInt(std::string_view s) {
+  bool negative = false;
+  if (!s.empty() && (s[0] == '-' || s[0] == '+')) {
+    negative = s[0] == '-';
+    s.remove_prefix(1);
+  }
+  if (s.empty()) return std::nullopt;
+  int64_t value = 0;
+  for (char c : s) {
+    if (c < '0' || c > '9') return std::nullopt;
+    const int d = c - '0';
+    if (value > (INT64_MAX - d) / 10) return std::nullopt;
+    value = value * 10 + d;
+  }
+  return negative ? -value : value;
+}
+
+// "host:port" or "[v6]:port", port 0..65535 (0: any free port).
+bool IsHostPort(std::string_view s) {
+  const size_t colon = s.rfind(':');
+  if (colon == std::string_view::npos || colon == 0) return false;
+  std::string_view host = s.substr(0, colon);
+  const std::string_view port = s.substr(colon + 1);
+  if (port.empty() || port.size() > 5) return false;
+  for (char c : port) {
+    if (c < '0' || c > '9') return false;
+  }
+  int port_number = 0;
+  for (char c : port) port_number = port_number * 10 + (c - '0');
+  if (port_number > 65535) return false;
+  if (host.front() == '[') {
+    if (host.size() < 3 || host.back() != ']') return false;
+    for (char c : host.substr(1, host.size() - 2)) {
+      const bool ok = (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F') ||
+                      c == ':' || c == '.';
+      if (!ok) return false;
+    }
+    return true;
+  }
+  for (char c : host) {
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                    c == '.' || c == '-' || c == '_';
+    if (!ok) return false;
+  }
+  return true;
+}
+
+bool IsValidStore(std::string_view store) {
+  if (store == "memory") return true;
+  for (std::string_view scheme : {"redis://", "rediss://", "redis+cluster://", "redis+proxy://"}) {
+    if (store.size() > scheme.size() && store.substr(0, scheme.size()) == scheme) return true;
+  }
+  return false;
+}
+
+// A limit or burst value as written, kept with its node for cross-field
+// messages.
+struct PlacedLimit {
+  Limit limit;
+  YAML::Node node;
+};
+struct PlacedInt {
+  int64_t value;
+  YAML::Node node;
+};
+
+// Walks one config document. Each method returns the first error found.
+class ConfigParser {
+ public:
+  explicit ConfigParser(std::string_view source) : source_(source) {}
+
+  Status Fail(const YAML::Mark& mark, std::string_view what, std::string_view near) const {
+    const int line = mark.is_null() ? 1 : mark.line + 1;
+    const int column = mark.is_null() ? 1 : mark.column + 1;
+    return InvalidArgumentError(std::string(source_) + ":" + std::to_string(line) + ":" +
+                                std::to_string(column) + ": " + std::string(what) + " (near " +
+                                Near(near) + ")");
+  }
+
+  // At `value`, or at its key when the value is empty (an empty value's own
+  // mark points past it, often to the next line).
+  Status FailAt(const YAML::Node& key, const YAML::Node& value, std::string_view what,
+                std::string_view near) const {
+    return Fail(value.IsNull() ? key.Mark() : value.Mark(), what, near);
+  }
+
+  Status WrongType(const YAML::Node& key, const YAML::Node& value, std::string_view field,
+                   std::string_view expected) const {
+    return FailAt(key, value,
+                  "'" + std::string(field) + "' must be " + std::string(expected) + ", not " +
+                      TypeName(value),
+                  key.Scalar());
+  }
+
+  // Calls f(name, key, value) for each entry of `map` in file order, after
+  // checking that keys are non-empty strings and unique. `noun` names the
+  // entries in the duplicate message ("key", "rule", "tier").
+  template <typename F>
+  Status ForEachEntry(const YAML::Node& map, std::string_view noun, F&& f) const {
+    absl::flat_hash_map<std::string, int> first_line;
+    // By value: yaml-cpp's iterator hands out a temporary proxy, and a
+    // reference into it (it->first) dangles.
+    for (const auto& entry : map) {
+      const YAML::Node key = entry.first;
+      const YAML::Node value = entry.second;
+      if (key.IsNull() || (key.IsScalar() && key.Scalar().empty())) {
+        return Fail(key.Mark(), "empty key", "");
+      }
+      if (!key.IsScalar()) {
+        return Fail(key.Mark(), "keys must be plain strings, not " + std::string(TypeName(key)),
+                    "");
+      }
+      const std::string& name = key.Scalar();
+      const auto [pos, inserted] = first_line.emplace(name, key.Mark().line + 1);
+      if (!inserted) {
+        return Fail(key.Mark(),
+                    "duplicate " + std::string(noun) + " '" + name + "' (first defined on line " +
+                        std::to_string(pos->second) + ")",
+                    name);
+      }
+      if (Status s = f(name, key, value); !s.ok()) return s;
+    }
+    return Status::Ok();
+  }
+
+  Result<std::string> String(const YAML::Node& key, const YAML::Node& value,
+                             std::string_view field) const {
+    if (!value.IsScalar()) return WrongType(key, value, field, "a string");
+    return value.Scalar();
+  }
+
+  Result<int64_t> Int(const YAML::Node& key, const YAML::Node& value, std::string_view field,
+                      int64_t min, int64_t max) const {
+    if (!value.IsScalar()) return WrongType(key, value, field, "an integer");
+    const std::optional<int64_t> v = ParseInt(value.Scalar());
+    if (!v || *v < min || *v > max) {
+      const std::string range = max == INT64_MAX ? "an integer >= " + std::to_string(min)
+                                                 : "an integer between " + std::to_string(min) +
+                                                       " and " + std::to_string(max);
+      return FailAt(key, value, "'" + std::string(field) + "' must be " + range, value.Scalar());
+    }
+    return *v;
+  }
+
+  Result<bool> Bool(const YAML::Node& key, const YAML::Node& value, std::string_view field) const {
+    if (value.IsScalar()) {
+      // YAML 1.1 spellings too, as yaml-cpp and most YAML users accept them.
+      const std::string& s = value.Scalar();
+      for (const char* t : {"true", "True", "TRUE", "yes", "Yes", "YES", "on", "On", "ON"}) {
+        if (s == t) return true;
+      }
+      for (const char* f : {"false", "False", "FALSE", "no", "No", "NO", "off", "Off", "OFF"}) {
+        if (s == f) return false;
+      }
+    }
+    return FailAt(key, value, "'" + std::string(field) + "' must be true or false",
+                  value.IsScalar() ? value.Scalar() : key.Scalar());
+  }
+
+  Status ParseDocument(const YAML::Node& root, Config& config) const {
+    if (root.IsNull()) return Status::Ok();  // an empty file: all defaults, no rules
+    if (!root.IsMap()) {
+      return Fail(root.Mark(),
+                  "the config must be a map of sections (store, listen, engine, rules), not " +
+                      std::string(TypeName(root)),
+                  root.Scalar());
+    }
+    return ForEachEntry(root, "key",
+                        [&](const std::string& name, const YAML::Node& k, const YAML::Node& v) {
+                          return ParseSection(name, k, v, config);
+                        });
+  }
+
+ private:
+  // A rule while it is being read: values keep their nodes until the
+  // cross-field checks, which need positions, have run.
+  struct Tier {
+    std::string name;
+    YAML::Node key;
+    std::vector<PlacedLimit> limits;
+  };
+  struct RuleDraft {
+    Rule rule;
+    bool has_limits = false;
+    std::vector<PlacedLimit> limits;
+    std::vector<Tier> tiers;
+    std::vector<PlacedInt> burst;
+    YAML::Node burst_key;
+  };
+
+  Status ParseSection(const std::string& name, const YAML::Node& key, const YAML::Node& value,
+                      Config& config) const {
+    if (name == "store") return ParseStore(key, value, config);
+    if (name == "listen") return ParseListen(key, value, config.listen);
+    if (name == "engine") return ParseEngine(key, value, config.engine);
+    if (name == "rules") return ParseRules(key, value, config);
+    if (name == "otp" || name == "envoy_ratelimit") {
+      config.unsupported.push_back(name);
+      return Status::Ok();
+    }
+    return Fail(key.Mark(),
+                "unknown key '" + name +
+                    "' at top level; expected store, listen, engine, rules, otp or "
+                    "envoy_ratelimit",
+                name);
+  }
+
+  Status ParseStore(const YAML::Node& key, const YAML::Node& value, Config& config) const {
+    Result<std::string> store = String(key, value, "store");
+    if (!store.ok()) return store.status();
+    if (!IsValidStore(*store)) {
+      return FailAt(key, value,
+                    "unknown store; expected memory, redis://host:port, rediss://host:port, "
+                    "redis+cluster://host:port,... or redis+proxy://host:port",
+                    *store);
+    }
+    config.store = *std::move(store);
+    return Status::Ok();
+  }
+
+  Status ParseListen(const YAML::Node& key, const YAML::Node& value, ListenConfig& listen) const {
+    if (value.IsNull()) return Status::Ok();
+    if (!value.IsMap()) return WrongType(key, value, "listen", "a map");
+    return ForEachEntry(value, "key",
+                        [&](const std::string& name, const YAML::Node& k, const YAML::Node& v) {
+                          return ParseListenEntry(name, k, v, listen);
+                        });
+  }
+
+  Status ParseListenEntry(const std::string& name, const YAML::Node& key, const YAML::Node& value,
+                          ListenConfig& listen) const {
+    std::string* target = name == "http"   ? &listen.http
+                          : name == "resp" ? &listen.resp
+                          : name == "grpc" ? &listen.grpc
+                                           : nullptr;
+    if (target == nullptr) {
+      return Fail(key.Mark(), "unknown key '" + name + "' in listen; expected http, resp or grpc",
+                  name);
+    }
+    Result<std::string> address = String(key, value, "listen." + name);
+    if (!address.ok()) return address.status();
+    if (!IsHostPort(*address)) {
+      return FailAt(key, value, "'listen." + name + "' must be host:port, e.g. 127.0.0.1:8080",
+                    *address);
+    }
+    *target = *std::move(address);
+    return Status::Ok();
+  }
+
+  Status ParseEngine(const YAML::Node& key, const YAML::Node& value, EngineConfig& engine) const {
+    if (value.IsNull()) return Status::Ok();
+    if (!value.IsMap()) return WrongType(key, value, "engine", "a map");
+    return ForEachEntry(value, "key",
+                        [&](const std::string& name, const YAML::Node& k, const YAML::Node& v) {
+                          return ParseEngineEntry(name, k, v, engine);
+                        });
+  }
+
+  Status ParseEngineEntry(const std::string& name, const YAML::Node& key, const YAML::Node& value,
+                          EngineConfig& engine) const {
+    if (name == "max_entries") {
+      Result<int64_t> n = Int(key, value, "engine.max_entries", 1, INT64_MAX);
+      if (!n.ok()) return n.status();
+      engine.max_entries = *n;
+    } else if (name == "shards") {
+      Result<int64_t> n = Int(key, value, "engine.shards", 1, kMaxShards);
+      if (!n.ok()) return n.status();
+      if ((*n & (*n - 1)) != 0) {
+        return FailAt(key, value, "'engine.shards' must be a power of two", value.Scalar());
+      }
+      engine.shards = static_cast<int>(*n);
+    } else if (name == "sweep_interval_ms") {
+      Result<int64_t> n = Int(key, value, "engine.sweep_interval_ms", 0, INT64_MAX);
+      if (!n.ok()) return n.status();
+      engine.sweep_interval_ms = *n;
+    } else {
+      return Fail(
+          key.Mark(),
+          "unknown key '" + name + "' in engine; expected max_entries, shards or sweep_interval_ms",
+          name);
+    }
+    return Status::Ok();
+  }
+
+  Status ParseRules(const YAML::Node& key, const YAML::Node& value, Config& config) const {
+    if (value.IsNull()) return Status::Ok();  // "rules:" with nothing under it
+    if (!value.IsMap()) return WrongType(key, value, "rules", "a map of rule name to rule");
+    return ForEachEntry(
+        value, "rule",
+        [&](const std::string& name, const YAML::Node& k, const YAML::Node& v) -> Status {
+          Result<Rule> rule = ParseRule(name, k, v, config);
+          if (!rule.ok()) return rule.status();
+          config.rules.push_back(*std::move(rule));
+          return Status::Ok();
+        });
+  }
+
+  // A limit list: a sequence of limit strings or one string.
+  Result<std::vector<PlacedLimit>> ParseLimits(const YAML::Node& key, const YAML::Node& value,
+                                               const std::string& field) const {
+    std::vector<PlacedLimit> out;
+    auto add = [&](const YAML::Node& node) -> Status {
+      if (!node.IsScalar()) {
+        return Fail(
+            node.IsNull() ? key.Mark() : node.Mark(),
+            "each limit in '" + field + "' must be a string like 60/minute, not " + TypeName(node),
+            key.Scalar());
+      }
+      if (out.size() == static_cast<size_t>(kMaxLimitsPerRule)) {
+        return Fail(node.Mark(),
+                    "'" + field + "' has too many limits (at most " +
+                        std::to_string(kMaxLimitsPerRule) + ")",
+                    node.Scalar());
+      }
+      Result<Limit> limit = ParseLimit(node.Scalar());
+      if (!limit.ok()) return Fail(node.Mark(), limit.status().message(), node.Scalar());
+      out.push_back({*limit, node});
+      return Status::Ok();
+    };
+    if (value.IsScalar()) {
+      if (Status s = add(value); !s.ok()) return s;
+    } else if (value.IsSequence()) {
+      for (const YAML::Node& item : value) {
+        if (Status s = add(item); !s.ok()) return s;
+      }
+    } else {
+      return WrongType(key, value, field, "a limit or a list of limits");
+    }
+    if (out.empty()) {
+      return FailAt(key, value, "'" + field + "' needs at least one limit", key.Scalar());
+    }
+    return out;
+  }
+
+  // An integer or a list of integers; the per-algorithm range is checked
+  // once the algorithm is known.
+  Result<std::vector<PlacedInt>> ParseBurst(const YAML::Node& key, const YAML::Node& value,
+                                            const std::string& field) const {
+    std::vector<PlacedInt> out;
+    auto add = [&](const YAML::Node& node) -> Status {
+      Result<int64_t> n = Int(key, node, field, 0, kMaxLimitCount);
+      if (!n.ok()) return n.status();
+      out.push_back({*n, node});
+      return Status::Ok();
+    };
+    if (value.IsSequence()) {
+      for (const YAML::Node& item : value) {
+        if (out.size() == static_cast<size_t>(kMaxLimitsPerRule)) {
+          return Fail(item.Mark(),
+                      "'" + field + "' has more values than a rule has limits (at most " +
+                          std::to_string(kMaxLimitsPerRule) + ")",
+                      item.Scalar());
+        }
+        if (Status s = add(item); !s.ok()) return s;
+      }
+      if (out.empty()) return FailAt(key, value, "'" + field + "' is an empty list", key.Scalar());
+    } else if (Status s = add(value); !s.ok()) {
+      return s;
+    }
+    return out;
+  }
+
+  Result<Rule> ParseRule(const std::string& name, const YAML::Node& name_key,
+                         const YAML::Node& body, Config& config) const {
+    if (!IsValidName(name)) {
+      return Fail(name_key.Mark(),
+                  "rule names are 1 to 64 characters of A-Z, a-z, 0-9, '_', '.', ':' or '-'", name);
+    }
+    if (!body.IsMap()) return WrongType(name_key, body, "rules." + name, "a map");
+    RuleDraft draft;
+    draft.rule.name = name;
+    Status s = ForEachEntry(
+        body, "key", [&](const std::string& field, const YAML::Node& k, const YAML::Node& v) {
+          return ParseRuleField(field, k, v, draft, config);
+        });
+    if (!s.ok()) return s;
+    if (!draft.has_limits) {
+      return Fail(name_key.Mark(), "rule '" + name + "' has no 'limits'", name);
+    }
+    if (s = CheckBurst(draft); !s.ok()) return s;
+    if (s = CheckLimits(draft.rule, draft.limits); !s.ok()) return s;
+    for (const Tier& tier : draft.tiers) {
+      if (s = CheckLimits(draft.rule, tier.limits); !s.ok()) return s;
+    }
+
+    Rule& rule = draft.rule;
+    for (const PlacedLimit& l : draft.limits) rule.limits.push_back(l.limit);
+    for (const Tier& tier : draft.tiers) {
+      std::vector<Limit>& out = rule.tiers[tier.name];
+      for (const PlacedLimit& l : tier.limits) out.push_back(l.limit);
+    }
+    return std::move(rule);
+  }
+
+  Status ParseRuleField(const std::string& field, const YAML::Node& key, const YAML::Node& value,
+                        RuleDraft& draft, Config& config) const {
+    Rule& rule = draft.rule;
+    const std::string path = "rules." + rule.name + "." + field;
+    if (field == "algorithm") {
+      Result<std::string> text = String(key, value, path);
+      if (!text.ok()) return text.status();
+      const std::optional<Algorithm> algorithm = ParseAlgorithm(*text);
+      if (!algorithm) {
+        return FailAt(key, value,
+                      "unknown algorithm '" + *text +
+                          "'; expected fixed_window, sliding_window, sliding_log, token_bucket "
+                          "or gcra",
+                      *text);
+      }
+      rule.algorithm = *algorithm;
+    } else if (field == "limits") {
+      Result<std::vector<PlacedLimit>> limits = ParseLimits(key, value, path);
+      if (!limits.ok()) return limits.status();
+      draft.limits = *std::move(limits);
+      draft.has_limits = true;
+    } else if (field == "burst") {
+      Result<std::vector<PlacedInt>> burst = ParseBurst(key, value, path);
+      if (!burst.ok()) return burst.status();
+      draft.burst = *std::move(burst);
+      draft.burst_key = key;
+    } else if (field == "tiers") {
+      if (!value.IsMap()) return WrongType(key, value, path, "a map of tier name to limits");
+      return ForEachEntry(value, "tier",
+                          [&](const std::string& tier, const YAML::Node& k, const YAML::Node& v) {
+                            return ParseTier(tier, k, v, path, draft);
+                          });
+    } else if (field == "timezone") {
+      Result<std::string> text = String(key, value, path);
+      if (!text.ok()) return text.status();
+      Result<std::shared_ptr<const core::Zone>> zone = core::Zone::Load(*text);
+      if (!zone.ok()) return FailAt(key, value, zone.status().message(), *text);
+      rule.timezone = (*zone)->name();
+    } else if (field == "shadow") {
+      Result<bool> shadow = Bool(key, value, path);
+      if (!shadow.ok()) return shadow.status();
+      rule.shadow = *shadow;
+    } else if (field == "on_backend_error") {
+      Result<std::string> text = String(key, value, path);
+      if (!text.ok()) return text.status();
+      if (*text == "allow") {
+        rule.on_backend_error = OnBackendError::kAllow;
+      } else if (*text == "deny") {
+        rule.on_backend_error = OnBackendError::kDeny;
+      } else {
+        return FailAt(key, value, "'" + path + "' must be allow or deny", *text);
+      }
+    } else if (field == "alerts") {
+      // Read by a later version; the shape is checked now so that a config
+      // written today keeps loading then.
+      if (!value.IsMap()) return WrongType(key, value, path, "a map");
+      config.unsupported.push_back(path);
+    } else {
+      return Fail(key.Mark(),
+                  "unknown key '" + field + "' in rule '" + rule.name +
+                      "'; expected algorithm, limits, burst, tiers, timezone, shadow, "
+                      "on_backend_error or alerts",
+                  field);
+    }
+    return Status::Ok();
+  }
+
+  Status ParseTier(const std::string& tier, const YAML::Node& key, const YAML::Node& value,
+                   const std::string& tiers_path, RuleDraft& draft) const {
+    if (!IsValidName(tier)) {
+      return Fail(key.Mark(),
+                  "tier names are 1 to 64 characters of A-Z, a-z, 0-9, '_', '.', ':' or '-'", tier);
+    }
+    Result<std::vector<PlacedLimit>> limits = ParseLimits(key, value, tiers_path + "." + tier);
+    if (!limits.ok()) return limits.status();
+    draft.tiers.push_back({tier, key, *std::move(limits)});
+    return Status::Ok();
+  }
+
+  // burst needs the algorithm and the limit counts, which may come after it.
+  Status CheckBurst(RuleDraft& draft) const {
+    Rule& rule = draft.rule;
+    if (draft.burst.empty()) return Status::Ok();
+    const bool bucket = rule.algorithm == Algorithm::kTokenBucket;
+    if (!bucket && rule.algorithm != Algorithm::kGcra) {
+      return Fail(draft.burst_key.Mark(),
+                  "'burst' is only allowed with token_bucket and gcra, not " +
+                      std::string(AlgorithmName(rule.algorithm)),
+                  "burst");
+    }
+    // gcra's capacity is burst + 1 and must itself be a valid count.
+    const int64_t min = bucket ? 1 : 0;
+    const int64_t max = bucket ? kMaxLimitCount : kMaxLimitCount - 1;
+    for (const PlacedInt& b : draft.burst) {
+      if (b.value < min || b.value > max) {
+        return Fail(b.node.Mark(),
+                    std::string(AlgorithmName(rule.algorithm)) + " 'burst' must be between " +
+                        std::to_string(min) + " and " + std::to_string(max),
+                    b.node.Scalar());
+      }
+      rule.burst.push_back(b.value);
+    }
+    if (rule.burst.size() == 1) return Status::Ok();
+    if (rule.burst.size() != draft.limits.size()) {
+      return Fail(draft.burst_key.Mark(),
+                  "'burst' has " + std::to_string(rule.burst.size()) + " values but the rule has " +
+                      std::to_string(draft.limits.size()) +
+                      " limits; give one value, or one per limit",
+                  "burst");
+    }
+    // One value per limit must also mean one per limit of every tier.
+    for (const Tier& tier : draft.tiers) {
+      if (tier.limits.size() != rule.burst.size()) {
+        return Fail(tier.key.Mark(),
+                    "tier '" + tier.name + "' has " + std::to_string(tier.limits.size()) +
+                        " limits but 'burst' has " + std::to_string(rule.burst.size()) + " values",
+                    tier.name);
+      }
+    }
+    return Status::Ok();
+  }
+
+  // Bounds that depend on the algorithm and burst: beyond them the state
+  // arithmetic (C++ int64, Lua doubles) would lose exactness or overflow.
+  Status CheckLimits(const Rule& rule, const std::vector<PlacedLimit>& limits) const {
+    for (size_t i = 0; i < limits.size(); ++i) {
+      const Limit& l = limits[i].limit;
+      const std::string text = l.ToString();
+      const __int128 period_ms = l.PeriodMs();
+      const std::optional<int64_t> burst = rule.burst.empty() ? std::nullopt
+                                           : rule.burst.size() == 1
+                                               ? std::optional<int64_t>(rule.burst[0])
+                                               : std::optional<int64_t>(rule.burst[i]);
+      std::string problem;
+      switch (rule.algorithm) {
+        case Algorithm::kFixedWindow:
+          break;
+        case Algorithm::kSlidingWindow:
+          if (l.count * period_ms > kMaxExactProduct) {
+            problem = "count x period must be at most 2^53 ms for sliding_window";
+          }
+          break;
+        case Algorithm::kTokenBucket: {
+          const int64_t capacity = burst.value_or(l.count);
+          if ((capacity > l.count ? capacity : l.count) * period_ms > kMaxExactProduct) {
+            problem = "max(count, burst) x period must be at most 2^53 ms for token_bucket";
+          }
+          break;
+        }
+        case Algorithm::kGcra: {
+          const __int128 max_burst = burst.value_or(l.count - 1);
+          const __int128 emission_us = period_ms * 1000 / l.count;
+          if (emission_us < 1) {
+            problem = "gcra needs at least 1 us per unit (period / count)";
+          } else if (emission_us * (max_burst + 1) > kMaxGcraSpanUs) {
+            problem = "period / count x (burst + 1) must be at most 2^52 us for gcra";
+          }
+          break;
+        }
+        case Algorithm::kSlidingLog:
+          if (l.count > kMaxSlidingLogCount) {
+            problem = "sliding_log keeps one timestamp per request, so count must be at most " +
+                      std::to_string(kMaxSlidingLogCount);
+          }
+          break;
+      }
+      if (!problem.empty()) {
+        return Fail(limits[i].node.Mark(), "limit \"" + text + "\" is too large: " + problem,
+                    limits[i].node.Scalar());
+      }
+    }
+    return Status::Ok();
+  }
+
+  std::string_view source_;
+};
+
+// The source line holding `mark`, for the "near" of a YAML syntax error.
+std::string_view LineAt(std::string_view text, const YAML::Mark& mark) {
+  if (mark.is_null() || mark.pos < 0) return {};
+  size_t pos = static_cast<size_t>(mark.pos);
+  if (pos > text.size()) pos = text.size();
+  size_t begin = text.rfind('\n', pos == 0 ? 0 : pos - 1);
+  begin = (begin == std::string_view::npos || begin >= pos) ? 0 : begin + 1;
+  if (pos < text.size() && text[pos] == '\n' && pos == begin) return {};
+  size_t end = text.find('\n', begin);
+  if (end == std::string_view::npos) end = text.size();
+  std::string_view line = text.substr(begin, end - begin);
+  while (!line.empty() && (line.front() == ' ' || line.front() == '\t')) line.remove_prefix(1);
+  while (!line.empty() && (line.back() == ' ' || line.back() == '\t' || line.back() == '\r')) {
+    line.remove_suffix(1);
+  }
+  return line;
+}
+
+std::string JoinLimits(const std::vector<Limit>& limits) {
+  std::string out;
+  for (const Limit& l : limits) {
+    if (!out.empty()) out += ", ";
+    out += l.ToString();
+  }
+  return out;
+}
+
+}  // namespace
+
+Result<Config> ParseConfig(std::string_view yaml, std::string_view source) {
+  ConfigParser parser(source);
+  if (yaml.size() > kMaxConfigBytes) {
+    return parser.Fail(YAML::Mark(), "config is larger than 4 MiB", yaml.substr(0, 32));
+  }
+  try {
+    const std::vector<YAML::Node> docs = YAML::LoadAll(std::string(yaml));
+    if (docs.size() > 1) {
+      return parser.Fail(docs[1].Mark(), "only one YAML document is allowed",
+                         docs[1].IsScalar() ? docs[1].Scalar() : "---");
+    }
+    Config config;
+    config.source = std::string(source);
+    if (!docs.empty()) {
+      if (Status s = parser.ParseDocument(docs[0], config); !s.ok()) return s;
+    }
+    return config;
+  } catch (const YAML::Exception& e) {
+    return parser.Fail(e.mark, "YAML syntax error: " + e.msg, LineAt(yaml, e.mark));
+  } catch (const std::exception& e) {
+    return parser.Fail(YAML::Mark(), std::string("cannot read YAML: ") + e.what(), "");
+  } catch (...) {
+    return parser.Fail(YAML::Mark(), "cannot read YAML", "");
+  }
+}
+
+Result<Config> LoadConfigFile(const std::string& path) {
+  std::FILE* file = std::fopen(path.c_str(), "rb");
+  if (file == nullptr) {
+    return InvalidArgumentError(path + ": cannot open config file: " + std::strerror(errno));
+  }
+  // One byte past the bound is enough for ParseConfig to refuse a huge file
+  // without reading all of it.
+  std::string text;
+  char buffer[1 << 16];
+  while (text.size() <= kMaxConfigBytes) {
+    const size_t n = std::fread(buffer, 1, sizeof(buffer), file);
+    text.append(buffer, n);
+    if (n < sizeof(buffer)) break;
+  }
+  const bool failed = std::ferror(file) != 0;
+  const int error = errno;
+  std::fclose(file);
+  if (failed) {
+    return InvalidArgumentError(path + ": cannot read config file: " + std::strerror(error));
+  }
+  return ParseConfig(text, path);
+}
+
+std::string DescribeConfig(const Config& config) {
+  std::string out = "store: " + config.store + "\n";
+  out += "rules (" + std::to_string(config.rules.size()) + "):\n";
+  for (const Rule& rule : config.rules) {
+    out += "  " + rule.name + ": " + std::string(AlgorithmName(rule.algorithm)) + " " +
+           JoinLimits(rule.limits);
+    if (!rule.burst.empty()) {
+      out += "; burst=";
+      for (size_t i = 0; i < rule.burst.size(); ++i) {
+        out += (i == 0 ? "" : ", ") + std::to_string(rule.burst[i]);
+      }
+    }
+    if (!rule.tiers.empty()) {
+      out += "; tiers: ";
+      bool first = true;
+      for (const auto& [tier, limits] : rule.tiers) {
+        out += (first ? "" : "; ") + tier + "=" + JoinLimits(limits);
+        first = false;
+      }
+    }
+    if (rule.timezone != "UTC") out += "; timezone=" + rule.timezone;
+    if (rule.shadow) out += "; shadow";
+    out += rule.on_backend_error == OnBackendError::kAllow ? "; on_backend_error=allow"
+                                                           : "; on_backend_error=deny";
+    out += "\n";
+  }
+  if (!config.unsupported.empty()) {
+    out += "not yet supported, ignored: ";
+    for (size_t i = 0; i < config.unsupported.size(); ++i) {
+      out += (i == 0 ? "" : ", ") + config.unsupported[i];
+    }
+    out += "\n";
+  }
+  return out;
+}
+
+}  // namespace floodgate

@@ -1,0 +1,49 @@
+// Small text helpers shared by the config and calendar parsers: quoting user
+// text inside error messages, ASCII case-insensitive comparison.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <string_view>
+
+namespace floodgate::core {
+
+// Returns `text` between `quote` characters with quotes, backslashes and
+// control bytes escaped, cut after `max_bytes` ("..." marks the cut). Config text and zone
+// names may be anything, so one bad value must not yield a megabyte of error
+// or a message that breaks a log line.
+inline std::string QuoteForMessage(std::string_view text, size_t max_bytes = 64, char quote = '"') {
+  std::string out(1, quote);
+  for (size_t i = 0; i < text.size() && i < max_bytes; ++i) {
+    const unsigned char c = static_cast<unsigned char>(text[i]);
+    if (c == static_cast<unsigned char>(quote) || c == '\\') {
+      out += '\\';
+      out += static_cast<char>(c);
+    } else if (c < 0x20 || c == 0x7f) {
+      constexpr char kHex[] = "0123456789abcdef";
+      out += "\\x";
+      out += kHex[c >> 4];
+      out += kHex[c & 0xf];
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  if (text.size() > max_bytes) out += "...";
+  out += quote;
+  return out;
+}
+
+// ASCII only: unit words and zone names are ASCII, and locale-dependent
+// folding would make a config mean different things on different hosts.
+inline bool EqualsIgnoreCase(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    char x = a[i], y = b[i];
+    if (x >= 'A' && x <= 'Z') x = static_cast<char>(x - 'A' + 'a');
+    if (y >= 'A' && y <= 'Z') y = static_cast<char>(y - 'A' + 'a');
+    if (x != y) return false;
+  }
+  return true;
+}
+
+}  // namespace floodgate::core

@@ -1,0 +1,701 @@
+// ParseConfig, LoadConfigFile and DescribeConfig: the valid shapes and
+// defaults, and for each kind of mistake the exact "source:line:column: what
+// (near 'text')" message.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <fstream>
+#include <string>
+
+#include "floodgate/config.h"
+
+namespace floodgate {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::StartsWith;
+
+const std::string kExamples = std::string(FLOODGATE_SOURCE_DIR) + "/examples";
+
+Config Parse(std::string_view yaml) {
+  Result<Config> r = ParseConfig(yaml, "test.yaml");
+  EXPECT_TRUE(r.ok()) << r.status().ToString();
+  return r.ok() ? *std::move(r) : Config{};
+}
+
+// The error message of a config that must be refused.
+std::string Error(std::string_view yaml) {
+  Result<Config> r = ParseConfig(yaml, "test.yaml");
+  if (r.ok()) return "(accepted)";
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+  return r.status().message();
+}
+
+Limit L(int64_t count, int64_t multiplier, TimeUnit unit) { return Limit{count, multiplier, unit}; }
+
+// The example of SPEC.md, verbatim.
+constexpr char kSpecExample[] =
+    R"yaml(store: memory                  # or redis://host:port, redis+cluster://h1:p1,h2:p2, redis+proxy://host:port
+listen: { http: 127.0.0.1:8080, resp: 127.0.0.1:6479, grpc: 127.0.0.1:8081 }
+rules:
+  api:
+    algorithm: sliding_window
+    limits: [60/minute, 5000/day]
+    tiers: { pro: [600/minute, 100000/day] }
+    on_backend_error: allow
+    alerts: { thresholds: [80, 100], webhook: "http://127.0.0.1:9000/quota" }
+  otp_issue: { algorithm: sliding_log, limits: [3/5m] }
+otp: { digits: 6, ttl: 5m, issue_limit: 3/5m, verify_limit: 5/15m, secret_env: FG_OTP_SECRET }
+envoy_ratelimit: [/etc/ratelimit/config.yaml]   # envoyproxy/ratelimit YAML files, served over gRPC
+)yaml";
+
+TEST(ParseConfigTest, SpecExample) {
+  const Config c = Parse(kSpecExample);
+  EXPECT_EQ(c.source, "test.yaml");
+  EXPECT_EQ(c.store, "memory");
+  EXPECT_EQ(c.listen.http, "127.0.0.1:8080");
+  EXPECT_EQ(c.listen.resp, "127.0.0.1:6479");
+  EXPECT_EQ(c.listen.grpc, "127.0.0.1:8081");
+  ASSERT_EQ(c.rules.size(), 2u);
+
+  const Rule& api = c.rules[0];
+  EXPECT_EQ(api.name, "api");
+  EXPECT_EQ(api.algorithm, Algorithm::kSlidingWindow);
+  EXPECT_THAT(api.limits, ElementsAre(L(60, 1, TimeUnit::kMinute), L(5000, 1, TimeUnit::kDay)));
+  ASSERT_EQ(api.tiers.size(), 1u);
+  EXPECT_THAT(api.tiers.at("pro"),
+              ElementsAre(L(600, 1, TimeUnit::kMinute), L(100000, 1, TimeUnit::kDay)));
+  EXPECT_EQ(api.on_backend_error, OnBackendError::kAllow);
+  EXPECT_TRUE(api.burst.empty());
+  EXPECT_EQ(api.timezone, "UTC");
+  EXPECT_FALSE(api.shadow);
+
+  const Rule& otp = c.rules[1];
+  EXPECT_EQ(otp.name, "otp_issue");
+  EXPECT_EQ(otp.algorithm, Algorithm::kSlidingLog);
+  EXPECT_THAT(otp.limits, ElementsAre(L(3, 5, TimeUnit::kMinute)));
+
+  EXPECT_THAT(c.unsupported, ElementsAre("rules.api.alerts", "otp", "envoy_ratelimit"));
+}
+
+TEST(ParseConfigTest, EmptyConfigHasDefaultsAndNoRules) {
+  for (std::string_view yaml :
+       {"", "\n", "# only a comment\n", "---\n", "rules:\n", "rules: {}\n"}) {
+    const Config c = Parse(yaml);
+    EXPECT_EQ(c.source, "test.yaml");
+    EXPECT_EQ(c.store, "memory") << yaml;
+    EXPECT_EQ(c.listen.http, "127.0.0.1:8080");
+    EXPECT_EQ(c.listen.resp, "127.0.0.1:6479");
+    EXPECT_EQ(c.listen.grpc, "127.0.0.1:8081");
+    EXPECT_EQ(c.engine.max_entries, 10'000'000);
+    EXPECT_EQ(c.engine.shards, 256);
+    EXPECT_EQ(c.engine.sweep_interval_ms, 1000);
+    EXPECT_TRUE(c.rules.empty());
+    EXPECT_TRUE(c.unsupported.empty());
+  }
+}
+
+TEST(ParseConfigTest, RuleDefaults) {
+  const Config c = Parse("rules:\n  r:\n    limits: 10/s\n");
+  ASSERT_EQ(c.rules.size(), 1u);
+  const Rule& r = c.rules[0];
+  EXPECT_EQ(r.algorithm, Algorithm::kFixedWindow);
+  EXPECT_THAT(r.limits, ElementsAre(L(10, 1, TimeUnit::kSecond)));
+  EXPECT_TRUE(r.burst.empty());
+  EXPECT_TRUE(r.tiers.empty());
+  EXPECT_EQ(r.timezone, "UTC");
+  EXPECT_FALSE(r.shadow);
+  EXPECT_EQ(r.on_backend_error, OnBackendError::kAllow);
+}
+
+TEST(ParseConfigTest, EveryField) {
+  const Config c = Parse(R"(
+store: redis+cluster://10.0.0.1:7000,10.0.0.2:7000
+listen:
+  http: 0.0.0.0:80
+  resp: "[::1]:6479"
+  grpc: localhost:0
+engine: { max_entries: 1000, shards: 4096, sweep_interval_ms: 0 }
+rules:
+  uploads:
+    algorithm: token_bucket
+    limits: [100/minute, 1000/hour]
+    burst: [20, 200]
+    tiers:
+      free: [10/minute, 100/hour]
+      pro: [1000/minute, 10000/hour]
+    shadow: true
+    on_backend_error: deny
+  login:
+    algorithm: gcra
+    limits: 5/minute
+    burst: 0
+  reports:
+    limits: 1000/month
+    timezone: Asia/Kolkata
+  app.v2:api-1:
+    limits: 1/s
+    timezone: UTC+5:30
+)");
+  EXPECT_EQ(c.store, "redis+cluster://10.0.0.1:7000,10.0.0.2:7000");
+  EXPECT_EQ(c.listen.http, "0.0.0.0:80");
+  EXPECT_EQ(c.listen.resp, "[::1]:6479");
+  EXPECT_EQ(c.listen.grpc, "localhost:0");
+  EXPECT_EQ(c.engine.max_entries, 1000);
+  EXPECT_EQ(c.engine.shards, 4096);
+  EXPECT_EQ(c.engine.sweep_interval_ms, 0);
+  ASSERT_EQ(c.rules.size(), 4u);
+
+  const Rule& uploads = c.rules[0];
+  EXPECT_EQ(uploads.algorithm, Algorithm::kTokenBucket);
+  EXPECT_THAT(uploads.burst, ElementsAre(20, 200));
+  EXPECT_THAT(uploads.tiers.at("free"),
+              ElementsAre(L(10, 1, TimeUnit::kMinute), L(100, 1, TimeUnit::kHour)));
+  EXPECT_TRUE(uploads.shadow);
+  EXPECT_EQ(uploads.on_backend_error, OnBackendError::kDeny);
+
+  EXPECT_EQ(c.rules[1].algorithm, Algorithm::kGcra);
+  EXPECT_THAT(c.rules[1].burst, ElementsAre(0));
+  EXPECT_EQ(c.rules[2].timezone, "Asia/Kolkata");
+  EXPECT_EQ(c.rules[3].name, "app.v2:api-1");
+  // Fixed offsets are stored in their canonical spelling.
+  EXPECT_EQ(c.rules[3].timezone, "+05:30");
+}
+
+TEST(ParseConfigTest, StoreSchemes) {
+  for (const char* store : {"memory", "redis://127.0.0.1:6379", "rediss://cache:6380",
+                            "redis+cluster://h1:1,h2:2", "redis+proxy://twemproxy:22121"}) {
+    EXPECT_EQ(Parse(std::string("store: \"") + store + "\"\n").store, store);
+  }
+  EXPECT_EQ(Error("store: mysql://db\n"),
+            "test.yaml:1:8: unknown store; expected memory, redis://host:port, rediss://host:port, "
+            "redis+cluster://host:port,... or redis+proxy://host:port (near 'mysql://db')");
+  EXPECT_THAT(Error("store: redis://\n"), StartsWith("test.yaml:1:8: unknown store;"));
+  EXPECT_THAT(Error("store: Memory\n"), StartsWith("test.yaml:1:8: unknown store;"));
+}
+
+TEST(ParseConfigTest, LimitsMayBeOneString) {
+  const Config c = Parse("rules:\n  r:\n    limits: 3/5m\n    tiers: { gold: 30/5m }\n");
+  EXPECT_THAT(c.rules[0].limits, ElementsAre(L(3, 5, TimeUnit::kMinute)));
+  EXPECT_THAT(c.rules[0].tiers.at("gold"), ElementsAre(L(30, 5, TimeUnit::kMinute)));
+}
+
+TEST(ParseConfigTest, BooleanSpellings) {
+  for (const char* t : {"true", "True", "TRUE", "yes", "on"}) {
+    EXPECT_TRUE(
+        Parse(std::string("rules: { r: { limits: 1/s, shadow: ") + t + " } }").rules[0].shadow)
+        << t;
+  }
+  for (const char* f : {"false", "no", "Off"}) {
+    EXPECT_FALSE(
+        Parse(std::string("rules: { r: { limits: 1/s, shadow: ") + f + " } }").rules[0].shadow)
+        << f;
+  }
+  EXPECT_EQ(Error("rules:\n  r:\n    limits: 1/s\n    shadow: maybe\n"),
+            "test.yaml:4:13: 'rules.r.shadow' must be true or false (near 'maybe')");
+}
+
+TEST(ParseConfigTest, RulesKeepFileOrder) {
+  const Config c =
+      Parse("rules:\n  zeta: {limits: 1/s}\n  alpha: {limits: 1/s}\n  mid: {limits: 1/s}\n");
+  ASSERT_EQ(c.rules.size(), 3u);
+  EXPECT_EQ(c.rules[0].name, "zeta");
+  EXPECT_EQ(c.rules[1].name, "alpha");
+  EXPECT_EQ(c.rules[2].name, "mid");
+}
+
+// --- Refusals: the exact message, position and offending text. ---
+
+TEST(ParseConfigErrorTest, ZeroCount) {
+  EXPECT_EQ(Error("rules:\n"
+                  "  api:\n"
+                  "    limits: [0/minute]\n"),
+            "test.yaml:3:14: limit \"0/minute\": count must be a positive integer "
+            "(near '0/minute')");
+}
+
+TEST(ParseConfigErrorTest, SecondLimitInListIsPointedAt) {
+  EXPECT_EQ(Error("rules:\n"
+                  "  api:\n"
+                  "    limits:\n"
+                  "      - 60/minute\n"
+                  "      - 5/0s\n"),
+            "test.yaml:5:9: limit \"5/0s\": multiplier must be a positive integer (near '5/0s')");
+}
+
+TEST(ParseConfigErrorTest, UnknownUnit) {
+  EXPECT_EQ(
+      Error("rules:\n"
+            "  api:\n"
+            "    limits: 10/fortnight\n"),
+      "test.yaml:3:13: limit \"10/fortnight\": unknown unit \"fortnight\" (expected ms, s, m, "
+      "h, d, w, month or year) (near '10/fortnight')");
+}
+
+TEST(ParseConfigErrorTest, BadLimitInTier) {
+  EXPECT_EQ(Error("rules:\n"
+                  "  api:\n"
+                  "    limits: 10/s\n"
+                  "    tiers:\n"
+                  "      pro: [100/s, 10/parsec]\n"),
+            "test.yaml:5:20: limit \"10/parsec\": unknown unit \"parsec\" (expected ms, s, m, h, "
+            "d, w, month or year) (near '10/parsec')");
+}
+
+TEST(ParseConfigErrorTest, UnknownAlgorithm) {
+  EXPECT_EQ(Error("rules:\n"
+                  "  api:\n"
+                  "    algorithm: leaky_bucket\n"
+                  "    limits: 10/s\n"),
+            "test.yaml:3:16: unknown algorithm 'leaky_bucket'; expected fixed_window, "
+            "sliding_window, sliding_log, token_bucket or gcra (near 'leaky_bucket')");
+}
+
+TEST(ParseConfigErrorTest, DuplicateRule) {
+  EXPECT_EQ(Error("rules:\n"
+                  "  api:\n"
+                  "    limits: 10/s\n"
+                  "  login:\n"
+                  "    limits: 5/minute\n"
+                  "  api:\n"
+                  "    limits: 20/s\n"),
+            "test.yaml:6:3: duplicate rule 'api' (first defined on line 2) (near 'api')");
+}
+
+TEST(ParseConfigErrorTest, DuplicateKeysAnywhere) {
+  EXPECT_EQ(Error("store: memory\nstore: redis://x:1\n"),
+            "test.yaml:2:1: duplicate key 'store' (first defined on line 1) (near 'store')");
+  EXPECT_EQ(Error("rules:\n  api:\n    limits: 10/s\n    limits: 20/s\n"),
+            "test.yaml:4:5: duplicate key 'limits' (first defined on line 3) (near 'limits')");
+  EXPECT_EQ(Error("rules:\n  api:\n    limits: 10/s\n    tiers: {pro: 1/s, pro: 2/s}\n"),
+            "test.yaml:4:23: duplicate tier 'pro' (first defined on line 4) (near 'pro')");
+}
+
+TEST(ParseConfigErrorTest, WrongYamlTypes) {
+  EXPECT_EQ(Error("store: {kind: memory}\n"),
+            "test.yaml:1:8: 'store' must be a string, not a map (near 'store')");
+  EXPECT_EQ(Error("store:\n"), "test.yaml:1:1: 'store' must be a string, not empty (near 'store')");
+  EXPECT_EQ(Error("rules: [api, login]\n"),
+            "test.yaml:1:8: 'rules' must be a map of rule name to rule, not a list (near 'rules')");
+  EXPECT_EQ(Error("rules:\n  api: 10/s\n"),
+            "test.yaml:2:8: 'rules.api' must be a map, not a string (near 'api')");
+  EXPECT_EQ(Error("rules:\n  api:\n"),
+            "test.yaml:2:3: 'rules.api' must be a map, not empty (near 'api')");
+  EXPECT_EQ(Error("rules:\n  api:\n    limits: {per_minute: 10}\n"),
+            "test.yaml:3:13: 'rules.api.limits' must be a limit or a list of limits, not a map "
+            "(near 'limits')");
+  EXPECT_EQ(Error("rules:\n  api:\n    limits: [10/s, [20/s]]\n"),
+            "test.yaml:3:20: each limit in 'rules.api.limits' must be a string like 60/minute, not "
+            "a list (near 'limits')");
+  EXPECT_EQ(Error("rules:\n  api:\n    limits: 10/s\n    algorithm: [gcra]\n"),
+            "test.yaml:4:16: 'rules.api.algorithm' must be a string, not a list (near "
+            "'algorithm')");
+  EXPECT_EQ(Error("rules:\n  api:\n    limits: 10/s\n    alerts: [80, 100]\n"),
+            "test.yaml:4:13: 'rules.api.alerts' must be a map, not a list (near 'alerts')");
+  EXPECT_EQ(Error("- a\n- b\n"),
+            "test.yaml:1:1: the config must be a map of sections (store, listen, engine, rules), "
+            "not a list (near '')");
+  EXPECT_EQ(Error("just a string\n"),
+            "test.yaml:1:1: the config must be a map of sections (store, listen, engine, rules), "
+            "not a string (near 'just a string')");
+  EXPECT_EQ(Error("engine:\n  shards: [1]\n"),
+            "test.yaml:2:11: 'engine.shards' must be an integer, not a list (near 'shards')");
+  EXPECT_EQ(Error("listen: 127.0.0.1:8080\n"),
+            "test.yaml:1:9: 'listen' must be a map, not a string (near 'listen')");
+}
+
+TEST(ParseConfigErrorTest, KeysMustBeStrings) {
+  EXPECT_EQ(Error("? [a, b]\n: 1\n"),
+            "test.yaml:1:3: keys must be plain strings, not a list (near '')");
+  EXPECT_EQ(Error("rules:\n  ~: {limits: 1/s}\n"), "test.yaml:2:3: empty key (near '')");
+}
+
+TEST(ParseConfigErrorTest, UnknownKeys) {
+  EXPECT_EQ(Error("store: memory\nstorage: memory\n"),
+            "test.yaml:2:1: unknown key 'storage' at top level; expected store, listen, engine, "
+            "rules, otp or envoy_ratelimit (near 'storage')");
+  EXPECT_EQ(Error("rules:\n  api:\n    limits: 10/s\n    limit: 10/s\n"),
+            "test.yaml:4:5: unknown key 'limit' in rule 'api'; expected algorithm, limits, burst, "
+            "tiers, timezone, shadow, on_backend_error or alerts (near 'limit')");
+  EXPECT_EQ(Error("listen:\n  https: 0.0.0.0:443\n"),
+            "test.yaml:2:3: unknown key 'https' in listen; expected http, resp or grpc "
+            "(near 'https')");
+  EXPECT_EQ(Error("engine:\n  threads: 4\n"),
+            "test.yaml:2:3: unknown key 'threads' in engine; expected max_entries, shards or "
+            "sweep_interval_ms (near 'threads')");
+}
+
+TEST(ParseConfigErrorTest, BadTimezone) {
+  EXPECT_EQ(Error("rules:\n"
+                  "  reports:\n"
+                  "    limits: 1000/month\n"
+                  "    timezone: Mars/Olympus\n"),
+            "test.yaml:4:15: unknown time zone \"Mars/Olympus\" (near 'Mars/Olympus')");
+  EXPECT_EQ(Error("rules:\n  r:\n    limits: 1/d\n    timezone: \"+19:00\"\n"),
+            "test.yaml:4:15: time zone \"+19:00\": UTC offset must be between -18:00 and +18:00 "
+            "(near '+19:00')");
+  EXPECT_EQ(Error("rules:\n  r:\n    limits: 1/d\n    timezone: ../../etc/passwd\n"),
+            "test.yaml:4:15: unknown time zone \"../../etc/passwd\" (near '../../etc/passwd')");
+}
+
+TEST(ParseConfigErrorTest, BurstOnlyForTokenBucketAndGcra) {
+  EXPECT_EQ(Error("rules:\n"
+                  "  api:\n"
+                  "    algorithm: fixed_window\n"
+                  "    limits: 10/s\n"
+                  "    burst: 5\n"),
+            "test.yaml:5:5: 'burst' is only allowed with token_bucket and gcra, not fixed_window "
+            "(near 'burst')");
+  // The algorithm may come after burst; the default algorithm counts too.
+  EXPECT_EQ(Error("rules:\n  api:\n    burst: 5\n    limits: 10/s\n    algorithm: sliding_log\n"),
+            "test.yaml:3:5: 'burst' is only allowed with token_bucket and gcra, not sliding_log "
+            "(near 'burst')");
+  EXPECT_THAT(Error("rules:\n  api:\n    burst: 5\n    limits: 10/s\n"),
+              HasSubstr("not fixed_window"));
+}
+
+TEST(ParseConfigErrorTest, BurstBounds) {
+  const std::string tb = "rules:\n  r:\n    algorithm: token_bucket\n    limits: 10/s\n";
+  EXPECT_EQ(Error(tb + "    burst: 0\n"),
+            "test.yaml:5:12: token_bucket 'burst' must be between 1 and 1000000000000000 "
+            "(near '0')");
+  EXPECT_EQ(Parse(tb + "    burst: 1\n").rules[0].burst, std::vector<int64_t>{1});
+  EXPECT_EQ(Error(tb + "    burst: -1\n"),
+            "test.yaml:5:12: 'rules.r.burst' must be an integer between 0 and 1000000000000000 "
+            "(near '-1')");
+  EXPECT_EQ(Error(tb + "    burst: 1000000000000001\n"),
+            "test.yaml:5:12: 'rules.r.burst' must be an integer between 0 and 1000000000000000 "
+            "(near '1000000000000001')");
+  EXPECT_EQ(Error(tb + "    burst: 1.5\n"),
+            "test.yaml:5:12: 'rules.r.burst' must be an integer between 0 and 1000000000000000 "
+            "(near '1.5')");
+  const std::string gcra = "rules:\n  r:\n    algorithm: gcra\n    limits: 10/s\n";
+  EXPECT_EQ(Parse(gcra + "    burst: 0\n").rules[0].burst, std::vector<int64_t>{0});
+  EXPECT_EQ(Error(gcra + "    burst: [1, 1000000000000000]\n"),
+            "test.yaml:5:16: gcra 'burst' must be between 0 and 999999999999999 "
+            "(near '1000000000000000')");
+}
+
+TEST(ParseConfigErrorTest, BurstCountMustMatchLimits) {
+  const std::string head =
+      "rules:\n  r:\n    algorithm: token_bucket\n    limits: [10/s, 100/minute]\n";
+  EXPECT_THAT(Parse(head + "    burst: 5\n").rules[0].burst, ElementsAre(5));
+  EXPECT_THAT(Parse(head + "    burst: [5, 50]\n").rules[0].burst, ElementsAre(5, 50));
+  EXPECT_EQ(Error(head + "    burst: [5, 50, 500]\n"),
+            "test.yaml:5:5: 'burst' has 3 values but the rule has 2 limits; give one value, or one "
+            "per limit (near 'burst')");
+  EXPECT_EQ(Error(head + "    burst: [5, 50]\n    tiers:\n      pro: 100/s\n"),
+            "test.yaml:7:7: tier 'pro' has 1 limits but 'burst' has 2 values (near 'pro')");
+  EXPECT_EQ(Error(head + "    burst: []\n"),
+            "test.yaml:5:12: 'rules.r.burst' is an empty list (near 'burst')");
+}
+
+TEST(ParseConfigErrorTest, TooManyLimits) {
+  EXPECT_EQ(Error("rules:\n"
+                  "  api:\n"
+                  "    limits: [1/s, 2/s, 3/s, 4/s, 5/s, 6/s, 7/s, 8/s, 9/s]\n"),
+            "test.yaml:3:54: 'rules.api.limits' has too many limits (at most 8) (near '9/s')");
+  EXPECT_EQ(Parse("rules:\n  api:\n    limits: [1/s, 2/s, 3/s, 4/s, 5/s, 6/s, 7/s, 8/s]\n")
+                .rules[0]
+                .limits.size(),
+            8u);
+}
+
+TEST(ParseConfigErrorTest, NoLimits) {
+  EXPECT_EQ(Error("rules:\n  api:\n    algorithm: gcra\n"),
+            "test.yaml:2:3: rule 'api' has no 'limits' (near 'api')");
+  EXPECT_EQ(Error("rules:\n  api:\n    limits: []\n"),
+            "test.yaml:3:13: 'rules.api.limits' needs at least one limit (near 'limits')");
+}
+
+TEST(ParseConfigErrorTest, RuleAndTierNames) {
+  EXPECT_EQ(Error("rules:\n  \"my rule\": {limits: 1/s}\n"),
+            "test.yaml:2:3: rule names are 1 to 64 characters of A-Z, a-z, 0-9, '_', '.', ':' or "
+            "'-' (near 'my rule')");
+  const std::string name64(64, 'n');
+  EXPECT_EQ(Parse("rules:\n  " + name64 + ": {limits: 1/s}\n").rules[0].name, name64);
+  EXPECT_THAT(Error("rules:\n  " + name64 + "n: {limits: 1/s}\n"),
+              StartsWith("test.yaml:2:3: rule names are 1 to 64 characters"));
+  EXPECT_EQ(Error("rules:\n  r:\n    limits: 1/s\n    tiers: {\"pro/x\": 2/s}\n"),
+            "test.yaml:4:13: tier names are 1 to 64 characters of A-Z, a-z, 0-9, '_', '.', ':' or "
+            "'-' (near 'pro/x')");
+}
+
+TEST(ParseConfigErrorTest, OnBackendError) {
+  EXPECT_EQ(Error("rules:\n  r:\n    limits: 1/s\n    on_backend_error: retry\n"),
+            "test.yaml:4:23: 'rules.r.on_backend_error' must be allow or deny (near 'retry')");
+}
+
+TEST(ParseConfigErrorTest, ListenAddresses) {
+  EXPECT_EQ(Parse("listen: {http: \"[::]:8080\"}\n").listen.http, "[::]:8080");
+  for (const char* bad :
+       {"8080", ":8080", "host:", "host:65536", "host:80a", "a b:80", "[::1:80", "[zz]:80"}) {
+    EXPECT_EQ(Error(std::string("listen:\n  resp: \"") + bad + "\"\n"),
+              std::string("test.yaml:2:9: 'listen.resp' must be host:port, e.g. 127.0.0.1:8080 "
+                          "(near '") +
+                  bad + "')")
+        << bad;
+  }
+  EXPECT_EQ(Parse("listen: {grpc: \"h:65535\"}\n").listen.grpc, "h:65535");
+}
+
+TEST(ParseConfigErrorTest, EngineBounds) {
+  EXPECT_EQ(Error("engine:\n  shards: 100\n"),
+            "test.yaml:2:11: 'engine.shards' must be a power of two (near '100')");
+  EXPECT_EQ(Error("engine:\n  shards: 8192\n"),
+            "test.yaml:2:11: 'engine.shards' must be an integer between 1 and 4096 (near '8192')");
+  EXPECT_EQ(Error("engine:\n  shards: 0\n"),
+            "test.yaml:2:11: 'engine.shards' must be an integer between 1 and 4096 (near '0')");
+  EXPECT_EQ(Parse("engine:\n  shards: 1\n").engine.shards, 1);
+  EXPECT_EQ(Error("engine:\n  max_entries: 0\n"),
+            "test.yaml:2:16: 'engine.max_entries' must be an integer >= 1 (near '0')");
+  EXPECT_EQ(Error("engine:\n  max_entries: 99999999999999999999\n"),
+            "test.yaml:2:16: 'engine.max_entries' must be an integer >= 1 "
+            "(near '99999999999999999999')");
+  EXPECT_EQ(Error("engine:\n  sweep_interval_ms: -1\n"),
+            "test.yaml:2:22: 'engine.sweep_interval_ms' must be an integer >= 0 (near '-1')");
+  EXPECT_EQ(Error("engine:\n  max_entries: 1e6\n"),
+            "test.yaml:2:16: 'engine.max_entries' must be an integer >= 1 (near '1e6')");
+}
+
+TEST(ParseConfigErrorTest, SlidingWindowProductBound) {
+  // 2^43 x 1024 ms = 2^53 exactly: the last value that is exact in a double.
+  const std::string head = "rules:\n  r:\n    algorithm: sliding_window\n    limits: ";
+  EXPECT_EQ(Parse(head + "8796093022208/1024ms\n").rules.size(), 1u);
+  EXPECT_EQ(Error(head + "8796093022209/1024ms\n"),
+            "test.yaml:4:13: limit \"8796093022209/1024ms\" is too large: count x period must be "
+            "at most 2^53 ms for sliding_window (near '8796093022209/1024ms')");
+  // The same limit is fine for fixed_window, which never multiplies.
+  EXPECT_EQ(Parse("rules:\n  r:\n    limits: 8796093022209/1024ms\n").rules.size(), 1u);
+}
+
+TEST(ParseConfigErrorTest, TokenBucketProductBound) {
+  const std::string head = "rules:\n  r:\n    algorithm: token_bucket\n    limits: 1/1024ms\n";
+  EXPECT_EQ(Parse(head + "    burst: 8796093022208\n").rules.size(), 1u);
+  EXPECT_EQ(Error(head + "    burst: 8796093022209\n"),
+            "test.yaml:4:13: limit \"1/1024ms\" is too large: max(count, burst) x period must be "
+            "at most 2^53 ms for token_bucket (near '1/1024ms')");
+}
+
+TEST(ParseConfigErrorTest, GcraBounds) {
+  // 1/1024ms: emission interval 1024000 us; 2^52 / 1024000 = 4398046511.1.
+  const std::string head = "rules:\n  r:\n    algorithm: gcra\n    limits: 1/1024ms\n";
+  EXPECT_EQ(Parse(head + "    burst: 4398046510\n").rules.size(), 1u);
+  EXPECT_EQ(Error(head + "    burst: 4398046511\n"),
+            "test.yaml:4:13: limit \"1/1024ms\" is too large: period / count x (burst + 1) must be "
+            "at most 2^52 us for gcra (near '1/1024ms')");
+  // Finer than a microsecond per unit: gcra's integer emission interval would be 0.
+  EXPECT_EQ(Parse("rules: {r: {algorithm: gcra, limits: 1000/ms}}").rules.size(), 1u);
+  EXPECT_EQ(Error("rules: {r: {algorithm: gcra, limits: 1001/ms}}"),
+            "test.yaml:1:38: limit \"1001/ms\" is too large: gcra needs at least 1 us per unit "
+            "(period / count) (near '1001/ms')");
+}
+
+TEST(ParseConfigErrorTest, SlidingLogCountBound) {
+  const std::string head = "rules:\n  r:\n    algorithm: sliding_log\n    limits: [1/s, ";
+  EXPECT_EQ(Parse(head + "100000/day]\n").rules.size(), 1u);
+  EXPECT_EQ(
+      Error(head + "100001/day]\n"),
+      "test.yaml:4:19: limit \"100001/day\" is too large: sliding_log keeps one timestamp per "
+      "request, so count must be at most 100000 (near '100001/day')");
+  // Tier limits obey the same bounds.
+  EXPECT_EQ(
+      Error("rules:\n  r:\n    algorithm: sliding_log\n    limits: 1/s\n"
+            "    tiers: {big: 200000/day}\n"),
+      "test.yaml:5:18: limit \"200000/day\" is too large: sliding_log keeps one timestamp per "
+      "request, so count must be at most 100000 (near '200000/day')");
+}
+
+TEST(ParseConfigErrorTest, YamlSyntaxError) {
+  EXPECT_EQ(Error("rules:\n"
+                  "  api:\n"
+                  "    limits: [10/s, 100/minute\n"),
+            "test.yaml:4:1: YAML syntax error: end of sequence flow not found (near '')");
+  EXPECT_EQ(Error("rules:\n  api:\n    limits: 10/s\n   algorithm: gcra\n"),
+            "test.yaml:4:4: YAML syntax error: end of map not found (near 'algorithm: gcra')");
+  EXPECT_EQ(Error("store: memory: x\n"),
+            "test.yaml:1:14: YAML syntax error: illegal map value (near 'store: memory: x')");
+  EXPECT_EQ(Error("rules:\n  a:\n    limits: [1/s, 2/s]]\n"),
+            "test.yaml:3:23: YAML syntax error: illegal flow end (near 'limits: [1/s, 2/s]]')");
+}
+
+TEST(ParseConfigErrorTest, OneDocumentOnly) {
+  EXPECT_EQ(Error("store: memory\n---\nstore: redis://x:1\n"),
+            "test.yaml:3:1: only one YAML document is allowed (near '---')");
+}
+
+TEST(ParseConfigErrorTest, SourceNameIsUsed) {
+  Result<Config> r = ParseConfig("bogus: 1\n", "/etc/floodgate/prod.yaml");
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(r.status().message(), StartsWith("/etc/floodgate/prod.yaml:1:1: unknown key"));
+}
+
+TEST(ParseConfigRobustnessTest, HugeInputIsRefused) {
+  std::string yaml = "# " + std::string(4 << 20, 'x') + "\n";
+  EXPECT_THAT(Error(yaml), StartsWith("test.yaml:1:1: config is larger than 4 MiB (near '# xxx"));
+}
+
+TEST(ParseConfigRobustnessTest, DeepNestingIsAnErrorNotACrash) {
+  EXPECT_THAT(Error(std::string(100'000, '[')), HasSubstr("YAML syntax error"));
+  EXPECT_THAT(Error(std::string(100'000, '{')), HasSubstr("YAML syntax error"));
+  std::string dashes;
+  for (int i = 0; i < 50'000; ++i) dashes += "- ";
+  EXPECT_THAT(Error(dashes + "x\n"), HasSubstr("test.yaml:"));
+}
+
+TEST(ParseConfigRobustnessTest, AliasesAreFollowedNotExpanded) {
+  // A "billion laughs" shape: aliases share nodes, and nothing here walks
+  // an unexpected shape, so this stays instant.
+  std::string yaml = "a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n";
+  for (int i = 1; i < 30; ++i) {
+    yaml += "a" + std::to_string(i) + ": &a" + std::to_string(i) + " [";
+    for (int j = 0; j < 10; ++j) yaml += (j ? ", *a" : "*a") + std::to_string(i - 1);
+    yaml += "]\n";
+  }
+  EXPECT_THAT(Error(yaml), StartsWith("test.yaml:1:1: unknown key 'a0'"));
+  // Aliases inside the expected shape work.
+  const Config c = Parse("rules:\n  a: {limits: &l [1/s, 10/minute]}\n  b: {limits: *l}\n");
+  EXPECT_EQ(c.rules[1].limits, c.rules[0].limits);
+  // A sequence that contains itself is just a wrong type.
+  EXPECT_THAT(Error("rules:\n  a: {limits: &l [*l]}\n"), HasSubstr("must be a string like"));
+}
+
+TEST(ParseConfigRobustnessTest, GarbageNeverThrows) {
+  using namespace std::string_view_literals;
+  for (std::string_view yaml :
+       {"\0\0\0"sv, "\xff\xfe\x00r"sv, "&a *a"sv, "!!binary x"sv, "? ? ? ?"sv, "{: }"sv, "[,]"sv,
+        "key: |\n  x\n y"sv, "%YAML 9.9\n---\n"sv, "'"sv, "\t- x"sv,
+        "rules: {a: {limits: [\"\\u0000/s\"]}}"sv, "*unknown_alias"sv}) {
+    Result<Config> r = ParseConfig(yaml, "g.yaml");
+    if (!r.ok()) {
+      EXPECT_THAT(r.status().message(), StartsWith("g.yaml:"));
+    }
+  }
+}
+
+// --- Files ---
+
+TEST(LoadConfigFileTest, ExampleConfigLoads) {
+  Result<Config> r = LoadConfigFile(kExamples + "/floodgate.yaml");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  const Config& c = *r;
+  EXPECT_EQ(c.source, kExamples + "/floodgate.yaml");
+  EXPECT_EQ(c.store, "memory");
+  ASSERT_EQ(c.rules.size(), 6u);
+  EXPECT_EQ(c.rules[0].name, "api");
+  EXPECT_EQ(c.rules[0].algorithm, Algorithm::kSlidingWindow);
+  EXPECT_THAT(c.rules[0].limits,
+              ElementsAre(L(60, 1, TimeUnit::kMinute), L(5000, 1, TimeUnit::kDay)));
+  EXPECT_THAT(c.rules[0].tiers.at("pro"),
+              ElementsAre(L(600, 1, TimeUnit::kMinute), L(100000, 1, TimeUnit::kDay)));
+  EXPECT_EQ(c.rules[1].name, "otp_issue");
+  EXPECT_EQ(c.rules[1].algorithm, Algorithm::kSlidingLog);
+  EXPECT_THAT(c.rules[1].limits, ElementsAre(L(3, 5, TimeUnit::kMinute)));
+  EXPECT_EQ(c.rules[2].name, "login");
+  EXPECT_EQ(c.rules[2].algorithm, Algorithm::kGcra);
+  EXPECT_THAT(c.rules[2].limits, ElementsAre(L(5, 1, TimeUnit::kMinute)));
+  EXPECT_EQ(c.rules[3].name, "spam");
+  EXPECT_EQ(c.rules[3].algorithm, Algorithm::kFixedWindow);
+  EXPECT_THAT(c.rules[3].limits,
+              ElementsAre(L(10, 1, TimeUnit::kMinute), L(100, 1, TimeUnit::kHour),
+                          L(500, 1, TimeUnit::kDay)));
+  EXPECT_EQ(c.rules[4].name, "uploads");
+  EXPECT_EQ(c.rules[4].algorithm, Algorithm::kTokenBucket);
+  EXPECT_THAT(c.rules[4].limits, ElementsAre(L(100, 1, TimeUnit::kMinute)));
+  EXPECT_THAT(c.rules[4].burst, ElementsAre(20));
+  EXPECT_EQ(c.rules[5].name, "reports");
+  EXPECT_EQ(c.rules[5].algorithm, Algorithm::kFixedWindow);
+  EXPECT_THAT(c.rules[5].limits, ElementsAre(L(1000, 1, TimeUnit::kMonth)));
+  EXPECT_EQ(c.rules[5].timezone, "Europe/Berlin");
+  EXPECT_TRUE(c.unsupported.empty());
+}
+
+TEST(LoadConfigFileTest, BadExamplesAreRefusedWithTheirPosition) {
+  struct Case {
+    const char* file;
+    const char* where_and_what;
+  };
+  const Case cases[] = {
+      {"zero_count.yaml", ":4:14: limit \"0/minute\": count must be a positive integer"},
+      {"unknown_unit.yaml", ":4:13: limit \"10/fortnight\": unknown unit \"fortnight\""},
+      {"unknown_algorithm.yaml", ":4:16: unknown algorithm 'leaky_bucket'"},
+      {"duplicate_rule.yaml", ":7:3: duplicate rule 'api' (first defined on line 3)"},
+      {"burst_on_fixed_window.yaml", ":6:5: 'burst' is only allowed with token_bucket and gcra"},
+      {"bad_timezone.yaml", ":5:15: unknown time zone \"Mars/Olympus\""},
+      {"syntax_error.yaml", ":5:1: YAML syntax error: end of sequence flow not found"},
+  };
+  for (const Case& c : cases) {
+    const std::string path = kExamples + "/bad/" + c.file;
+    Result<Config> r = LoadConfigFile(path);
+    ASSERT_FALSE(r.ok()) << path;
+    EXPECT_THAT(r.status().message(), StartsWith(path + c.where_and_what)) << path;
+  }
+}
+
+TEST(LoadConfigFileTest, UnreadableFileNamesPathAndReason) {
+  Result<Config> r = LoadConfigFile("/nonexistent/floodgate.yaml");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(r.status().message(),
+            "/nonexistent/floodgate.yaml: cannot open config file: No such file or directory");
+  Result<Config> dir = LoadConfigFile(kExamples);
+  ASSERT_FALSE(dir.ok());
+  EXPECT_EQ(dir.status().message(), kExamples + ": cannot read config file: Is a directory");
+}
+
+TEST(LoadConfigFileTest, HugeFileIsRefusedWithoutReadingItAll) {
+  const std::string path = ::testing::TempDir() + "/floodgate_huge_config.yaml";
+  {
+    std::ofstream out(path, std::ios::binary);
+    const std::string chunk(1 << 20, '#');
+    for (int i = 0; i < 6; ++i) out << chunk;
+  }
+  Result<Config> r = LoadConfigFile(path);
+  std::remove(path.c_str());
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(r.status().message(), StartsWith(path + ":1:1: config is larger than 4 MiB"));
+}
+
+// --- DescribeConfig ---
+
+TEST(DescribeConfigTest, SpecExample) {
+  EXPECT_EQ(DescribeConfig(Parse(kSpecExample)),
+            "store: memory\n"
+            "rules (2):\n"
+            "  api: sliding_window 60/minute, 5000/day; tiers: pro=600/minute, 100000/day; "
+            "on_backend_error=allow\n"
+            "  otp_issue: sliding_log 3/5m; on_backend_error=allow\n"
+            "not yet supported, ignored: rules.api.alerts, otp, envoy_ratelimit\n");
+}
+
+TEST(DescribeConfigTest, EveryOptionalPart) {
+  const Config c = Parse(R"(
+store: redis://cache:6379
+rules:
+  up:
+    algorithm: token_bucket
+    limits: [100/minute, 1000/hour]
+    burst: [20, 200]
+    tiers: { free: [10/minute, 100/hour], pro: [1000/minute, 10000/hour] }
+    shadow: true
+    on_backend_error: deny
+  reports:
+    limits: 2/3month
+    timezone: Europe/Berlin
+)");
+  EXPECT_EQ(DescribeConfig(c),
+            "store: redis://cache:6379\n"
+            "rules (2):\n"
+            "  up: token_bucket 100/minute, 1000/hour; burst=20, 200; tiers: free=10/minute, "
+            "100/hour; pro=1000/minute, 10000/hour; shadow; on_backend_error=deny\n"
+            "  reports: fixed_window 2/3month; timezone=Europe/Berlin; on_backend_error=allow\n");
+}
+
+TEST(DescribeConfigTest, NoRules) {
+  EXPECT_EQ(DescribeConfig(Parse("")), "store: memory\nrules (0):\n");
+}
+
+}  // namespace
+}  // namespace floodgate

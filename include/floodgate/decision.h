@@ -9,14 +9,16 @@
 namespace floodgate {
 
 // The figures of one limit of a rule, as of the decision's instant.
+// Trivially constructible on purpose (a Decision is filled on the hot path
+// without zeroing unused slots): value-initialise (`LimitStatus s{};`).
 struct LimitStatus {
-  bool allowed = false;        // this limit alone had room for the cost
-  int64_t limit = 0;           // the limit's capacity (N, or the burst)
-  int64_t remaining = 0;       // units left after this decision
-  int64_t retry_after_ms = 0;  // 0 when allowed, -1 when the cost can never fit
-  int64_t reset_after_ms = 0;  // until this limit is fully reset
-  int64_t window_start_ms = 0; // the current window (windowed algorithms), else 0
-  int64_t window_end_ms = 0;
+  bool allowed;             // this limit alone had room for the cost
+  int64_t limit;            // the limit's capacity (N, or the burst)
+  int64_t remaining;        // units left after this decision
+  int64_t retry_after_ms;   // 0 when allowed, -1 when the cost can never fit
+  int64_t reset_after_ms;   // until this limit is fully reset
+  int64_t window_start_ms;  // the current window (windowed algorithms), else 0
+  int64_t window_end_ms;
 };
 
 struct Decision {
@@ -33,8 +35,9 @@ struct Decision {
   int64_t reset_after_ms = 0;
   int binding = 0;  // index into limits
 
+  // limits[0, num_limits) are set; the slots after them are unspecified.
   int num_limits = 0;
-  std::array<LimitStatus, kMaxLimitsPerRule> limits{};
+  std::array<LimitStatus, kMaxLimitsPerRule> limits;
 };
 
 }  // namespace floodgate

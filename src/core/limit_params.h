@@ -17,13 +17,15 @@ struct LimitParams {
   int64_t capacity = 0;
   TimeUnit unit = TimeUnit::kSecond;
   int64_t multiplier = 1;
+  // gcra only: period_ms * 1000 / count, precomputed (>= 1).
+  int64_t emission_us = 0;
   // fixed_window only: where windows fall. Never null for fixed_window.
   const Zone* zone = nullptr;
 };
 
 // What one algorithm step says about one limit.
 struct Outcome {
-  LimitStatus status;
+  LimitStatus status{};  // value-initialised: algorithms set only what differs from 0
   // When the state written by this step holds nothing any more (all
   // consumption has aged out); 0 when there is nothing to keep.
   int64_t expires_at_ms = 0;

@@ -1,0 +1,37 @@
+// fixed_window: one counter per window; windows come from the limit's Zone
+// (epoch-aligned below a day, calendar-aligned from a day up).
+#include "core/algorithms.h"
+
+namespace floodgate::core {
+
+Outcome ApplyFixedWindow(const LimitParams& p, FixedWindowState& s, int64_t now_ms, int64_t cost) {
+  // A clock step back stays in the window already counted: no refund.
+  if (s.used > 0 && now_ms < s.window_start_ms) now_ms = s.window_start_ms;
+  const Window w = p.zone->WindowAt(p.unit, p.multiplier, now_ms);
+  const int64_t used = (s.used > 0 && s.window_start_ms == w.start_ms) ? s.used : 0;
+
+  Outcome out;
+  LimitStatus& st = out.status;
+  st.limit = p.count;
+  st.window_start_ms = w.start_ms;
+  st.window_end_ms = w.end_ms;
+
+  int64_t used_after = used;
+  if (cost > p.count) {
+    st.allowed = false;
+    st.retry_after_ms = -1;
+  } else if (used + cost <= p.count) {  // no overflow: used <= count, cost <= count
+    st.allowed = true;
+    used_after = used + cost;
+    if (cost > 0) s = {w.start_ms, used_after};
+  } else {
+    st.allowed = false;
+    st.retry_after_ms = w.end_ms - now_ms;
+  }
+  st.remaining = p.count - used_after;
+  st.reset_after_ms = used_after > 0 ? w.end_ms - now_ms : 0;
+  out.expires_at_ms = used_after > 0 ? w.end_ms : 0;
+  return out;
+}
+
+}  // namespace floodgate::core

@@ -1,0 +1,51 @@
+// gcra: the generic cell rate algorithm with redis-cell's semantics and
+// figures (CL.THROTTLE), computed in microseconds.
+//
+// emission interval T = period / count; limit = max_burst + 1 (`capacity`);
+// delay variation tolerance = T * limit. A request of `cost` moves the
+// theoretical arrival time (TAT) by T * cost and is allowed iff the new TAT
+// is no further than the tolerance ahead of now. As in redis-cell:
+// remaining = floor((tolerance - ttl) / T), reset_after = ttl (TAT - now),
+// and a cost above the limit is never allowed (retry_after -1).
+// Config guarantees T >= 1 us and T * limit <= 2^52.
+#include "core/algorithms.h"
+#include "core/int_math.h"
+
+namespace floodgate::core {
+
+Outcome ApplyGcra(const LimitParams& p, GcraState& s, int64_t now_ms, int64_t cost) {
+  const int64_t emission_us = p.emission_us;
+  const int64_t limit = p.capacity;
+  const int64_t tolerance_us = emission_us * limit;
+  const int64_t now_us = now_ms * 1000;
+  // An expired TAT (in the past) is a fresh subject; a TAT ahead of an
+  // earlier `now` (clock stepped back) only makes the answer stricter.
+  const int64_t tat = s.tat_us > now_us ? s.tat_us : now_us;
+
+  Outcome out;
+  LimitStatus& st = out.status;
+  st.limit = limit;
+  int64_t ttl_us = tat - now_us;
+  if (cost > limit) {
+    st.allowed = false;
+    st.retry_after_ms = -1;
+  } else {
+    const int64_t new_tat = tat + emission_us * cost;  // <= tat + tolerance: no overflow
+    const int64_t diff = now_us - (new_tat - tolerance_us);
+    if (diff < 0) {
+      st.allowed = false;
+      st.retry_after_ms = CeilDiv(-diff, 1000);
+    } else {
+      st.allowed = true;
+      ttl_us = new_tat - now_us;
+      if (cost > 0) s.tat_us = new_tat;
+    }
+  }
+  const int64_t next = tolerance_us - ttl_us;
+  st.remaining = next > 0 ? next / emission_us : 0;
+  st.reset_after_ms = CeilDiv(ttl_us, 1000);
+  out.expires_at_ms = ttl_us > 0 ? CeilDiv(now_us + ttl_us, 1000) : 0;
+  return out;
+}
+
+}  // namespace floodgate::core

@@ -1,0 +1,263 @@
+// Rule evaluation and compilation: see rule_eval.h.
+#include "core/rule_eval.h"
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+
+#include "core/algorithms.h"
+#include "core/sliding_log.h"
+
+namespace floodgate::core {
+namespace {
+
+constexpr int64_t kMaxExact = int64_t{1} << 53;  // exact in a double (the Redis scripts)
+constexpr int64_t kMaxSlidingLogCount = 100'000;
+
+Status LimitError(const Rule& rule, const std::string& tier, const Limit& limit,
+                  const std::string& why) {
+  std::string where = "rule '" + rule.name + "'";
+  if (!tier.empty()) where += " tier '" + tier + "'";
+  return InvalidArgumentError(where + ": limit '" + limit.ToString() + "' " + why);
+}
+
+// The burst configured for limit i, or -1 when none is.
+int64_t BurstFor(const Rule& rule, size_t i) {
+  if (rule.burst.empty()) return -1;
+  if (rule.burst.size() == 1) return rule.burst[0];
+  return i < rule.burst.size() ? rule.burst[i] : -1;
+}
+
+// Picks the limit whose figures the decision reports (see Decision::binding).
+int BindingLimit(const Decision& d) {
+  int best = 0;
+  for (int i = 1; i < d.num_limits; ++i) {
+    const LimitStatus& a = d.limits[i];
+    const LimitStatus& b = d.limits[best];
+    bool better;
+    if (!d.allowed) {
+      if (a.allowed != b.allowed) {
+        better = !a.allowed;
+      } else if ((a.retry_after_ms < 0) != (b.retry_after_ms < 0)) {
+        better = a.retry_after_ms < 0;
+      } else {
+        better = a.retry_after_ms > b.retry_after_ms;
+      }
+    } else {
+      better = a.remaining < b.remaining ||
+               (a.remaining == b.remaining && a.reset_after_ms > b.reset_after_ms);
+    }
+    if (better) best = i;
+  }
+  return best;
+}
+
+void Finish(Decision& d, bool admitted, bool shadow) {
+  d.allowed = admitted;
+  d.shadow_denied = false;
+  d.binding = BindingLimit(d);
+  const LimitStatus& b = d.limits[d.binding];
+  d.limit = b.limit;
+  d.remaining = b.remaining;
+  d.retry_after_ms = admitted ? 0 : b.retry_after_ms;
+  d.reset_after_ms = b.reset_after_ms;
+  if (shadow && !admitted) {
+    d.shadow_denied = true;
+    d.allowed = true;
+    d.retry_after_ms = 0;
+  }
+}
+
+template <typename State, Outcome (*Apply)(const LimitParams&, State&, int64_t, int64_t)>
+int64_t EvaluateFixedSize(const CompiledRule& rule, int64_t* words, int64_t now_ms, int64_t cost,
+                          Decision* d) {
+  static_assert(sizeof(State) % sizeof(int64_t) == 0);
+  constexpr size_t kWords = sizeof(State) / sizeof(int64_t);
+  const int n = static_cast<int>(rule.limits.size());
+  State next[kMaxLimitsPerRule];
+  int64_t expires[kMaxLimitsPerRule];
+  bool admitted = true;
+  for (int i = 0; i < n; ++i) {
+    std::memcpy(&next[i], words + i * kWords, sizeof(State));
+    const Outcome o = Apply(rule.limits[i], next[i], now_ms, cost);
+    d->limits[i] = o.status;
+    expires[i] = o.expires_at_ms;
+    admitted = admitted && o.status.allowed;
+  }
+  if (admitted) {
+    std::memcpy(words, next, n * sizeof(State));
+  } else if (cost > 0) {
+    // All-or-nothing: nothing was consumed, so limits that had room report
+    // their figures as of a peek at the unchanged state.
+    for (int i = 0; i < n; ++i) {
+      if (!d->limits[i].allowed) continue;
+      State unchanged;
+      std::memcpy(&unchanged, words + i * kWords, sizeof(State));
+      const Outcome o = Apply(rule.limits[i], unchanged, now_ms, 0);
+      d->limits[i] = o.status;
+      expires[i] = o.expires_at_ms;
+    }
+  }
+  d->num_limits = n;
+  int64_t expires_at_ms = 0;
+  for (int i = 0; i < n; ++i) expires_at_ms = std::max(expires_at_ms, expires[i]);
+  Finish(*d, admitted, rule.shadow);
+  return expires_at_ms;
+}
+
+int64_t EvaluateSlidingLog(const CompiledRule& rule, int64_t* words, int64_t now_ms, int64_t cost,
+                           Decision* d) {
+  const int n = static_cast<int>(rule.limits.size());
+  Outcome outcomes[kMaxLimitsPerRule];
+  auto* log = reinterpret_cast<SlidingLog*>(words[0]);
+  bool admitted;
+  if (log != nullptr) {
+    admitted = log->Apply(rule.limits, now_ms, cost, std::span(outcomes, n));
+  } else {
+    // Decide on an empty log first, so that a peek or a denial on a new
+    // subject allocates nothing.
+    SlidingLog empty(n);
+    admitted = empty.Apply(rule.limits, now_ms, cost, std::span(outcomes, n));
+    if (admitted && cost > 0) {
+      log = new SlidingLog(std::move(empty));
+      words[0] = reinterpret_cast<int64_t>(log);
+    }
+  }
+  d->num_limits = n;
+  for (int i = 0; i < n; ++i) d->limits[i] = outcomes[i].status;
+  Finish(*d, admitted, rule.shadow);
+  return n > 0 ? outcomes[0].expires_at_ms : 0;
+}
+
+}  // namespace
+
+int StateWords(Algorithm algorithm, int num_limits) {
+  switch (algorithm) {
+    case Algorithm::kFixedWindow:
+      return 2 * num_limits;
+    case Algorithm::kSlidingWindow:
+      return 3 * num_limits;
+    case Algorithm::kTokenBucket:
+      return 2 * num_limits;
+    case Algorithm::kGcra:
+      return num_limits;
+    case Algorithm::kSlidingLog:
+      return 1;
+  }
+  return 0;
+}
+
+Result<CompiledRule> CompileRule(const Rule& rule, const std::string& tier,
+                                 const std::vector<Limit>& limits) {
+  if (limits.empty() || limits.size() > static_cast<size_t>(kMaxLimitsPerRule)) {
+    return InvalidArgumentError("rule '" + rule.name + "' needs 1 to " +
+                                std::to_string(kMaxLimitsPerRule) + " limits");
+  }
+  CompiledRule c;
+  c.name = rule.name;
+  c.tier = tier;
+  c.algorithm = rule.algorithm;
+  c.shadow = rule.shadow;
+  c.on_backend_error = rule.on_backend_error;
+  auto zone = Zone::Load(rule.timezone);
+  if (!zone.ok())
+    return InvalidArgumentError("rule '" + rule.name + "': " + zone.status().message());
+  c.zone = *zone;
+  for (size_t i = 0; i < limits.size(); ++i) {
+    const Limit& l = limits[i];
+    if (l.count < 1 || l.count > kMaxLimitCount || l.multiplier < 1 || l.PeriodMs() < 1 ||
+        l.PeriodMs() > kMaxPeriodMs) {
+      return LimitError(rule, tier, l, "is out of range");
+    }
+    LimitParams p;
+    p.count = l.count;
+    p.period_ms = l.PeriodMs();
+    p.unit = l.unit;
+    p.multiplier = l.multiplier;
+    p.zone = c.zone.get();
+    p.capacity = l.count;
+    const int64_t burst = BurstFor(rule, i);
+    // Bounds are checked with division so the check itself cannot overflow.
+    switch (rule.algorithm) {
+      case Algorithm::kFixedWindow:
+        break;
+      case Algorithm::kSlidingWindow:
+        if (p.count > kMaxExact / p.period_ms) {
+          return LimitError(rule, tier, l,
+                            "is too large for sliding_window (count x period in ms "
+                            "must stay under 2^53)");
+        }
+        break;
+      case Algorithm::kSlidingLog:
+        if (p.count > kMaxSlidingLogCount) {
+          return LimitError(rule, tier, l,
+                            "is too large for sliding_log (at most 100000 per "
+                            "window; use sliding_window)");
+        }
+        break;
+      case Algorithm::kTokenBucket:
+        if (burst >= 0) p.capacity = burst;
+        if (p.capacity < 1 || p.capacity > kMaxLimitCount) {
+          return LimitError(rule, tier, l, "has a token_bucket burst out of range");
+        }
+        if (std::max(p.count, p.capacity) > kMaxExact / p.period_ms) {
+          return LimitError(rule, tier, l,
+                            "is too large for token_bucket (count or burst x "
+                            "period in ms must stay under 2^53)");
+        }
+        break;
+      case Algorithm::kGcra: {
+        const int64_t max_burst = burst >= 0 ? burst : p.count - 1;
+        if (max_burst < 0 || max_burst >= kMaxLimitCount) {
+          return LimitError(rule, tier, l, "has a gcra burst out of range");
+        }
+        p.capacity = max_burst + 1;
+        if (p.period_ms > (int64_t{1} << 62) / 1000)
+          return LimitError(rule, tier, l, "is too long");
+        const int64_t emission_us = p.period_ms * 1000 / p.count;
+        if (emission_us < 1) {
+          return LimitError(rule, tier, l, "is too fine for gcra (under 1 microsecond per unit)");
+        }
+        p.emission_us = emission_us;
+        if (p.capacity > (int64_t{1} << 52) / emission_us) {
+          return LimitError(rule, tier, l,
+                            "is too large for gcra (period x burst / count must "
+                            "stay under 2^52 microseconds)");
+        }
+        break;
+      }
+    }
+    c.limits.push_back(p);
+  }
+  c.state_words = StateWords(c.algorithm, static_cast<int>(c.limits.size()));
+  return c;
+}
+
+int64_t EvaluateRule(const CompiledRule& rule, int64_t* state, int64_t now_ms, int64_t cost,
+                     Decision* decision) {
+  switch (rule.algorithm) {
+    case Algorithm::kFixedWindow:
+      return EvaluateFixedSize<FixedWindowState, ApplyFixedWindow>(rule, state, now_ms, cost,
+                                                                   decision);
+    case Algorithm::kSlidingWindow:
+      return EvaluateFixedSize<SlidingWindowState, ApplySlidingWindow>(rule, state, now_ms, cost,
+                                                                       decision);
+    case Algorithm::kTokenBucket:
+      return EvaluateFixedSize<TokenBucketState, ApplyTokenBucket>(rule, state, now_ms, cost,
+                                                                   decision);
+    case Algorithm::kGcra:
+      return EvaluateFixedSize<GcraState, ApplyGcra>(rule, state, now_ms, cost, decision);
+    case Algorithm::kSlidingLog:
+      return EvaluateSlidingLog(rule, state, now_ms, cost, decision);
+  }
+  *decision = Decision{};
+  return 0;
+}
+
+void ReleaseRuleState(Algorithm algorithm, int64_t* state) {
+  if (algorithm != Algorithm::kSlidingLog) return;
+  delete reinterpret_cast<SlidingLog*>(state[0]);
+  state[0] = 0;
+}
+
+}  // namespace floodgate::core

@@ -1,0 +1,49 @@
+// Rule evaluation: all limits of a rule against one state, at one instant,
+// all-or-nothing.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/calendar.h"
+#include "core/limit_params.h"
+#include "floodgate/decision.h"
+#include "floodgate/rule.h"
+
+namespace floodgate::core {
+
+// One rule, or one tier of a rule, ready to evaluate. Immutable; thread-safe.
+struct CompiledRule {
+  std::string name;
+  std::string tier;  // empty for the rule's own limits
+  Algorithm algorithm = Algorithm::kFixedWindow;
+  bool shadow = false;
+  OnBackendError on_backend_error = OnBackendError::kAllow;
+  std::vector<LimitParams> limits;
+  std::shared_ptr<const Zone> zone;  // keeps limits[i].zone alive
+  int state_words = 0;               // see StateWords()
+};
+
+// Compiles `limits` (a rule's own or a tier's) of `rule`. INVALID_ARGUMENT
+// naming the rule and limit when a limit does not fit the algorithm's bounds.
+Result<CompiledRule> CompileRule(const Rule& rule, const std::string& tier,
+                                 const std::vector<Limit>& limits);
+
+// Size of a rule's state in int64 words: 2 per limit for fixed_window and
+// token_bucket, 3 for sliding_window, 1 for gcra; sliding_log keeps one word,
+// an owning pointer to its SlidingLog (see ReleaseRuleState).
+int StateWords(Algorithm algorithm, int num_limits);
+
+// Evaluates `rule` for `cost` units at now_ms against `state` (all zeros for
+// a new subject), updating it iff admitted with cost > 0, and fills *decision.
+// Returns when the state will hold nothing (0: nothing to keep).
+// Not thread-safe for one state: the caller serialises.
+int64_t EvaluateRule(const CompiledRule& rule, int64_t* state, int64_t now_ms, int64_t cost,
+                     Decision* decision);
+
+// Frees what a state owns (sliding_log's log). Safe on a zero state.
+void ReleaseRuleState(Algorithm algorithm, int64_t* state);
+
+}  // namespace floodgate::core

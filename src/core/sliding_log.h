@@ -1,0 +1,56 @@
+// sliding_log: the exact algorithm. Every admitted request is logged as
+// (time, units); a unit admitted at t counts against a limit of period P for
+// requests strictly before t + P.
+//
+// All limits of a rule share one log (an admitted request consumes every
+// limit at the same instant); each limit keeps a cursor to the first event
+// inside its window and the sum from there, so a decision is amortised O(1)
+// per limit. The log is bounded: it never holds more events than the count
+// of the longest-period limit (config caps that at 100000), because every
+// logged unit was admitted by that limit.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "core/limit_params.h"
+
+namespace floodgate::core {
+
+// Not thread-safe.
+class SlidingLog {
+ public:
+  explicit SlidingLog(int num_limits);
+
+  // Decides for every limit at once: admitted iff each has room for `cost`;
+  // only then is the event logged. `out` receives one Outcome per limit (all
+  // with the same expires_at_ms: the log's). Returns whether admitted.
+  bool Apply(std::span<const LimitParams> limits, int64_t now_ms, int64_t cost,
+             std::span<Outcome> out);
+
+  size_t size() const { return size_; }
+
+ private:
+  struct Event {
+    int64_t t_ms;
+    int64_t units;
+  };
+  struct Cursor {
+    uint64_t seq = 0;  // sequence number of the first event inside the window
+    int64_t sum = 0;   // units from there to the newest event
+  };
+
+  const Event& At(uint64_t seq) const { return ring_[(head_ + (seq - first_seq_)) % ring_.size()]; }
+  void Advance(std::span<const LimitParams> limits, int64_t now_ms);
+  void Append(int64_t now_ms, int64_t units);
+  int64_t RetryAfter(const LimitParams& p, const Cursor& c, int64_t now_ms, int64_t cost) const;
+
+  std::vector<Event> ring_;
+  size_t head_ = 0;
+  size_t size_ = 0;
+  uint64_t first_seq_ = 0;  // sequence number of ring_[head_]
+  std::vector<Cursor> cursors_;
+};
+
+}  // namespace floodgate::core

@@ -1,0 +1,44 @@
+// token_bucket: capacity `capacity`, refilled continuously at `count` per
+// `period_ms`. Tokens are scaled by period_ms (one token = period_ms units and
+// one ms refills `count` units), so refill is exact integer arithmetic.
+// Config guarantees max(count, capacity) * period_ms <= 2^53.
+#include "core/algorithms.h"
+#include "core/int_math.h"
+
+namespace floodgate::core {
+
+Outcome ApplyTokenBucket(const LimitParams& p, TokenBucketState& s, int64_t now_ms, int64_t cost) {
+  const int64_t period = p.period_ms;
+  const int64_t rate = p.count;  // scaled units refilled per ms
+  const int64_t full = p.capacity * period;
+
+  int64_t missing = s.scaled_tokens_missing;
+  if (missing > 0) {
+    if (now_ms < s.updated_ms) now_ms = s.updated_ms;  // a step back refills nothing
+    const int64_t elapsed = now_ms - s.updated_ms;
+    // Compare before multiplying: elapsed * rate may overflow for old states.
+    missing = elapsed >= CeilDiv(missing, rate) ? 0 : missing - elapsed * rate;
+  }
+
+  Outcome out;
+  LimitStatus& st = out.status;
+  st.limit = p.capacity;
+  if (cost > p.capacity) {
+    st.allowed = false;
+    st.retry_after_ms = -1;
+  } else if (missing + cost * period <= full) {
+    st.allowed = true;
+    missing += cost * period;
+    if (cost > 0) s = {missing, now_ms};
+  } else {
+    st.allowed = false;
+    const int64_t deficit = missing + cost * period - full;
+    st.retry_after_ms = CeilDiv(deficit, rate);
+  }
+  st.remaining = (full - missing) / period;
+  st.reset_after_ms = CeilDiv(missing, rate);
+  out.expires_at_ms = missing > 0 ? now_ms + st.reset_after_ms : 0;
+  return out;
+}
+
+}  // namespace floodgate::core

@@ -1,0 +1,97 @@
+// Rule evaluation: all-or-nothing across limits, the binding limit, shadow
+// mode, and the bounds CompileRule enforces.
+#include <gtest/gtest.h>
+
+#include "testing/rules.h"
+
+namespace floodgate {
+namespace {
+
+using testing::MakeRule;
+using testing::Subject;
+
+class AllAlgorithms : public ::testing::TestWithParam<Algorithm> {};
+
+TEST_P(AllAlgorithms, MultiLimitIsAllOrNothing) {
+  Subject s(MakeRule(GetParam(), {"2/s", "3/minute"}));
+  EXPECT_TRUE(s.At(0).allowed);
+  EXPECT_TRUE(s.At(0).allowed);
+  for (int i = 0; i < 5; ++i) {
+    Decision d = s.At(0);
+    EXPECT_FALSE(d.allowed);
+    EXPECT_FALSE(d.limits[0].allowed);
+    EXPECT_TRUE(d.limits[1].allowed);
+    EXPECT_EQ(d.limits[1].remaining, 1);  // the minute limit is not charged
+  }
+  EXPECT_EQ(s.At(0, 0).limits[1].remaining, 1);
+}
+
+TEST_P(AllAlgorithms, CostAboveAnyLimitIsNeverAllowed) {
+  Subject s(MakeRule(GetParam(), {"5/s", "100/minute"}));
+  Decision d = s.At(0, 6);
+  EXPECT_FALSE(d.allowed);
+  EXPECT_EQ(d.retry_after_ms, -1);
+  EXPECT_EQ(d.binding, 0);
+  EXPECT_EQ(s.expires_at_ms(), 0);
+}
+
+TEST_P(AllAlgorithms, ShadowAlwaysAdmitsButTellsTheTruth) {
+  Rule rule = MakeRule(GetParam(), {"1/minute"});
+  rule.shadow = true;
+  Subject s(rule);
+  Decision first = s.At(0);
+  EXPECT_TRUE(first.allowed);
+  EXPECT_FALSE(first.shadow_denied);
+  Decision second = s.At(1);
+  EXPECT_TRUE(second.allowed);
+  EXPECT_TRUE(second.shadow_denied);
+  EXPECT_EQ(second.retry_after_ms, 0);
+}
+
+TEST_P(AllAlgorithms, ExpiryCoversTheLongestLimit) {
+  Subject s(MakeRule(GetParam(), {"5/s", "10/minute"}));
+  s.At(0);
+  EXPECT_GT(s.expires_at_ms(), 1'000);
+  EXPECT_LE(s.expires_at_ms(), 120'000);
+}
+
+INSTANTIATE_TEST_SUITE_P(Rules, AllAlgorithms,
+                         ::testing::Values(Algorithm::kFixedWindow, Algorithm::kSlidingWindow,
+                                           Algorithm::kSlidingLog, Algorithm::kTokenBucket,
+                                           Algorithm::kGcra),
+                         [](const auto& info) { return std::string(AlgorithmName(info.param)); });
+
+TEST(RuleEvalTest, BindingOnAdmissionIsTheFewestRemaining) {
+  Subject s(MakeRule(Algorithm::kFixedWindow, {"100/minute", "5/s"}));
+  Decision d = s.At(0);
+  EXPECT_TRUE(d.allowed);
+  EXPECT_EQ(d.binding, 1);
+  EXPECT_EQ(d.limit, 5);
+  EXPECT_EQ(d.remaining, 4);
+}
+
+TEST(RuleEvalTest, BindingOnDenialIsTheLongestWait) {
+  Subject s(MakeRule(Algorithm::kFixedWindow, {"1/s", "1/minute"}));
+  EXPECT_TRUE(s.At(0).allowed);
+  Decision d = s.At(500);
+  EXPECT_FALSE(d.allowed);
+  EXPECT_EQ(d.binding, 1);
+  EXPECT_EQ(d.retry_after_ms, 59'500);
+}
+
+TEST(RuleEvalTest, CompileRefusesLimitsOutsideTheAlgorithmsBounds) {
+  auto refuse = [](Rule rule, const std::string& needle) {
+    auto c = core::CompileRule(rule, "", rule.limits);
+    ASSERT_FALSE(c.ok());
+    EXPECT_NE(c.status().message().find(needle), std::string::npos) << c.status().message();
+  };
+  refuse(MakeRule(Algorithm::kGcra, {"10000000/ms"}), "too fine for gcra");
+  refuse(MakeRule(Algorithm::kSlidingLog, {"100001/day"}), "too large for sliding_log");
+  refuse(MakeRule(Algorithm::kSlidingWindow, {"1000000000000/day"}),
+         "too large for sliding_window");
+  refuse(MakeRule(Algorithm::kTokenBucket, {"10/s"}, {0}), "burst out of range");
+  refuse(MakeRule(Algorithm::kFixedWindow, {"1/s"}, {}, "Mars/Olympus"), "Mars/Olympus");
+}
+
+}  // namespace
+}  // namespace floodgate

@@ -1,0 +1,103 @@
+// sliding_log: exact windows (seed 001's "X times per Y minutes"), shared log
+// across limits, retry times, no allocation for denials.
+#include <gtest/gtest.h>
+
+#include "core/sliding_log.h"
+#include "testing/rules.h"
+
+namespace floodgate {
+namespace {
+
+using testing::MakeRule;
+using testing::Subject;
+
+TEST(SlidingLogTest, UnitAdmittedAtTCountsStrictlyBeforeTPlusWindow) {
+  Subject s(MakeRule(Algorithm::kSlidingLog, {"3/5m"}));
+  EXPECT_TRUE(s.At(0).allowed);
+  EXPECT_TRUE(s.At(1'000).allowed);
+  EXPECT_TRUE(s.At(2'000).allowed);
+  Decision d = s.At(3'000);
+  EXPECT_FALSE(d.allowed);
+  EXPECT_EQ(d.retry_after_ms, 297'000);
+  EXPECT_FALSE(s.At(299'999).allowed);
+  Decision ok = s.At(300'000);
+  EXPECT_TRUE(ok.allowed);
+  EXPECT_EQ(ok.remaining, 0);
+  Decision next = s.At(300'001);
+  EXPECT_FALSE(next.allowed);
+  EXPECT_EQ(next.retry_after_ms, 999);  // the unit from t=1000 leaves at 301000
+}
+
+TEST(SlidingLogTest, ResetAndExpiryFollowTheNewestEvent) {
+  Subject s(MakeRule(Algorithm::kSlidingLog, {"5/s"}));
+  s.At(100);
+  Decision d = s.At(400);
+  EXPECT_EQ(d.remaining, 3);
+  EXPECT_EQ(d.reset_after_ms, 1'000);
+  EXPECT_EQ(s.expires_at_ms(), 1'400);
+  Decision later = s.At(1'200, 0);
+  EXPECT_EQ(later.remaining, 4);
+  EXPECT_EQ(later.reset_after_ms, 200);
+}
+
+TEST(SlidingLogTest, RetryWalksUntilEnoughUnitsAgeOut) {
+  Subject s(MakeRule(Algorithm::kSlidingLog, {"10/s"}));
+  EXPECT_TRUE(s.At(0, 4).allowed);
+  EXPECT_TRUE(s.At(200, 3).allowed);
+  EXPECT_TRUE(s.At(400, 3).allowed);
+  Decision d = s.At(500, 6);
+  EXPECT_FALSE(d.allowed);
+  // 6 more fit once 6 have left: the 4 at 0 (t=1000) and the 3 at 200 (t=1200).
+  EXPECT_EQ(d.retry_after_ms, 700);
+  EXPECT_FALSE(s.At(1'199, 6).allowed);
+  EXPECT_TRUE(s.At(1'200, 6).allowed);
+}
+
+TEST(SlidingLogTest, AllLimitsShareOneLogAllOrNothing) {
+  Subject s(MakeRule(Algorithm::kSlidingLog, {"2/s", "3/minute"}));
+  EXPECT_TRUE(s.At(0).allowed);
+  EXPECT_TRUE(s.At(1).allowed);
+  Decision per_second = s.At(2);
+  EXPECT_FALSE(per_second.allowed);
+  EXPECT_EQ(per_second.binding, 0);
+  EXPECT_EQ(per_second.retry_after_ms, 998);
+  EXPECT_EQ(per_second.limits[1].remaining, 1);  // the minute limit was not charged
+  EXPECT_TRUE(s.At(1'000).allowed);
+  Decision per_minute = s.At(2'000);
+  EXPECT_FALSE(per_minute.allowed);
+  EXPECT_EQ(per_minute.binding, 1);
+  EXPECT_EQ(per_minute.retry_after_ms, 58'000);
+}
+
+TEST(SlidingLogTest, DenialOnNewSubjectAllocatesNothing) {
+  Subject s(MakeRule(Algorithm::kSlidingLog, {"2/s"}));
+  EXPECT_FALSE(s.At(0, 3).allowed);
+  EXPECT_EQ(s.state()[0], 0);
+  EXPECT_TRUE(s.At(0, 0).allowed);
+  EXPECT_EQ(s.state()[0], 0);
+  EXPECT_TRUE(s.At(0, 1).allowed);
+  EXPECT_NE(s.state()[0], 0);
+}
+
+TEST(SlidingLogTest, ClockSteppingBackNeverRefunds) {
+  Subject s(MakeRule(Algorithm::kSlidingLog, {"2/s"}));
+  EXPECT_TRUE(s.At(10'000).allowed);
+  EXPECT_TRUE(s.At(10'500).allowed);
+  EXPECT_FALSE(s.At(9'000).allowed);
+  EXPECT_FALSE(s.At(10'999).allowed);
+  EXPECT_TRUE(s.At(11'000).allowed);
+}
+
+TEST(SlidingLogTest, LogStaysBoundedByTheLongestLimit) {
+  core::SlidingLog log(1);
+  core::LimitParams p;
+  p.count = 100;
+  p.period_ms = 1'000;
+  p.capacity = 100;
+  core::Outcome out[1];
+  for (int64_t t = 0; t < 100'000; ++t) log.Apply(std::span(&p, 1), t, 1, out);
+  EXPECT_LE(log.size(), 100u);
+}
+
+}  // namespace
+}  // namespace floodgate

@@ -33,15 +33,21 @@ struct VariantLayout {
 // Runs under the shard lock with the entry's state. `fresh` is true when the
 // entry did not exist or had expired: the state is then all zeros. Returns
 // the entry's new expiry in ms since the epoch; a value <= now_ms means "keep
-// nothing": the entry is removed (or never created).
+// nothing": the entry is removed (or never created). Must not call the store.
+//
+// Expiry is kept in whole seconds, rounded up: an entry given expiry T ms
+// expires at ceil(T / 1000) * 1000 ms, up to 999 ms later, and until then `fn`
+// sees its old state with fresh == false. Expiry only frees memory: the
+// algorithms judge staleness from their own timestamps in the state.
 using UpdateFn = absl::FunctionRef<int64_t(int64_t* state, bool fresh)>;
 
 class MemoryStore {
  public:
   struct Stats {
-    int64_t entries = 0;         // live entries (including not yet swept expired ones)
-    int64_t rejected_full = 0;   // creations refused because max_entries was reached
-    int64_t expired_freed = 0;   // entries freed because they expired
+    int64_t entries = 0;        // live entries (including not yet swept expired ones)
+    int64_t rejected_full = 0;  // creations refused because max_entries was reached
+    int64_t expired_freed = 0;  // entries freed because they expired (an expired entry
+                                // found by Update is reset in place, not counted)
   };
 
   // `layouts` is indexed by variant id (< 65536). Starts the sweep thread when
@@ -54,7 +60,8 @@ class MemoryStore {
   // Finds or creates the entry for (variant, key) and runs `fn` on its state
   // under the shard lock. INVALID_ARGUMENT for a key longer than kMaxKeyBytes
   // or an unknown variant; RESOURCE_EXHAUSTED when a new entry is needed and
-  // the store is full (fn is then not called).
+  // the store is full (fn is then not called; this includes a peek on an
+  // unknown key, since whether fn keeps an entry is only known once it ran).
   Status Update(uint32_t variant, std::string_view key, int64_t now_ms, UpdateFn fn);
 
   // Removes the entry if present. Returns whether one was removed.

@@ -1,0 +1,127 @@
+// Golden vectors (tests/vectors/*.json): request traces with expected
+// decisions. Any store must reproduce them; a Checker adapts a store.
+//
+// File format: {"cases": [{"name", "rule": {algorithm, limits, burst?, tiers?,
+// timezone?, shadow?}, "steps": [{"t", "key"?, "cost"?, "tier"?, expected
+// fields…}]}]}. Expected fields are any of allowed, shadow_denied, limit,
+// remaining, retry_after_ms, reset_after_ms, and "limits": [{allowed,
+// remaining, retry_after_ms, reset_after_ms}] per limit; absent ones are not
+// checked.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "floodgate/decision.h"
+#include "floodgate/rule.h"
+#include "nlohmann/json.hpp"
+
+namespace floodgate::testing {
+
+struct VectorStep {
+  int64_t t_ms = 0;
+  std::string key = "subject";
+  int64_t cost = 1;
+  std::string tier;
+  nlohmann::json expect;
+};
+
+struct VectorCase {
+  std::string file;
+  std::string name;
+  Rule rule;
+  std::vector<VectorStep> steps;
+};
+
+inline std::vector<Limit> ParseLimits(const nlohmann::json& j) {
+  std::vector<Limit> out;
+  for (const auto& text : j) {
+    auto l = ParseLimit(text.get<std::string>());
+    EXPECT_TRUE(l.ok()) << l.status().ToString();
+    if (l.ok()) out.push_back(*l);
+  }
+  return out;
+}
+
+inline std::vector<VectorCase> LoadVectors(const std::string& dir) {
+  std::vector<VectorCase> cases;
+  std::vector<std::filesystem::path> files;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    if (entry.path().extension() == ".json") files.push_back(entry.path());
+  }
+  std::sort(files.begin(), files.end());
+  for (const auto& path : files) {
+    std::ifstream in(path);
+    const auto doc = nlohmann::json::parse(in);
+    for (const auto& c : doc.at("cases")) {
+      VectorCase vc;
+      vc.file = path.filename().string();
+      vc.name = c.at("name").get<std::string>();
+      const auto& r = c.at("rule");
+      vc.rule.name = "r";
+      vc.rule.algorithm = *ParseAlgorithm(r.at("algorithm").get<std::string>());
+      vc.rule.limits = ParseLimits(r.at("limits"));
+      if (r.contains("burst")) vc.rule.burst = r.at("burst").get<std::vector<int64_t>>();
+      if (r.contains("timezone")) vc.rule.timezone = r.at("timezone").get<std::string>();
+      if (r.contains("shadow")) vc.rule.shadow = r.at("shadow").get<bool>();
+      if (r.contains("tiers")) {
+        for (const auto& [tier, limits] : r.at("tiers").items()) {
+          vc.rule.tiers[tier] = ParseLimits(limits);
+        }
+      }
+      for (const auto& s : c.at("steps")) {
+        VectorStep step;
+        step.t_ms = s.at("t").get<int64_t>();
+        if (s.contains("key")) step.key = s.at("key").get<std::string>();
+        if (s.contains("cost")) step.cost = s.at("cost").get<int64_t>();
+        if (s.contains("tier")) step.tier = s.at("tier").get<std::string>();
+        step.expect = s;
+        vc.steps.push_back(std::move(step));
+      }
+      cases.push_back(std::move(vc));
+    }
+  }
+  return cases;
+}
+
+// Compares a decision with a step's expectations (only the fields present).
+inline void ExpectMatches(const VectorStep& step, const Decision& d) {
+  const auto& e = step.expect;
+  auto check = [&](const char* field, int64_t actual) {
+    if (e.contains(field)) EXPECT_EQ(actual, e.at(field).get<int64_t>()) << field;
+  };
+  if (e.contains("allowed")) EXPECT_EQ(d.allowed, e.at("allowed").get<bool>()) << "allowed";
+  if (e.contains("shadow_denied")) {
+    EXPECT_EQ(d.shadow_denied, e.at("shadow_denied").get<bool>()) << "shadow_denied";
+  }
+  check("limit", d.limit);
+  check("remaining", d.remaining);
+  check("retry_after_ms", d.retry_after_ms);
+  check("reset_after_ms", d.reset_after_ms);
+  if (e.contains("limits")) {
+    const auto& limits = e.at("limits");
+    ASSERT_EQ(static_cast<int>(limits.size()), d.num_limits);
+    for (int i = 0; i < d.num_limits; ++i) {
+      SCOPED_TRACE("limit " + std::to_string(i));
+      const auto& le = limits[i];
+      const LimitStatus& ls = d.limits[i];
+      if (le.contains("allowed")) EXPECT_EQ(ls.allowed, le.at("allowed").get<bool>());
+      if (le.contains("remaining")) EXPECT_EQ(ls.remaining, le.at("remaining").get<int64_t>());
+      if (le.contains("retry_after_ms")) {
+        EXPECT_EQ(ls.retry_after_ms, le.at("retry_after_ms").get<int64_t>());
+      }
+      if (le.contains("reset_after_ms")) {
+        EXPECT_EQ(ls.reset_after_ms, le.at("reset_after_ms").get<int64_t>());
+      }
+    }
+  }
+}
+
+inline std::string VectorsDir() { return std::string(FLOODGATE_SOURCE_DIR) + "/tests/vectors"; }
+
+}  // namespace floodgate::testing

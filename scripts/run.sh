@@ -4,7 +4,6 @@
 # passed to the floodgate binary instead of the default demonstration.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-export CCACHE_DIR="${CCACHE_DIR:-$PWD/.cache/ccache}"
 scripts/setup.sh
 cmake --preset release >/dev/null
 cmake --build --preset release -j "$(nproc)" --target floodgate_cli >&2

@@ -7,7 +7,6 @@
 #   FLOODGATE_TSAN=1       also run the suite under TSan
 set -euo pipefail
 cd "$(dirname "$0")/.."
-export CCACHE_DIR="${CCACHE_DIR:-$PWD/.cache/ccache}"
 JOBS="${JOBS:-$(nproc)}"
 
 scripts/setup.sh

@@ -28,11 +28,23 @@ struct EngineConfig {
   int64_t sweep_interval_ms = 1000;
 };
 
+// The server process (`floodgate serve`).
+struct ServerConfig {
+  int threads = 0;                   // event loops; 0: one per core
+  int64_t max_connections = 10'000;  // across both fronts; past it new ones are refused
+  // Access token for RESP AUTH and HTTP "Authorization: Bearer". Prefer
+  // auth_token_env (the name of an environment variable holding it) so the
+  // secret stays out of the file. Neither set: no authentication.
+  std::string auth_token;
+  std::string auth_token_env;
+};
+
 struct Config {
   std::string source;  // file name, for messages
   std::string store = "memory";
   ListenConfig listen;
   EngineConfig engine;
+  ServerConfig server;
   std::vector<Rule> rules;  // in file order; names are unique
   // Top-level sections this version reads but does not act on yet
   // (e.g. "otp", "envoy_ratelimit"): reported by check-config.

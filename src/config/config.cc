@@ -9,20 +9,24 @@
 // Every error reads "source:line:column: what is wrong (near 'text')" with the
 // 1-based position of the offending node, so check-config output can be
 // pasted into an editor's "go to".
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <memory>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_join.h"
 #include "core/calendar.h"
 #include "core/text.h"
 #include "floodgate/config.h"
+#include "yaml-cpp/eventhandler.h"
 #include "yaml-cpp/yaml.h"
 
 namespace floodgate {
@@ -33,6 +37,8 @@ namespace {
 constexpr size_t kMaxConfigBytes = size_t{4} << 20;
 constexpr size_t kMaxNameBytes = 64;
 constexpr int kMaxShards = 4096;
+constexpr int64_t kMaxThreads = 1024;
+constexpr int64_t kMaxConnections = 10'000'000;
 // sliding_window and token_bucket compute count x period_ms in doubles in the
 // Redis scripts (Lua numbers): beyond 2^53 they stop being exact.
 constexpr __int128 kMaxExactProduct = __int128{1} << 53;
@@ -96,14 +102,14 @@ std::optional<int64_t> ParseInt(std::string_view s) {
 bool IsHostPort(std::string_view s) {
   const size_t colon = s.rfind(':');
   if (colon == std::string_view::npos || colon == 0) return false;
-  std::string_view host = s.substr(0, colon);
+  const std::string_view host = s.substr(0, colon);
   const std::string_view port = s.substr(colon + 1);
   if (port.empty() || port.size() > 5) return false;
+  int port_number = 0;
   for (char c : port) {
     if (c < '0' || c > '9') return false;
+    port_number = port_number * 10 + (c - '0');
   }
-  int port_number = 0;
-  for (char c : port) port_number = port_number * 10 + (c - '0');
   if (port_number > 65535) return false;
   if (host.front() == '[') {
     if (host.size() < 3 || host.back() != ']') return false;
@@ -117,6 +123,16 @@ bool IsHostPort(std::string_view s) {
   for (char c : host) {
     const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
                     c == '.' || c == '-' || c == '_';
+    if (!ok) return false;
+  }
+  return true;
+}
+
+bool IsEnvironmentVariableName(std::string_view name) {
+  if (name.empty() || (name[0] >= '0' && name[0] <= '9')) return false;
+  for (char c : name) {
+    const bool ok =
+        (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
     if (!ok) return false;
   }
   return true;
@@ -270,6 +286,7 @@ class ConfigParser {
     if (name == "store") return ParseStore(key, value, config);
     if (name == "listen") return ParseListen(key, value, config.listen);
     if (name == "engine") return ParseEngine(key, value, config.engine);
+    if (name == "server") return ParseServer(key, value, config.server);
     if (name == "rules") return ParseRules(key, value, config);
     if (name == "otp" || name == "envoy_ratelimit") {
       config.unsupported.push_back(name);
@@ -277,7 +294,7 @@ class ConfigParser {
     }
     return Fail(key.Mark(),
                 "unknown key '" + name +
-                    "' at top level; expected store, listen, engine, rules, otp or "
+                    "' at top level; expected store, listen, engine, server, rules, otp or "
                     "envoy_ratelimit",
                 name);
   }
@@ -355,6 +372,49 @@ class ConfigParser {
           key.Mark(),
           "unknown key '" + name + "' in engine; expected max_entries, shards or sweep_interval_ms",
           name);
+    }
+    return Status::Ok();
+  }
+
+  Status ParseServer(const YAML::Node& key, const YAML::Node& value, ServerConfig& server) const {
+    if (value.IsNull()) return Status::Ok();
+    if (!value.IsMap()) return WrongType(key, value, "server", "a map");
+    return ForEachEntry(value, "key",
+                        [&](const std::string& name, const YAML::Node& k, const YAML::Node& v) {
+                          return ParseServerEntry(name, k, v, server);
+                        });
+  }
+
+  // Messages never quote auth_token's value: it is a secret.
+  Status ParseServerEntry(const std::string& name, const YAML::Node& key, const YAML::Node& value,
+                          ServerConfig& server) const {
+    if (name == "threads") {
+      Result<int64_t> n = Int(key, value, "server.threads", 0, kMaxThreads);
+      if (!n.ok()) return n.status();
+      server.threads = static_cast<int>(*n);
+    } else if (name == "max_connections") {
+      Result<int64_t> n = Int(key, value, "server.max_connections", 1, kMaxConnections);
+      if (!n.ok()) return n.status();
+      server.max_connections = *n;
+    } else if (name == "auth_token") {
+      if (!value.IsScalar()) return WrongType(key, value, "server.auth_token", "a string");
+      server.auth_token = value.Scalar();
+    } else if (name == "auth_token_env") {
+      Result<std::string> variable = String(key, value, "server.auth_token_env");
+      if (!variable.ok()) return variable.status();
+      if (!IsEnvironmentVariableName(*variable)) {
+        return FailAt(key, value,
+                      "'server.auth_token_env' must name an environment variable "
+                      "([A-Za-z_][A-Za-z0-9_]*)",
+                      *variable);
+      }
+      server.auth_token_env = *std::move(variable);
+    } else {
+      return Fail(key.Mark(),
+                  "unknown key '" + name +
+                      "' in server; expected threads, max_connections, auth_token or "
+                      "auth_token_env",
+                  name);
     }
     return Status::Ok();
   }
@@ -646,31 +706,79 @@ class ConfigParser {
   std::string_view source_;
 };
 
-// The source line holding `mark`, for the "near" of a YAML syntax error.
+// The source line holding `mark`, trimmed, for the "near" of a YAML syntax
+// error. yaml-cpp reports unclosed brackets and the like at the end of the
+// input, so an empty line yields the last non-empty one before it.
 std::string_view LineAt(std::string_view text, const YAML::Mark& mark) {
   if (mark.is_null() || mark.pos < 0) return {};
-  size_t pos = static_cast<size_t>(mark.pos);
-  if (pos > text.size()) pos = text.size();
-  size_t begin = text.rfind('\n', pos == 0 ? 0 : pos - 1);
-  begin = (begin == std::string_view::npos || begin >= pos) ? 0 : begin + 1;
-  if (pos < text.size() && text[pos] == '\n' && pos == begin) return {};
-  size_t end = text.find('\n', begin);
-  if (end == std::string_view::npos) end = text.size();
-  std::string_view line = text.substr(begin, end - begin);
-  while (!line.empty() && (line.front() == ' ' || line.front() == '\t')) line.remove_prefix(1);
-  while (!line.empty() && (line.back() == ' ' || line.back() == '\t' || line.back() == '\r')) {
-    line.remove_suffix(1);
+  size_t end = std::min(static_cast<size_t>(mark.pos), text.size());
+  const size_t newline = text.find('\n', end);
+  end = newline == std::string_view::npos ? text.size() : newline;
+  while (true) {
+    const size_t previous = end == 0 ? std::string_view::npos : text.rfind('\n', end - 1);
+    const size_t begin = previous == std::string_view::npos ? 0 : previous + 1;
+    std::string_view line = text.substr(begin, end - begin);
+    while (!line.empty() && (line.front() == ' ' || line.front() == '\t')) line.remove_prefix(1);
+    while (!line.empty() && (line.back() == ' ' || line.back() == '\t' || line.back() == '\r')) {
+      line.remove_suffix(1);
+    }
+    if (!line.empty() || begin == 0) return line;
+    end = begin - 1;  // the newline that ends the line before
   }
-  return line;
+}
+
+// Records where the first node of a document starts.
+class FirstNodeMark final : public YAML::EventHandler {
+ public:
+  bool seen() const { return seen_; }
+  const YAML::Mark& mark() const { return mark_; }
+
+  void OnDocumentStart(const YAML::Mark& mark) override { Note(mark); }
+  void OnDocumentEnd() override {}
+  void OnNull(const YAML::Mark& mark, YAML::anchor_t) override { Note(mark); }
+  void OnAlias(const YAML::Mark& mark, YAML::anchor_t) override { Note(mark); }
+  void OnScalar(const YAML::Mark& mark, const std::string&, YAML::anchor_t,
+                const std::string&) override {
+    Note(mark);
+  }
+  void OnSequenceStart(const YAML::Mark& mark, const std::string&, YAML::anchor_t,
+                       YAML::EmitterStyle::value) override {
+    Note(mark);
+  }
+  void OnSequenceEnd() override {}
+  void OnMapStart(const YAML::Mark& mark, const std::string&, YAML::anchor_t,
+                  YAML::EmitterStyle::value) override {
+    Note(mark);
+  }
+  void OnMapEnd() override {}
+
+ private:
+  void Note(const YAML::Mark& mark) {
+    if (!seen_) mark_ = mark;
+    seen_ = true;
+  }
+  bool seen_ = false;
+  YAML::Mark mark_;
+};
+
+// Whether anything follows the first document, and where. A config is one
+// document: a second one ("---") would otherwise be silently ignored. This
+// asks the parser for exactly one more document instead of using
+// YAML::LoadAll, which never returns on some inputs (yaml-cpp 0.7 yields
+// empty documents forever for a stray ',' at top level, until memory runs
+// out).
+std::optional<YAML::Mark> SecondDocument(const std::string& text) {
+  std::istringstream in(text);
+  YAML::Parser parser(in);
+  FirstNodeMark first, second;
+  if (!parser.HandleNextDocument(first)) return std::nullopt;
+  if (!parser.HandleNextDocument(second) || !second.seen()) return std::nullopt;
+  return second.mark();
 }
 
 std::string JoinLimits(const std::vector<Limit>& limits) {
-  std::string out;
-  for (const Limit& l : limits) {
-    if (!out.empty()) out += ", ";
-    out += l.ToString();
-  }
-  return out;
+  return absl::StrJoin(limits, ", ",
+                       [](std::string* out, const Limit& l) { out->append(l.ToString()); });
 }
 
 }  // namespace
@@ -681,19 +789,20 @@ Result<Config> ParseConfig(std::string_view yaml, std::string_view source) {
     return parser.Fail(YAML::Mark(), "config is larger than 4 MiB", yaml.substr(0, 32));
   }
   try {
-    const std::vector<YAML::Node> docs = YAML::LoadAll(std::string(yaml));
-    if (docs.size() > 1) {
-      return parser.Fail(docs[1].Mark(), "only one YAML document is allowed",
-                         docs[1].IsScalar() ? docs[1].Scalar() : "---");
+    const std::string text(yaml);
+    const YAML::Node root = YAML::Load(text);
+    if (const std::optional<YAML::Mark> second = SecondDocument(text)) {
+      return parser.Fail(*second, "only one YAML document is allowed", LineAt(yaml, *second));
     }
     Config config;
     config.source = std::string(source);
-    if (!docs.empty()) {
-      if (Status s = parser.ParseDocument(docs[0], config); !s.ok()) return s;
-    }
+    if (Status s = parser.ParseDocument(root, config); !s.ok()) return s;
     return config;
   } catch (const YAML::Exception& e) {
-    return parser.Fail(e.mark, "YAML syntax error: " + e.msg, LineAt(yaml, e.mark));
+    // The line is quoted as it is, unless it may hold the auth token.
+    std::string_view line = LineAt(yaml, e.mark);
+    if (line.find("auth_token") != std::string_view::npos) line = "(auth_token line not shown)";
+    return parser.Fail(e.mark, "YAML syntax error: " + e.msg, line);
   } catch (const std::exception& e) {
     return parser.Fail(YAML::Mark(), std::string("cannot read YAML: ") + e.what(), "");
   } catch (...) {
@@ -730,19 +839,11 @@ std::string DescribeConfig(const Config& config) {
   for (const Rule& rule : config.rules) {
     out += "  " + rule.name + ": " + std::string(AlgorithmName(rule.algorithm)) + " " +
            JoinLimits(rule.limits);
-    if (!rule.burst.empty()) {
-      out += "; burst=";
-      for (size_t i = 0; i < rule.burst.size(); ++i) {
-        out += (i == 0 ? "" : ", ") + std::to_string(rule.burst[i]);
-      }
-    }
+    if (!rule.burst.empty()) out += "; burst=" + absl::StrJoin(rule.burst, ", ");
     if (!rule.tiers.empty()) {
-      out += "; tiers: ";
-      bool first = true;
-      for (const auto& [tier, limits] : rule.tiers) {
-        out += (first ? "" : "; ") + tier + "=" + JoinLimits(limits);
-        first = false;
-      }
+      out += "; tiers: " + absl::StrJoin(rule.tiers, "; ", [](std::string* dst, const auto& tier) {
+               dst->append(tier.first + "=" + JoinLimits(tier.second));
+             });
     }
     if (rule.timezone != "UTC") out += "; timezone=" + rule.timezone;
     if (rule.shadow) out += "; shadow";
@@ -751,11 +852,7 @@ std::string DescribeConfig(const Config& config) {
     out += "\n";
   }
   if (!config.unsupported.empty()) {
-    out += "not yet supported, ignored: ";
-    for (size_t i = 0; i < config.unsupported.size(); ++i) {
-      out += (i == 0 ? "" : ", ") + config.unsupported[i];
-    }
-    out += "\n";
+    out += "not yet supported, ignored: " + absl::StrJoin(config.unsupported, ", ") + "\n";
   }
   return out;
 }

@@ -170,6 +170,10 @@ Result<Limit> ParseLimit(std::string_view text) {
   const std::string_view multiplier_text = period_text.substr(0, digits_end);
   const std::string_view unit_text = period_text.substr(digits_end);
 
+  auto unknown_unit = [&] {
+    return LimitError(text, "unknown unit " + core::QuoteForMessage(unit_text) + " (" +
+                                std::string(kExpectedUnits) + ")");
+  };
   // Anything but letters after the digits ("1.5s", "-5m", "5/m/s") means the
   // multiplier itself is malformed, not the unit.
   bool unit_is_word = true;
@@ -178,8 +182,7 @@ Result<Limit> ParseLimit(std::string_view text) {
     if (!multiplier_text.empty() || !IsAlpha(unit_text.front())) {
       return LimitError(text, "multiplier must be a positive integer");
     }
-    return LimitError(text, "unknown unit " + core::QuoteForMessage(unit_text) + " (" +
-                                std::string(kExpectedUnits) + ")");
+    return unknown_unit();
   }
   if (unit_text.empty()) {
     return LimitError(text,
@@ -193,24 +196,23 @@ Result<Limit> ParseLimit(std::string_view text) {
       break;
     }
   }
-  if (!unit) {
-    return LimitError(text, "unknown unit " + core::QuoteForMessage(unit_text) + " (" +
-                                std::string(kExpectedUnits) + ")");
-  }
+  if (!unit) return unknown_unit();
   limit.unit = *unit;
 
-  const std::string too_long =
-      "period must be at most " + std::to_string(kMaxPeriodMs / kDayMs) + " days";
+  auto too_long = [&] {
+    return LimitError(text,
+                      "period must be at most " + std::to_string(kMaxPeriodMs / kDayMs) + " days");
+  };
   if (!multiplier_text.empty()) {
     // Bounding the multiplier by the period limit first keeps the multiply
     // below safe: unit_ms * (kMaxPeriodMs / unit_ms) <= kMaxPeriodMs.
     const std::optional<int64_t> multiplier = ParseDigits(multiplier_text, kMaxPeriodMs);
-    if (!multiplier) return LimitError(text, too_long);
+    if (!multiplier) return too_long();
     if (*multiplier == 0) return LimitError(text, "multiplier must be a positive integer");
     limit.multiplier = *multiplier;
   }
   const int64_t unit_ms = Info(limit.unit).ms;
-  if (limit.multiplier > kMaxPeriodMs / unit_ms) return LimitError(text, too_long);
+  if (limit.multiplier > kMaxPeriodMs / unit_ms) return too_long();
   return limit;
 }
 

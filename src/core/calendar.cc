@@ -146,7 +146,18 @@ DayRange LocalDays(TimeUnit unit, int64_t multiplier, int64_t day) {
 
 bool IsSubDay(TimeUnit unit) { return unit < TimeUnit::kDay; }
 
-// UTC and fixed offsets: local time is now + offset, every local day is 24 h.
+// A calendar window where local time is now + offset and every day is 24 h.
+Window FixedOffsetCalendarWindow(int64_t offset_ms, TimeUnit unit, int64_t multiplier,
+                                 int64_t now_ms) {
+  // |now_ms| / kDayMs < 1.1e14, so the day number and the local days are
+  // small; only the conversion back to ms needs the wide type.
+  const int64_t day = static_cast<int64_t>(FloorDiv128(__int128{now_ms} + offset_ms, kDayMs));
+  const DayRange r = LocalDays(unit, multiplier, day);
+  return {Saturate(__int128{r.first} * kDayMs - offset_ms),
+          Saturate(__int128{r.last} * kDayMs - offset_ms)};
+}
+
+// UTC and fixed offsets.
 class FixedOffsetZone final : public Zone {
  public:
   FixedOffsetZone(std::string name, int64_t offset_seconds)
@@ -155,12 +166,7 @@ class FixedOffsetZone final : public Zone {
   Window WindowAt(TimeUnit unit, int64_t multiplier, int64_t now_ms) const override {
     multiplier = ClampMultiplier(unit, multiplier);
     if (IsSubDay(unit)) return EpochWindow(unit, multiplier, now_ms);
-    // |now_ms| / kDayMs < 1.1e14, so the day number and the local days are
-    // small; only the conversion back to ms needs the wide type.
-    const int64_t day = static_cast<int64_t>(FloorDiv128(__int128{now_ms} + offset_ms_, kDayMs));
-    const DayRange r = LocalDays(unit, multiplier, day);
-    return {Saturate(__int128{r.first} * kDayMs - offset_ms_),
-            Saturate(__int128{r.last} * kDayMs - offset_ms_)};
+    return FixedOffsetCalendarWindow(offset_ms_, unit, multiplier, now_ms);
   }
 
  private:
@@ -190,7 +196,8 @@ class TzZone final : public Zone {
     if (now_ms < w.start_ms || now_ms >= w.end_ms) {
       // Unreachable with real tz data; keep the contract anyway with the
       // zone's current offset.
-      return FixedOffsetZone(name(), tz_.At(now).offset).WindowAt(unit, multiplier, now_ms);
+      return FixedOffsetCalendarWindow(int64_t{tz_.At(now).offset} * 1000, unit, multiplier,
+                                       now_ms);
     }
     return w;
   }

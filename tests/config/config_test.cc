@@ -15,6 +15,7 @@ namespace {
 
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using ::testing::Not;
 using ::testing::StartsWith;
 
 const std::string kExamples = std::string(FLOODGATE_SOURCE_DIR) + "/examples";
@@ -315,7 +316,7 @@ TEST(ParseConfigErrorTest, KeysMustBeStrings) {
 TEST(ParseConfigErrorTest, UnknownKeys) {
   EXPECT_EQ(Error("store: memory\nstorage: memory\n"),
             "test.yaml:2:1: unknown key 'storage' at top level; expected store, listen, engine, "
-            "rules, otp or envoy_ratelimit (near 'storage')");
+            "server, rules, otp or envoy_ratelimit (near 'storage')");
   EXPECT_EQ(Error("rules:\n  api:\n    limits: 10/s\n    limit: 10/s\n"),
             "test.yaml:4:5: unknown key 'limit' in rule 'api'; expected algorithm, limits, burst, "
             "tiers, timezone, shadow, on_backend_error or alerts (near 'limit')");
@@ -441,6 +442,49 @@ TEST(ParseConfigErrorTest, ListenAddresses) {
   EXPECT_EQ(Parse("listen: {grpc: \"h:65535\"}\n").listen.grpc, "h:65535");
 }
 
+TEST(ParseConfigTest, ServerSection) {
+  const Config defaults = Parse("");
+  EXPECT_EQ(defaults.server.threads, 0);
+  EXPECT_EQ(defaults.server.max_connections, 10'000);
+  EXPECT_EQ(defaults.server.auth_token, "");
+  EXPECT_EQ(defaults.server.auth_token_env, "");
+  const Config c = Parse(
+      "server:\n  threads: 4\n  max_connections: 20000\n  auth_token: s3cr\"t\n"
+      "  auth_token_env: FG_TOKEN_2\n");
+  EXPECT_EQ(c.server.threads, 4);
+  EXPECT_EQ(c.server.max_connections, 20000);
+  EXPECT_EQ(c.server.auth_token, "s3cr\"t");
+  EXPECT_EQ(c.server.auth_token_env, "FG_TOKEN_2");
+  EXPECT_EQ(Parse("server:\n").server.threads, 0);
+}
+
+TEST(ParseConfigErrorTest, ServerSection) {
+  EXPECT_EQ(Error("server:\n  threads: -1\n"),
+            "test.yaml:2:12: 'server.threads' must be an integer between 0 and 1024 (near '-1')");
+  EXPECT_EQ(Error("server:\n  threads: 1025\n"),
+            "test.yaml:2:12: 'server.threads' must be an integer between 0 and 1024 (near '1025')");
+  EXPECT_EQ(Error("server:\n  max_connections: 0\n"),
+            "test.yaml:2:20: 'server.max_connections' must be an integer between 1 and 10000000 "
+            "(near '0')");
+  EXPECT_EQ(Error("server:\n  auth_token_env: 1TOKEN\n"),
+            "test.yaml:2:19: 'server.auth_token_env' must name an environment variable "
+            "([A-Za-z_][A-Za-z0-9_]*) (near '1TOKEN')");
+  EXPECT_EQ(Error("server:\n  port: 1\n"),
+            "test.yaml:2:3: unknown key 'port' in server; expected threads, max_connections, "
+            "auth_token or auth_token_env (near 'port')");
+  EXPECT_EQ(Error("server: [threads]\n"),
+            "test.yaml:1:9: 'server' must be a map, not a list (near 'server')");
+  // The token is a secret: no message quotes it.
+  EXPECT_EQ(Error("server:\n  auth_token: [hunter2]\n"),
+            "test.yaml:2:15: 'server.auth_token' must be a string, not a list (near "
+            "'auth_token')");
+  const std::string syntax = Error("server:\n  auth_token: hunter2: x\n");
+  EXPECT_EQ(syntax,
+            "test.yaml:2:22: YAML syntax error: illegal map value (near '(auth_token line not "
+            "shown)')");
+  EXPECT_THAT(syntax, Not(HasSubstr("hunter2"))) << syntax;
+}
+
 TEST(ParseConfigErrorTest, EngineBounds) {
   EXPECT_EQ(Error("engine:\n  shards: 100\n"),
             "test.yaml:2:11: 'engine.shards' must be a power of two (near '100')");
@@ -509,10 +553,12 @@ TEST(ParseConfigErrorTest, SlidingLogCountBound) {
 }
 
 TEST(ParseConfigErrorTest, YamlSyntaxError) {
-  EXPECT_EQ(Error("rules:\n"
-                  "  api:\n"
-                  "    limits: [10/s, 100/minute\n"),
-            "test.yaml:4:1: YAML syntax error: end of sequence flow not found (near '')");
+  EXPECT_EQ(
+      Error("rules:\n"
+            "  api:\n"
+            "    limits: [10/s, 100/minute\n"),
+      "test.yaml:4:1: YAML syntax error: end of sequence flow not found (near 'limits: [10/s, "
+      "100/minute')");
   EXPECT_EQ(Error("rules:\n  api:\n    limits: 10/s\n   algorithm: gcra\n"),
             "test.yaml:4:4: YAML syntax error: end of map not found (near 'algorithm: gcra')");
   EXPECT_EQ(Error("store: memory: x\n"),
@@ -523,7 +569,19 @@ TEST(ParseConfigErrorTest, YamlSyntaxError) {
 
 TEST(ParseConfigErrorTest, OneDocumentOnly) {
   EXPECT_EQ(Error("store: memory\n---\nstore: redis://x:1\n"),
+            "test.yaml:2:1: only one YAML document is allowed (near '---')");
+  EXPECT_EQ(Error("---\nstore: memory\n---\n"),
             "test.yaml:3:1: only one YAML document is allowed (near '---')");
+  // An explicit start and end of the one document are fine.
+  EXPECT_EQ(Parse("---\nstore: memory\n...\n").store, "memory");
+}
+
+TEST(ParseConfigRobustnessTest, StrayCommaAtTopLevelEnds) {
+  // yaml-cpp 0.7's LoadAll loops forever (and allocates without bound) on
+  // these; the parser must return an error.
+  EXPECT_EQ(Error(","), "test.yaml:1:1: only one YAML document is allowed (near ',')");
+  EXPECT_EQ(Error("[a]\n,"), "test.yaml:2:1: only one YAML document is allowed (near ',')");
+  EXPECT_EQ(Error("- a\n, b"), "test.yaml:2:1: only one YAML document is allowed (near ', b')");
 }
 
 TEST(ParseConfigErrorTest, SourceNameIsUsed) {
@@ -625,6 +683,11 @@ TEST(LoadConfigFileTest, BadExamplesAreRefusedWithTheirPosition) {
       {"burst_on_fixed_window.yaml", ":6:5: 'burst' is only allowed with token_bucket and gcra"},
       {"bad_timezone.yaml", ":5:15: unknown time zone \"Mars/Olympus\""},
       {"syntax_error.yaml", ":5:1: YAML syntax error: end of sequence flow not found"},
+      {"unknown_key.yaml", ":4:5: unknown key 'limit' in rule 'api'"},
+      {"wrong_type.yaml",
+       ":5:9: each limit in 'rules.api.limits' must be a string like 60/minute, not a map"},
+      {"too_many_limits.yaml",
+       ":4:95: 'rules.spam.limits' has too many limits (at most 8) (near '3/200ms')"},
   };
   for (const Case& c : cases) {
     const std::string path = kExamples + "/bad/" + c.file;

@@ -64,8 +64,24 @@ class MemoryStore {
   // unknown key, since whether fn keeps an entry is only known once it ran).
   Status Update(uint32_t variant, std::string_view key, int64_t now_ms, UpdateFn fn);
 
+  // Registers one more variant and returns its id (the next free one, so ids
+  // are 0, 1, 2, … in order of registration, constructor's layouts first).
+  // Thread-safe with concurrent Update calls; variants are never removed.
+  // RESOURCE_EXHAUSTED past 65536 variants; INVALID_ARGUMENT for a layout
+  // with no state or more than 64 words.
+  Result<uint32_t> AddVariant(const VariantLayout& layout);
+
   // Removes the entry if present. Returns whether one was removed.
   bool Erase(uint32_t variant, std::string_view key);
+
+  // Optional hint: starts loading the table slot that an Update or Erase of
+  // (variant, key) reads first, without locking, blocking or reading the
+  // table. Worth calling before other work on the way to Update, above all
+  // before reading a system clock: clock_gettime's rdtscp (or lfence) waits
+  // for every earlier load, so a miss started after it is exposed whole, but
+  // it does not wait for a prefetch, which then overlaps the clock read and
+  // what follows. Thread-safe; does nothing for invalid arguments.
+  void Prefetch(uint32_t variant, std::string_view key) const;
 
   // Frees every entry whose expiry is <= now_ms. Returns how many were freed.
   // The sweep thread calls this; tests may call it directly.

@@ -440,11 +440,29 @@ TEST_F(MemoryStoreTest, ZeroMaxEntriesRefusesEveryNewKey) {
   EXPECT_EQ(store.GetStats().entries, 0);
 }
 
+TEST_F(MemoryStoreTest, PrefetchIsAHintThatChangesNothing) {
+  MemoryStore store(TestConfig(), TestLayouts(), clock_);
+  const int64_t now = clock_.NowMs();
+  store.Prefetch(kPlain, "k");  // before any table exists
+  Bump(store, kPlain, "k", now, now + 60'000);
+  store.Prefetch(kPlain, "k");
+  store.Prefetch(kPlain, "absent");
+  store.Prefetch(70'000, "k");                    // unknown variant
+  store.Prefetch(kPlain, std::string(513, 'x'));  // too long to exist
+  EXPECT_EQ(Read(store, kPlain, "k", now, now + 60'000), 1);
+  EXPECT_EQ(store.GetStats().entries, 1);
+  EXPECT_TRUE(store.Erase(kPlain, "k"));
+  store.Prefetch(kPlain, "k");
+  EXPECT_EQ(store.SweepExpired(now), 0);  // shrinks the emptied tables away
+  store.Prefetch(kPlain, "k");
+  EXPECT_EQ(store.ApproximateMemoryBytes(), 0u);
+}
+
 TEST_F(MemoryStoreTest, MemoryEstimateFollowsEntries) {
   MemoryStore store(TestConfig(1000, 1), TestLayouts(), clock_);
   const int64_t now = clock_.NowMs();
   EXPECT_EQ(store.ApproximateMemoryBytes(), 0u);
-  // Ten entries grow the table to 15 slots, which hold 14 without growing.
+  // Ten entries grow the table to 16 slots, which hold 12 without growing.
   for (int i = 0; i < 10; ++i) {
     Bump(store, kPlain, "0123456789abcde" + std::to_string(i), now, now + 60'000);
   }
@@ -536,6 +554,75 @@ TEST_F(MemoryStoreTest, EntryOf16ByteKeyAnd2WordStateCostsAtMost80Bytes) {
   EXPECT_NEAR(estimate, per_entry, 4.0);
 }
 #endif
+
+}  // namespace
+}  // namespace floodgate::engine
+
+namespace floodgate::engine {
+namespace {
+
+TEST(MemoryStoreVariantsTest, AddVariantAppendsIdsUsableAtOnce) {
+  ManualClock clock(1'000'000);
+  EngineConfig config;
+  config.sweep_interval_ms = 0;
+  MemoryStore store(config, {VariantLayout{1, nullptr}}, clock);
+  EXPECT_EQ(store.Update(1, "k", clock.NowMs(), [](int64_t*, bool) { return 0; }).code(),
+            StatusCode::kInvalidArgument);
+  auto id = store.AddVariant(VariantLayout{3, nullptr});
+  ASSERT_TRUE(id.ok());
+  EXPECT_EQ(*id, 1u);
+  ASSERT_TRUE(store
+                  .Update(1, "k", clock.NowMs(),
+                          [](int64_t* s, bool fresh) {
+                            EXPECT_TRUE(fresh);
+                            s[2] = 42;  // the third word exists
+                            return int64_t{2'000'000};
+                          })
+                  .ok());
+  EXPECT_EQ(store.GetStats().entries, 1);
+  EXPECT_EQ(store.AddVariant(VariantLayout{0, nullptr}).status().code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(store.AddVariant(VariantLayout{65, nullptr}).status().code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(*store.AddVariant(VariantLayout{1, nullptr}), 2u);  // refusals used no id
+}
+
+TEST(MemoryStoreVariantsTest, AddVariantWhileOtherThreadsUpdate) {
+  ManualClock clock(1'000'000);
+  EngineConfig config;
+  config.sweep_interval_ms = 0;
+  MemoryStore store(config, {VariantLayout{1, nullptr}}, clock);
+  std::atomic<bool> stop{false};
+  std::atomic<int64_t> errors{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 2; ++t) {
+    threads.emplace_back([&, t] {
+      int i = 0;
+      while (!stop.load()) {
+        Status s = store.Update(0, "k" + std::to_string(t * 1000 + i++ % 500), clock.NowMs(),
+                                [](int64_t* st, bool) {
+                                  ++st[0];
+                                  return int64_t{2'000'000};
+                                });
+        if (!s.ok()) ++errors;
+      }
+    });
+  }
+  for (int v = 0; v < 500; ++v) {
+    auto id = store.AddVariant(VariantLayout{2, nullptr});
+    ASSERT_TRUE(id.ok());
+    ASSERT_TRUE(store
+                    .Update(*id, "new", clock.NowMs(),
+                            [](int64_t* st, bool) {
+                              st[1] = 1;
+                              return int64_t{2'000'000};
+                            })
+                    .ok());
+  }
+  stop = true;
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(errors.load(), 0);
+}
 
 }  // namespace
 }  // namespace floodgate::engine

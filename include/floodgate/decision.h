@@ -19,6 +19,7 @@ struct LimitStatus {
   int64_t reset_after_ms;   // until this limit is fully reset
   int64_t window_start_ms;  // the current window (windowed algorithms), else 0
   int64_t window_end_ms;
+  int64_t period_ms;  // the limit's period (a calendar window's actual length)
 };
 
 struct Decision {

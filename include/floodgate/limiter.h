@@ -42,17 +42,58 @@ class Limiter {
   // The same, writing into `*decision` (no copy of the Decision): for hot paths.
   Status Check(std::string_view rule, std::string_view key, int64_t cost, std::string_view tier,
                Decision* decision);
+  // The same at a given instant instead of reading the clock: for a caller
+  // that reads NowMs() once for a batch of requests that arrived together
+  // (a pipeline). Time still never runs backwards for a subject's state.
+  Status CheckAt(int64_t now_ms, std::string_view rule, std::string_view key, int64_t cost,
+                 std::string_view tier, Decision* decision);
+
+  // Starts loading the memory a Check of (rule, tier, key) will touch. Costs
+  // a hash; does nothing for unknown rules. Call it for every request of a
+  // batch before checking any, so their cache misses overlap.
+  void Prefetch(std::string_view rule, std::string_view key, std::string_view tier = {});
+  // The clock the limiter reads.
+  int64_t NowMs() const;
 
   // Forgets `key`'s state for `rule` (every tier). NOT_FOUND for an unknown
   // rule; OK whether or not there was state.
   Status Reset(std::string_view rule, std::string_view key);
+
+  // redis-cell's CL.THROTTLE: GCRA with the call's own parameters (no rule
+  // needed), `count` per `period_s` seconds with `max_burst`, spending
+  // `quantity`. One state per key, whatever the parameters, as in
+  // redis-cell. Figures are redis-cell's: retry/reset in whole seconds,
+  // rounded up when at least a millisecond is cut off; retry -1 when not
+  // limited or when the quantity can never fit. INVALID_ARGUMENT for
+  // max_burst < 0, count < 1, period_s < 1, quantity < 0 or a rate finer
+  // than one unit per microsecond.
+  struct ThrottleResult {
+    bool limited = false;
+    int64_t limit = 0;
+    int64_t remaining = 0;
+    int64_t retry_after_s = -1;
+    int64_t reset_after_s = 0;
+  };
+  Result<ThrottleResult> Throttle(std::string_view key, int64_t max_burst, int64_t count,
+                                  int64_t period_s, int64_t quantity);
+  Result<ThrottleResult> ThrottleAt(int64_t now_ms, std::string_view key, int64_t max_burst,
+                                    int64_t count, int64_t period_s, int64_t quantity);
+  void PrefetchThrottle(std::string_view key);
+
+  // Replaces the rules with `config`'s. A rule or tier whose state-relevant
+  // definition (algorithm, limits, burst, time zone) is unchanged keeps its
+  // subjects' state; a changed one starts fresh; a removed one's state
+  // expires by itself. Engine settings take effect only on restart. On error
+  // nothing changes.
+  Status Reload(const Config& config);
 
   // Frees expired entries now (a background thread also does, every
   // engine.sweep_interval_ms). Returns how many were freed.
   int64_t SweepExpired();
 
   Stats GetStats() const;
-  const Config& config() const;
+  // The config in force (a copy: Reload may replace it concurrently).
+  Config config() const;
 
  private:
   struct Impl;

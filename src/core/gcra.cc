@@ -8,12 +8,13 @@
 // remaining = floor((tolerance - ttl) / T), reset_after = ttl (TAT - now),
 // and a cost above the limit is never allowed (retry_after -1).
 // Config guarantees T >= 1 us and T * limit <= 2^52.
-#include "core/algorithms.h"
+#include "core/gcra.h"
+
 #include "core/int_math.h"
 
 namespace floodgate::core {
 
-Outcome ApplyGcra(const LimitParams& p, GcraState& s, int64_t now_ms, int64_t cost) {
+GcraFigures GcraStep(const LimitParams& p, GcraState& s, int64_t now_ms, int64_t cost) {
   const int64_t emission_us = p.emission_us;
   const int64_t limit = p.capacity;
   const int64_t tolerance_us = emission_us * limit;
@@ -22,29 +23,37 @@ Outcome ApplyGcra(const LimitParams& p, GcraState& s, int64_t now_ms, int64_t co
   // earlier `now` (clock stepped back) only makes the answer stricter.
   const int64_t tat = s.tat_us > now_us ? s.tat_us : now_us;
 
-  Outcome out;
-  LimitStatus& st = out.status;
-  st.limit = limit;
-  int64_t ttl_us = tat - now_us;
+  GcraFigures f;
+  f.limit = limit;
+  f.ttl_us = tat - now_us;
   if (cost > limit) {
-    st.allowed = false;
-    st.retry_after_ms = -1;
+    f.retry_after_us = -1;
   } else {
     const int64_t new_tat = tat + emission_us * cost;  // <= tat + tolerance: no overflow
     const int64_t diff = now_us - (new_tat - tolerance_us);
     if (diff < 0) {
-      st.allowed = false;
-      st.retry_after_ms = CeilDiv(-diff, 1000);
+      f.retry_after_us = -diff;
     } else {
-      st.allowed = true;
-      ttl_us = new_tat - now_us;
+      f.allowed = true;
+      f.ttl_us = new_tat - now_us;
       if (cost > 0) s.tat_us = new_tat;
     }
   }
-  const int64_t next = tolerance_us - ttl_us;
-  st.remaining = next > 0 ? next / emission_us : 0;
-  st.reset_after_ms = CeilDiv(ttl_us, 1000);
-  out.expires_at_ms = ttl_us > 0 ? CeilDiv(now_us + ttl_us, 1000) : 0;
+  const int64_t next = tolerance_us - f.ttl_us;
+  f.remaining = next > 0 ? next / emission_us : 0;
+  return f;
+}
+
+Outcome ApplyGcra(const LimitParams& p, GcraState& s, int64_t now_ms, int64_t cost) {
+  const GcraFigures f = GcraStep(p, s, now_ms, cost);
+  Outcome out;
+  LimitStatus& st = out.status;
+  st.allowed = f.allowed;
+  st.limit = f.limit;
+  st.remaining = f.remaining;
+  st.retry_after_ms = f.retry_after_us < 0 ? -1 : CeilDiv(f.retry_after_us, 1000);
+  st.reset_after_ms = CeilDiv(f.ttl_us, 1000);
+  out.expires_at_ms = f.ttl_us > 0 ? CeilDiv(now_ms * 1000 + f.ttl_us, 1000) : 0;
   return out;
 }
 

@@ -52,7 +52,13 @@ int BindingLimit(const Decision& d) {
   return best;
 }
 
-void Finish(Decision& d, bool admitted, bool shadow) {
+// Fills in what every algorithm reports the same way, then the binding limit.
+void Finish(const CompiledRule& rule, Decision& d, bool admitted, bool shadow) {
+  for (int i = 0; i < d.num_limits; ++i) {
+    LimitStatus& st = d.limits[i];
+    st.period_ms = st.window_end_ms > st.window_start_ms ? st.window_end_ms - st.window_start_ms
+                                                         : rule.limits[i].period_ms;
+  }
   d.allowed = admitted;
   d.shadow_denied = false;
   d.binding = BindingLimit(d);
@@ -101,7 +107,7 @@ int64_t EvaluateFixedSize(const CompiledRule& rule, int64_t* words, int64_t now_
   d->num_limits = n;
   int64_t expires_at_ms = 0;
   for (int i = 0; i < n; ++i) expires_at_ms = std::max(expires_at_ms, expires[i]);
-  Finish(*d, admitted, rule.shadow);
+  Finish(rule, *d, admitted, rule.shadow);
   return expires_at_ms;
 }
 
@@ -125,7 +131,7 @@ int64_t EvaluateSlidingLog(const CompiledRule& rule, int64_t* words, int64_t now
   }
   d->num_limits = n;
   for (int i = 0; i < n; ++i) d->limits[i] = outcomes[i].status;
-  Finish(*d, admitted, rule.shadow);
+  Finish(rule, *d, admitted, rule.shadow);
   return n > 0 ? outcomes[0].expires_at_ms : 0;
 }
 

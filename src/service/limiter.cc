@@ -1,22 +1,24 @@
 // Limiter: rules and tiers resolved to compiled variants, state in the
 // embedded MemoryStore, one clock read per decision.
+//
+// Rules can be replaced while requests run (Reload). The rule table is an
+// immutable RuleSet published under a mutex with a generation number; each
+// thread caches the current RuleSet and re-reads it only when the generation
+// changes, so the hot path takes no lock.
 #include "floodgate/limiter.h"
 
+#include <atomic>
+#include <mutex>
 #include <string>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "core/gcra.h"
 #include "core/rule_eval.h"
 #include "engine/memory_store.h"
 
 namespace floodgate {
 namespace {
-
-// A rule's variants: its own limits and one per tier, each with its own state.
-struct RuleVariants {
-  uint32_t base = 0;
-  absl::flat_hash_map<std::string, uint32_t> tiers;
-};
 
 // Debian's abseil has its own string_view type: convert for heterogeneous lookup.
 absl::string_view View(std::string_view s) { return absl::string_view(s.data(), s.size()); }
@@ -32,48 +34,148 @@ Status KeyError(std::string_view key) {
 
 void ReleaseSlidingLog(int64_t* state) { core::ReleaseRuleState(Algorithm::kSlidingLog, state); }
 
+// CL.THROTTLE's state (one TAT per key) lives in this variant.
+constexpr uint32_t kThrottleVariant = 0;
+
+struct Variant {
+  core::CompiledRule compiled;
+  uint32_t id = 0;  // the store's variant: which state this rule (tier) uses
+};
+
+struct RuleEntry {
+  Variant base;
+  absl::flat_hash_map<std::string, Variant> tiers;
+};
+
+// An immutable snapshot of the rules.
+struct RuleSet {
+  Config config;
+  absl::flat_hash_map<std::string, RuleEntry> rules;
+};
+
+// What makes two variants share state: the same layout and meaning.
+std::string DefinitionKey(const Rule& rule, const std::string& tier,
+                          const std::vector<Limit>& limits) {
+  std::string key = rule.name + '\0' + tier + '\0' + std::string(AlgorithmName(rule.algorithm)) +
+                    '\0' + rule.timezone + '\0';
+  for (const Limit& l : limits) key += l.ToString() + ',';
+  key += '\0';
+  for (int64_t b : rule.burst) key += std::to_string(b) + ',';
+  return key;
+}
+
+std::atomic<uint64_t> next_instance_id{1};
+
 }  // namespace
 
 struct Limiter::Impl {
-  Impl(Config c, const Clock& clk) : config(std::move(c)), clock(clk) {}
+  Impl(const Clock& clk) : clock(clk), instance_id(next_instance_id.fetch_add(1)) {}
 
-  Config config;
+  // The current RuleSet, from this thread's cache when still current. The
+  // cache keeps it alive until this thread's next call, so no reference
+  // count is touched on the hot path.
+  const RuleSet& Rules() const {
+    struct Cache {
+      uint64_t instance = 0;
+      uint64_t generation = 0;
+      std::shared_ptr<const RuleSet> rules;
+    };
+    thread_local Cache cache;
+    const uint64_t gen = generation.load(std::memory_order_acquire);
+    if (cache.instance != instance_id || cache.generation != gen || !cache.rules) {
+      std::lock_guard<std::mutex> lock(mu);
+      cache.instance = instance_id;
+      cache.generation = generation.load(std::memory_order_relaxed);
+      cache.rules = current;
+    }
+    return *cache.rules;
+  }
+
+  // Builds a RuleSet from `config`, registering new variants with the store
+  // (or collecting their layouts before the store exists).
+  Result<std::shared_ptr<const RuleSet>> Build(const Config& config,
+                                               std::vector<engine::VariantLayout>* layouts);
+
   const Clock& clock;
-  std::vector<core::CompiledRule> variants;  // indexed by variant id
-  absl::flat_hash_map<std::string, RuleVariants> rules;
+  const uint64_t instance_id;
   std::unique_ptr<engine::MemoryStore> store;
+
+  mutable std::mutex mu;
+  std::shared_ptr<const RuleSet> current;                  // guarded by mu
+  std::atomic<uint64_t> generation{1};                     // bumped under mu
+  absl::flat_hash_map<std::string, uint32_t> variant_ids;  // definition -> id; guarded by mu
+  uint32_t num_variants = 1;                               // guarded by mu; 0 is CL.THROTTLE
 };
 
-Result<std::unique_ptr<Limiter>> Limiter::Create(const Config& config, const Clock& clock) {
-  auto impl = std::make_unique<Impl>(config, clock);
-  std::vector<engine::VariantLayout> layouts;
-  auto add_variant = [&](const Rule& rule, const std::string& tier,
-                         const std::vector<Limit>& limits) -> Result<uint32_t> {
+Result<std::shared_ptr<const RuleSet>> Limiter::Impl::Build(
+    const Config& config, std::vector<engine::VariantLayout>* layouts) {
+  auto set = std::make_shared<RuleSet>();
+  set->config = config;
+  // Ids are assigned to a scratch copy and committed only if all rules compile.
+  auto ids = variant_ids;
+  uint32_t next_id = num_variants;
+  std::vector<std::pair<uint32_t, engine::VariantLayout>> added;
+  auto make = [&](const Rule& rule, const std::string& tier,
+                  const std::vector<Limit>& limits) -> Result<Variant> {
     auto compiled = core::CompileRule(rule, tier, limits);
     if (!compiled.ok()) return compiled.status();
-    const auto id = static_cast<uint32_t>(impl->variants.size());
-    if (id >= 65536) return InvalidArgumentError("too many rules and tiers (at most 65536)");
-    engine::VariantLayout layout;
-    layout.state_words = compiled->state_words;
-    if (compiled->algorithm == Algorithm::kSlidingLog) layout.release = &ReleaseSlidingLog;
-    layouts.push_back(layout);
-    impl->variants.push_back(std::move(*compiled));
-    return id;
+    Variant v;
+    const std::string def = DefinitionKey(rule, tier, limits);
+    auto it = ids.find(def);
+    if (it != ids.end()) {
+      v.id = it->second;
+    } else {
+      if (next_id >= 65536) return InvalidArgumentError("too many rule definitions (65536)");
+      v.id = next_id++;
+      ids.emplace(def, v.id);
+      engine::VariantLayout layout;
+      layout.state_words = compiled->state_words;
+      if (compiled->algorithm == Algorithm::kSlidingLog) layout.release = &ReleaseSlidingLog;
+      added.emplace_back(v.id, layout);
+    }
+    v.compiled = std::move(*compiled);
+    return v;
   };
   for (const Rule& rule : config.rules) {
-    if (impl->rules.contains(View(rule.name))) {
+    if (set->rules.contains(View(rule.name))) {
       return InvalidArgumentError("duplicate rule '" + rule.name + "'");
     }
-    RuleVariants rv;
-    auto base = add_variant(rule, "", rule.limits);
+    RuleEntry entry;
+    auto base = make(rule, "", rule.limits);
     if (!base.ok()) return base.status();
-    rv.base = *base;
+    entry.base = std::move(*base);
     for (const auto& [tier, limits] : rule.tiers) {
-      auto id = add_variant(rule, tier, limits);
-      if (!id.ok()) return id.status();
-      rv.tiers.emplace(tier, *id);
+      auto v = make(rule, tier, limits);
+      if (!v.ok()) return v.status();
+      entry.tiers.emplace(tier, std::move(*v));
     }
-    impl->rules.emplace(rule.name, std::move(rv));
+    set->rules.emplace(rule.name, std::move(entry));
+  }
+  for (auto& [id, layout] : added) {
+    if (layouts != nullptr) {
+      layouts->push_back(layout);
+    } else {
+      auto added_id = store->AddVariant(layout);
+      if (!added_id.ok()) return added_id.status();
+      if (*added_id != id) return InternalError("variant ids out of step with the store");
+    }
+  }
+  variant_ids = std::move(ids);
+  num_variants = next_id;
+  return std::shared_ptr<const RuleSet>(std::move(set));
+}
+
+Result<std::unique_ptr<Limiter>> Limiter::Create(const Config& config, const Clock& clock) {
+  auto impl = std::make_unique<Impl>(clock);
+  std::vector<engine::VariantLayout> layouts(1);
+  layouts[kThrottleVariant].state_words = 1;  // a TAT
+  std::shared_ptr<const RuleSet> rules;
+  {
+    std::lock_guard<std::mutex> lock(impl->mu);
+    auto built = impl->Build(config, &layouts);
+    if (!built.ok()) return built.status();
+    rules = std::move(*built);
+    impl->current = rules;
   }
   impl->store = std::make_unique<engine::MemoryStore>(config.engine, std::move(layouts), clock);
   return std::unique_ptr<Limiter>(new Limiter(std::move(impl)));
@@ -81,6 +183,15 @@ Result<std::unique_ptr<Limiter>> Limiter::Create(const Config& config, const Clo
 
 Limiter::Limiter(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Limiter::~Limiter() = default;
+
+Status Limiter::Reload(const Config& config) {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  auto built = impl_->Build(config, nullptr);
+  if (!built.ok()) return built.status();
+  impl_->current = std::move(*built);
+  impl_->generation.fetch_add(1, std::memory_order_release);
+  return Status::Ok();
+}
 
 Result<Decision> Limiter::Check(std::string_view rule, std::string_view key, int64_t cost,
                                 std::string_view tier) {
@@ -91,35 +202,119 @@ Result<Decision> Limiter::Check(std::string_view rule, std::string_view key, int
 
 Status Limiter::Check(std::string_view rule, std::string_view key, int64_t cost,
                       std::string_view tier, Decision* decision) {
-  auto it = impl_->rules.find(View(rule));
-  if (it == impl_->rules.end()) return NotFoundError("unknown rule '" + std::string(rule) + "'");
-  uint32_t variant = it->second.base;
+  // Start the store's cache miss before the clock read: reading the clock
+  // waits for earlier loads (rdtscp), but not for prefetches.
+  Prefetch(rule, key, tier);
+  return CheckAt(impl_->clock.NowMs(), rule, key, cost, tier, decision);
+}
+
+int64_t Limiter::NowMs() const { return impl_->clock.NowMs(); }
+
+void Limiter::Prefetch(std::string_view rule, std::string_view key, std::string_view tier) {
+  const RuleSet& rules = impl_->Rules();
+  auto it = rules.rules.find(View(rule));
+  if (it == rules.rules.end()) return;
+  uint32_t id = it->second.base.id;
+  if (!tier.empty()) {
+    auto t = it->second.tiers.find(View(tier));
+    if (t == it->second.tiers.end()) return;
+    id = t->second.id;
+  }
+  impl_->store->Prefetch(id, key);
+}
+
+void Limiter::PrefetchThrottle(std::string_view key) {
+  impl_->store->Prefetch(kThrottleVariant, key);
+}
+
+Status Limiter::CheckAt(int64_t now_ms, std::string_view rule, std::string_view key, int64_t cost,
+                        std::string_view tier, Decision* decision) {
+  const RuleSet& rules = impl_->Rules();
+  auto it = rules.rules.find(View(rule));
+  if (it == rules.rules.end()) return NotFoundError("unknown rule '" + std::string(rule) + "'");
+  const Variant* variant = &it->second.base;
   if (!tier.empty()) {
     auto t = it->second.tiers.find(View(tier));
     if (t == it->second.tiers.end()) {
       return NotFoundError("rule '" + std::string(rule) + "' has no tier '" + std::string(tier) +
                            "'");
     }
-    variant = t->second;
+    variant = &t->second;
   }
   if (Status s = KeyError(key); !s.ok()) return s;
   if (cost < 0 || cost > kMaxLimitCount) {
     return InvalidArgumentError("cost " + std::to_string(cost) + " is out of range [0, " +
                                 std::to_string(kMaxLimitCount) + "]");
   }
-  const core::CompiledRule& compiled = impl_->variants[variant];
-  const int64_t now_ms = impl_->clock.NowMs();
-  return impl_->store->Update(variant, key, now_ms, [&](int64_t* state, bool /*fresh*/) {
+  const core::CompiledRule& compiled = variant->compiled;
+  return impl_->store->Update(variant->id, key, now_ms, [&](int64_t* state, bool /*fresh*/) {
     return core::EvaluateRule(compiled, state, now_ms, cost, decision);
   });
 }
 
-Status Limiter::Reset(std::string_view rule, std::string_view key) {
-  auto it = impl_->rules.find(View(rule));
-  if (it == impl_->rules.end()) return NotFoundError("unknown rule '" + std::string(rule) + "'");
+Result<Limiter::ThrottleResult> Limiter::Throttle(std::string_view key, int64_t max_burst,
+                                                  int64_t count, int64_t period_s,
+                                                  int64_t quantity) {
+  PrefetchThrottle(key);
+  return ThrottleAt(impl_->clock.NowMs(), key, max_burst, count, period_s, quantity);
+}
+
+Result<Limiter::ThrottleResult> Limiter::ThrottleAt(int64_t now_ms, std::string_view key,
+                                                    int64_t max_burst, int64_t count,
+                                                    int64_t period_s, int64_t quantity) {
   if (Status s = KeyError(key); !s.ok()) return s;
-  impl_->store->Erase(it->second.base, key);
-  for (const auto& [tier, id] : it->second.tiers) impl_->store->Erase(id, key);
+  if (max_burst < 0 || max_burst >= kMaxLimitCount) {
+    return InvalidArgumentError("max_burst must be between 0 and " +
+                                std::to_string(kMaxLimitCount - 1));
+  }
+  if (count < 1 || count > kMaxLimitCount) {
+    return InvalidArgumentError("count must be between 1 and " + std::to_string(kMaxLimitCount));
+  }
+  if (period_s < 1 || period_s > kMaxPeriodMs / 1000) {
+    return InvalidArgumentError("period must be between 1 and " +
+                                std::to_string(kMaxPeriodMs / 1000) + " seconds");
+  }
+  if (quantity < 0 || quantity > kMaxLimitCount) {
+    return InvalidArgumentError("quantity must be between 0 and " + std::to_string(kMaxLimitCount));
+  }
+  core::LimitParams p;
+  p.count = count;
+  p.period_ms = period_s * 1000;
+  p.capacity = max_burst + 1;
+  p.emission_us = period_s * 1'000'000 / count;
+  if (p.emission_us < 1) {
+    return InvalidArgumentError("rate too high: " + std::to_string(count) + " per " +
+                                std::to_string(period_s) + " s is under 1 microsecond per unit");
+  }
+  if (p.capacity > (int64_t{1} << 52) / p.emission_us) {
+    return InvalidArgumentError(
+        "max_burst too large for this rate (burst x period / count must "
+        "stay under 2^52 microseconds)");
+  }
+  core::GcraFigures f;
+  Status s = impl_->store->Update(kThrottleVariant, key, now_ms, [&](int64_t* state, bool) {
+    auto* gcra = reinterpret_cast<core::GcraState*>(state);
+    f = core::GcraStep(p, *gcra, now_ms, quantity);
+    return gcra->tat_us > now_ms * 1000 ? (gcra->tat_us + 999) / 1000 : 0;
+  });
+  if (!s.ok()) return s;
+  ThrottleResult r;
+  r.limited = !f.allowed;
+  r.limit = f.limit;
+  r.remaining = f.remaining;
+  // redis-cell reports -1 both for "not limited" and for "never".
+  r.retry_after_s = f.allowed ? -1 : core::CellSeconds(f.retry_after_us);
+  r.reset_after_s = core::CellSeconds(f.ttl_us);
+  return r;
+}
+
+Status Limiter::Reset(std::string_view rule, std::string_view key) {
+  const RuleSet& rules = impl_->Rules();
+  auto it = rules.rules.find(View(rule));
+  if (it == rules.rules.end()) return NotFoundError("unknown rule '" + std::string(rule) + "'");
+  if (Status s = KeyError(key); !s.ok()) return s;
+  impl_->store->Erase(it->second.base.id, key);
+  for (const auto& [tier, v] : it->second.tiers) impl_->store->Erase(v.id, key);
   return Status::Ok();
 }
 
@@ -130,6 +325,6 @@ Limiter::Stats Limiter::GetStats() const {
   return Stats{s.entries, s.rejected_full, s.expired_freed};
 }
 
-const Config& Limiter::config() const { return impl_->config; }
+Config Limiter::config() const { return impl_->Rules().config; }
 
 }  // namespace floodgate

@@ -158,3 +158,153 @@ TEST(LimiterTest, ConcurrentThreadsOnOneKeyAdmitExactlyTheLimit) {
 
 }  // namespace
 }  // namespace floodgate
+
+namespace floodgate {
+namespace {
+
+TEST(LimiterReloadTest, UnchangedRulesKeepStateChangedOnesStartFresh) {
+  ManualClock clock(0);
+  auto limiter = MakeLimiter(MakeConfig(R"(
+rules:
+  keep: { algorithm: fixed_window, limits: [3/minute] }
+  change: { algorithm: fixed_window, limits: [3/minute] }
+  gone: { algorithm: fixed_window, limits: [3/minute] }
+)"),
+                             clock);
+  for (const char* rule : {"keep", "change", "gone"}) {
+    ASSERT_EQ(limiter->Check(rule, "u", 2)->remaining, 1) << rule;
+  }
+  Config next = MakeConfig(R"(
+rules:
+  keep: { algorithm: fixed_window, limits: [3/minute], shadow: true }
+  change: { algorithm: fixed_window, limits: [5/minute] }
+  added: { algorithm: gcra, limits: [1/s] }
+)");
+  ASSERT_TRUE(limiter->Reload(next).ok());
+  EXPECT_EQ(limiter->Check("keep", "u")->remaining, 0);    // state kept
+  EXPECT_EQ(limiter->Check("change", "u")->remaining, 4);  // new definition: fresh
+  EXPECT_TRUE(limiter->Check("added", "u")->allowed);
+  EXPECT_EQ(limiter->Check("gone", "u").status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(limiter->config().rules.size(), 3u);
+  // Back to the first definition of "change": its old state is still there.
+  ASSERT_TRUE(limiter
+                  ->Reload(MakeConfig(R"(
+rules:
+  change: { algorithm: fixed_window, limits: [3/minute] }
+)"))
+                  .ok());
+  EXPECT_EQ(limiter->Check("change", "u")->remaining, 0);
+}
+
+TEST(LimiterReloadTest, InvalidConfigChangesNothing) {
+  ManualClock clock(0);
+  auto limiter = MakeLimiter(MakeConfig(kRules), clock);
+  limiter->Check("login", "u");
+  // Built by hand: the config parser already refuses such a rule, and
+  // Reload must refuse it too for callers that build configs themselves.
+  Config bad = MakeConfig(R"(
+rules:
+  ok: { algorithm: fixed_window, limits: [3/minute] }
+)");
+  Rule broken;
+  broken.name = "broken";
+  broken.algorithm = Algorithm::kGcra;
+  broken.limits.push_back(Limit{100'000'000, 1, TimeUnit::kMillisecond});
+  bad.rules.push_back(broken);
+  const Status s = limiter->Reload(bad);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("broken"), std::string::npos) << s.message();
+  EXPECT_EQ(limiter->Check("ok", "u").status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(limiter->Check("login", "u")->remaining, 0);  // old rules and state serve on
+}
+
+TEST(LimiterReloadTest, ReloadWhileCheckingFromOtherThreads) {
+  ManualClock clock(1'000'000);
+  auto limiter = MakeLimiter(MakeConfig(kRules), clock);
+  std::atomic<bool> stop{false};
+  std::atomic<int64_t> errors{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 3; ++t) {
+    threads.emplace_back([&] {
+      while (!stop.load()) {
+        auto d = limiter->Check("api", "k" + std::to_string(clock.NowMs() % 100));
+        if (!d.ok()) ++errors;
+      }
+    });
+  }
+  for (int i = 0; i < 200; ++i) {
+    ASSERT_TRUE(limiter
+                    ->Reload(MakeConfig(i % 2 ? kRules : R"(
+rules:
+  api: { algorithm: sliding_log, limits: [7/minute] }
+)"))
+                    .ok());
+    clock.AdvanceMs(1);
+  }
+  stop = true;
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(errors.load(), 0);
+}
+
+TEST(LimiterThrottleTest, RedisCellTableInSecondsAsClThrottleReportsIt) {
+  ManualClock clock(1'700'000'000'000);
+  auto limiter = MakeLimiter(MakeConfig("rules: {}\n"), clock);
+  struct Step {
+    int64_t offset_ms, quantity;
+    bool limited;
+    int64_t remaining, retry_s, reset_s;
+  };
+  // redis-cell's it_rate_limits (max_burst 4, 1 per second), rounded to
+  // whole seconds as CL.THROTTLE replies: up when a millisecond or more is cut.
+  const Step steps[] = {
+      {0, 6, true, 5, -1, 0},     {0, 1, false, 4, -1, 1},    {0, 1, false, 3, -1, 2},
+      {0, 1, false, 2, -1, 3},    {0, 1, false, 1, -1, 4},    {0, 1, false, 0, -1, 5},
+      {0, 1, true, 0, 1, 5},      {3000, 1, false, 2, -1, 3}, {3100, 1, false, 1, -1, 4},
+      {4000, 1, false, 1, -1, 4}, {8000, 1, false, 4, -1, 1}, {9500, 1, false, 4, -1, 1},
+      {9500, 0, false, 4, -1, 1}, {9500, 2, false, 2, -1, 3}, {9500, 5, true, 2, 3, 3}};
+  const int64_t start = clock.NowMs();
+  for (size_t i = 0; i < std::size(steps); ++i) {
+    SCOPED_TRACE(i);
+    clock.SetMs(start + steps[i].offset_ms);
+    auto r = limiter->Throttle("cell", 4, 1, 1, steps[i].quantity);
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    EXPECT_EQ(r->limited, steps[i].limited);
+    EXPECT_EQ(r->limit, 5);
+    EXPECT_EQ(r->remaining, steps[i].remaining);
+    EXPECT_EQ(r->retry_after_s, steps[i].retry_s);
+    EXPECT_EQ(r->reset_after_s, steps[i].reset_s);
+  }
+}
+
+TEST(LimiterThrottleTest, SubSecondFiguresRoundUpFromOneMillisecond) {
+  ManualClock clock(0);
+  auto limiter = MakeLimiter(MakeConfig("rules: {}\n"), clock);
+  // 3 per second, no burst: T = 333333 us.
+  auto first = limiter->Throttle("k", 0, 3, 1, 1);
+  EXPECT_EQ(first->reset_after_s, 1);  // 0.333 s rounds up
+  auto denied = limiter->Throttle("k", 0, 3, 1, 1);
+  EXPECT_TRUE(denied->limited);
+  EXPECT_EQ(denied->retry_after_s, 1);
+  clock.SetMs(334);
+  EXPECT_FALSE(limiter->Throttle("k", 0, 3, 1, 1)->limited);
+}
+
+TEST(LimiterThrottleTest, BadArgumentsAreClearErrors) {
+  ManualClock clock(0);
+  auto limiter = MakeLimiter(MakeConfig("rules: {}\n"), clock);
+  auto expect = [&](Result<Limiter::ThrottleResult> r, const std::string& needle) {
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(r.status().message().find(needle), std::string::npos) << r.status().message();
+  };
+  expect(limiter->Throttle("k", -1, 1, 1, 1), "max_burst");
+  expect(limiter->Throttle("k", 0, 0, 1, 1), "count");
+  expect(limiter->Throttle("k", 0, 1, 0, 1), "period");
+  expect(limiter->Throttle("k", 0, 1, 1, -1), "quantity");
+  expect(limiter->Throttle("k", 0, 10'000'000, 1, 1), "rate too high");
+  expect(limiter->Throttle("", 0, 1, 1, 1), "key");
+  EXPECT_EQ(limiter->GetStats().entries, 0);
+}
+
+}  // namespace
+}  // namespace floodgate

@@ -1,0 +1,42 @@
+// check_request: the arguments of a rate-limit check as they arrive over
+// HTTP — a JSON body (POST /v1/check) or query parameters (GET /v1/check, for
+// nginx auth_request and similar hooks) — decoded and validated, with a clear
+// detail sentence for the 400 answer when they are wrong.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace floodgate::http {
+
+struct CheckRequest {
+  std::string rule;
+  std::string key;
+  std::string tier;  // "" = the rule's default limits
+  int64_t cost = 1;
+};
+
+inline constexpr int64_t kMaxCheckCost = 1'000'000'000'000'000;  // 10^15
+inline constexpr size_t kMaxCheckKeyBytes = 512;
+
+// Decodes {"rule":"api","key":"user:42","cost":1,"tier":"pro"}. "rule" and
+// "key" are required non-empty strings (key at most 512 bytes); "cost" an
+// integer in [0, 10^15] (1 when absent or null); "tier" a string (absent, null
+// or "" for none). Unknown and repeated fields are errors, as is anything that
+// is not a JSON object. Returns true and fills *out, or false with *error.
+// Syntax errors carry nlohmann's byte position (counted from 1; one past the
+// end when the body stops early).
+//
+// Parsing stops at the first problem, in document order, and any nested
+// object or array is already a problem (every field is a scalar), so nesting
+// never goes deeper than one level and no document tree is built: the cost is
+// one pass over the body, whose size the request parser bounds.
+bool DecodeCheckRequestJson(std::string_view body, CheckRequest* out, std::string* error);
+
+// Decodes "rule=api&key=user%3A42&cost=1&tier=pro" (percent-decoded, '+' as
+// space) with the same rules; cost must be decimal digits.
+bool DecodeCheckRequestQuery(std::string_view query, CheckRequest* out, std::string* error);
+
+}  // namespace floodgate::http

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "CLI/CLI.hpp"
+#include "app/serve.h"
 #include "app/simulate.h"
 #include "floodgate/config.h"
 #include "floodgate/limiter.h"
@@ -65,6 +66,17 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   app.set_version_flag("--version", "floodgate 0.1.0");
 
+  floodgate::app::ServeFlags serve_flags;
+  auto* serve = app.add_subcommand("serve", "Run the service (RESP and HTTP fronts)");
+  serve->add_option("--config", serve_flags.config_path,
+                    "YAML config file (default: examples/floodgate.yaml if present)");
+  serve->add_option("--store", serve_flags.store, "store URL (overrides the config): memory");
+  serve->add_option("--http", serve_flags.http, "HTTP listen address host:port, or off");
+  serve->add_option("--resp", serve_flags.resp, "Redis-protocol listen address host:port, or off");
+  serve->add_option("--grpc", serve_flags.grpc, "gRPC listen address host:port");
+  serve->add_option("--threads", serve_flags.threads, "event loop threads (default: one per core)")
+      ->check(CLI::Range(1, 256));
+
   std::string check_path;
   auto* check = app.add_subcommand("check-config", "Validate a config file and print its rules");
   check->add_option("FILE", check_path, "YAML config file")->required();
@@ -80,6 +92,7 @@ int main(int argc, char** argv) {
   sim->add_option("--input", sim_input, "input file, or - for standard input (default)");
 
   CLI11_PARSE(app, argc, argv);
+  if (*serve) return floodgate::app::RunServe(serve_flags);
   if (*check) return CheckConfig(check_path);
   if (*sim) return Simulate(sim_config, sim_options, sim_input);
   return 1;

@@ -1,0 +1,220 @@
+// EventLoop: level-triggered epoll. Reads until EAGAIN, lets the session
+// consume every complete request (pipelining), writes as much as the socket
+// takes, and asks for EPOLLOUT only while output is pending.
+#include "server/event_loop.h"
+
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+namespace floodgate::server {
+namespace {
+
+constexpr size_t kReadChunk = 64 * 1024;
+constexpr uint64_t kListenerTag = uint64_t{1} << 32;  // epoll data: listener index | tag
+
+}  // namespace
+
+struct EventLoop::Connection {
+  int fd = -1;
+  const ListenerSpec* listener = nullptr;
+  std::unique_ptr<Session> session;
+  std::string input;
+  size_t input_start = 0;  // bytes of `input` already consumed
+  std::string output;
+  size_t output_start = 0;  // bytes of `output` already written
+  bool closing = false;     // close once output is flushed
+  uint32_t interest = 0;    // current epoll events
+};
+
+EventLoop::EventLoop(int index, std::vector<ListenerSpec> listeners, LoopLimits limits,
+                     std::atomic<int64_t>* open_connections)
+    : index_(index),
+      listeners_(std::move(listeners)),
+      limits_(limits),
+      open_connections_(open_connections) {
+  epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
+  wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.u64 = static_cast<uint64_t>(wake_fd_);
+  epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, wake_fd_, &ev);
+  for (size_t i = 0; i < listeners_.size(); ++i) {
+    epoll_event lev{};
+    lev.events = EPOLLIN;
+    lev.data.u64 = kListenerTag | i;
+    epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, listeners_[i].fd, &lev);
+  }
+}
+
+EventLoop::~EventLoop() {
+  for (auto& c : connections_) {
+    if (c) Close(c->fd);
+  }
+  for (auto& l : listeners_) close(l.fd);
+  close(wake_fd_);
+  close(epoll_fd_);
+}
+
+void EventLoop::Stop() {
+  stopping_.store(true, std::memory_order_release);
+  const uint64_t one = 1;
+  [[maybe_unused]] ssize_t n = write(wake_fd_, &one, sizeof(one));
+}
+
+void EventLoop::Run() {
+  epoll_event events[256];
+  while (!stopping_.load(std::memory_order_acquire)) {
+    const int n = epoll_wait(epoll_fd_, events, 256, -1);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      break;
+    }
+    for (int i = 0; i < n; ++i) {
+      const uint64_t data = events[i].data.u64;
+      if (data & kListenerTag) {
+        Accept(listeners_[data & 0xffffffff]);
+        continue;
+      }
+      const int fd = static_cast<int>(data);
+      if (fd == wake_fd_) continue;  // Stop(): the loop condition sees it
+      if (static_cast<size_t>(fd) >= connections_.size() || !connections_[fd]) continue;
+      Connection& c = *connections_[fd];
+      if (events[i].events & (EPOLLIN | EPOLLHUP | EPOLLERR)) {
+        OnReadable(c);
+        if (static_cast<size_t>(fd) >= connections_.size() || !connections_[fd]) continue;
+      }
+      if (events[i].events & EPOLLOUT) Flush(c);
+    }
+  }
+}
+
+void EventLoop::Accept(const ListenerSpec& listener) {
+  for (;;) {
+    const int fd = accept4(listener.fd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd < 0) return;  // EAGAIN, or a transient error: epoll will tell us again
+    if (open_connections_->fetch_add(1, std::memory_order_relaxed) >= limits_.max_connections) {
+      open_connections_->fetch_sub(1, std::memory_order_relaxed);
+      listener.counters->refused.fetch_add(1, std::memory_order_relaxed);
+      const std::string msg = listener.factory->RefusalMessage();
+      [[maybe_unused]] ssize_t w = send(fd, msg.data(), msg.size(), MSG_NOSIGNAL);
+      close(fd);
+      continue;
+    }
+    const int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    if (static_cast<size_t>(fd) >= connections_.size()) connections_.resize(fd + 64);
+    auto c = std::make_unique<Connection>();
+    c->fd = fd;
+    c->listener = &listener;
+    c->session = listener.factory->NewSession(index_);
+    c->interest = EPOLLIN;
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.u64 = static_cast<uint64_t>(fd);
+    epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev);
+    connections_[fd] = std::move(c);
+    listener.counters->open.fetch_add(1, std::memory_order_relaxed);
+    listener.counters->accepted.fetch_add(1, std::memory_order_relaxed);
+  }
+}
+
+void EventLoop::OnReadable(Connection& c) {
+  bool eof = false;
+  for (;;) {
+    if (c.output.size() - c.output_start > limits_.max_pending_output) break;  // back-pressure
+    // Read into scratch space and append only what arrived: growing the
+    // string by a whole chunk first would zero-fill 64 KiB per read.
+    thread_local char scratch[kReadChunk];
+    const ssize_t n = recv(c.fd, scratch, kReadChunk, 0);
+    if (n > 0) {
+      c.input.append(scratch, static_cast<size_t>(n));
+      if (static_cast<size_t>(n) < kReadChunk) break;  // drained for now
+      continue;
+    }
+    if (n == 0) eof = true;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) eof = true;
+    break;
+  }
+  if (!c.closing && c.input.size() > c.input_start) {
+    bool close_after = false;
+    const std::string_view pending(c.input.data() + c.input_start, c.input.size() - c.input_start);
+    c.input_start += c.session->OnInput(pending, &c.output, &close_after);
+    if (close_after) c.closing = true;
+  }
+  if (c.input_start == c.input.size()) {
+    c.input.clear();
+    c.input_start = 0;
+  } else if (c.input_start > 0 && c.input_start >= c.input.size() / 2) {
+    c.input.erase(0, c.input_start);
+    c.input_start = 0;
+  }
+  if (!c.closing && c.input.size() - c.input_start > limits_.max_pending_input) {
+    // One request larger than any parser limit allows: refuse and close.
+    c.listener->counters->oversized.fetch_add(1, std::memory_order_relaxed);
+    c.output += c.listener->oversize_reply;
+    c.closing = true;
+  }
+  if (eof) {
+    // The peer is gone (or half-closed): best effort to send what we have.
+    c.closing = true;
+  }
+  Flush(c);
+}
+
+void EventLoop::Flush(Connection& c) {
+  while (c.output_start < c.output.size()) {
+    const ssize_t n = send(c.fd, c.output.data() + c.output_start, c.output.size() - c.output_start,
+                           MSG_NOSIGNAL);
+    if (n > 0) {
+      c.output_start += static_cast<size_t>(n);
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
+    Close(c.fd);  // the peer reset the connection
+    return;
+  }
+  if (c.output_start == c.output.size()) {
+    c.output.clear();
+    c.output_start = 0;
+    if (c.closing) {
+      Close(c.fd);
+      return;
+    }
+  }
+  UpdateInterest(c);
+}
+
+void EventLoop::UpdateInterest(Connection& c) {
+  const bool pending_out = c.output_start < c.output.size();
+  const bool can_read =
+      !c.closing && c.output.size() - c.output_start <= limits_.max_pending_output;
+  const uint32_t want = (can_read ? EPOLLIN : 0u) | (pending_out ? EPOLLOUT : 0u);
+  if (want == c.interest) return;
+  epoll_event ev{};
+  ev.events = want;
+  ev.data.u64 = static_cast<uint64_t>(c.fd);
+  epoll_ctl(epoll_fd_, EPOLL_CTL_MOD, c.fd, &ev);
+  c.interest = want;
+}
+
+void EventLoop::Close(int fd) {
+  auto& slot = connections_[fd];
+  if (!slot) return;
+  slot->listener->counters->open.fetch_sub(1, std::memory_order_relaxed);
+  epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, fd, nullptr);
+  close(fd);
+  slot.reset();
+  open_connections_->fetch_sub(1, std::memory_order_relaxed);
+}
+
+}  // namespace floodgate::server

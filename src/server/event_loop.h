@@ -1,0 +1,68 @@
+// EventLoop: one epoll loop per thread. Accepts on its own SO_REUSEPORT
+// sockets, reads, hands bytes to the connection's Session, writes replies.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "server/session.h"
+
+namespace floodgate::server {
+
+struct LoopLimits {
+  int64_t max_connections = 10'000;             // across all loops (shared counter)
+  size_t max_pending_input = 4 * 1024 * 1024;   // unparsed bytes of one connection
+  size_t max_pending_output = 8 * 1024 * 1024;  // past it, stop reading until drained
+};
+
+// Counters a loop keeps per listener; read by the metrics endpoint.
+struct ListenerCounters {
+  std::atomic<int64_t> open{0};       // connections open now
+  std::atomic<int64_t> accepted{0};   // connections accepted since start
+  std::atomic<int64_t> refused{0};    // refused at the connection limit
+  std::atomic<int64_t> oversized{0};  // closed for exceeding max_pending_input
+};
+
+struct ListenerSpec {
+  int fd = -1;  // listening socket owned by the loop
+  SessionFactory* factory = nullptr;
+  ListenerCounters* counters = nullptr;
+  std::string oversize_reply;  // written before closing an oversized request
+};
+
+// Thread-compatible: Run() on one thread; Stop() from any thread.
+class EventLoop {
+ public:
+  EventLoop(int index, std::vector<ListenerSpec> listeners, LoopLimits limits,
+            std::atomic<int64_t>* open_connections);
+  ~EventLoop();
+  EventLoop(const EventLoop&) = delete;
+  EventLoop& operator=(const EventLoop&) = delete;
+
+  // Serves until Stop(). Closes every connection and listener before returning.
+  void Run();
+  // Thread-safe; Run() returns promptly.
+  void Stop();
+
+ private:
+  struct Connection;
+  void Accept(const ListenerSpec& listener);
+  void OnReadable(Connection& c);
+  void Flush(Connection& c);
+  void UpdateInterest(Connection& c);
+  void Close(int fd);
+
+  const int index_;
+  std::vector<ListenerSpec> listeners_;
+  const LoopLimits limits_;
+  std::atomic<int64_t>* open_connections_;
+  int epoll_fd_ = -1;
+  int wake_fd_ = -1;
+  std::atomic<bool> stopping_{false};
+  std::vector<std::unique_ptr<Connection>> connections_;  // indexed by fd
+};
+
+}  // namespace floodgate::server

@@ -1,0 +1,235 @@
+// HTTP routes: /v1/check (POST JSON or GET query), /healthz, /metrics,
+// /v1/rules. Errors are application/problem+json (RFC 9457).
+#include "server/http_routes.h"
+
+#include <string>
+
+#include "nlohmann/json.hpp"
+#include "protocol/http/check_request.h"
+#include "protocol/http/query.h"
+#include "protocol/http/response.h"
+
+namespace floodgate::server {
+namespace {
+
+// Header fields owned by the caller; converted to views for the response writer.
+using Headers = std::vector<std::pair<std::string, std::string>>;
+
+std::vector<http::HeaderField> Views(const Headers& headers) {
+  std::vector<http::HeaderField> views;
+  for (const auto& [k, v] : headers) views.emplace_back(k, v);
+  return views;
+}
+
+// An sf-string's content: backslash and double quote escaped (RFC 8941);
+// other bytes outside printable ASCII become '?'.
+std::string StructuredFieldString(std::string_view s) {
+  std::string out;
+  for (char c : s) {
+    if (c == '\\' || c == '"') {
+      out += '\\';
+      out += c;
+    } else if (c < 0x20 || c > 0x7e) {
+      out += '?';
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+int64_t CeilSeconds(int64_t ms) { return ms <= 0 ? 0 : (ms + 999) / 1000; }
+
+void Problem(LoopContext& loop, const http::Request& req, int status, const std::string& detail,
+             std::string* out, Headers extra = {}) {
+  loop.service().metrics->CountError(status == 401   ? "unauthorized"
+                                     : status == 404 ? "not_found"
+                                     : status == 405 ? "method_not_allowed"
+                                                     : "bad_request");
+  http::AppendProblem(out, status, http::StatusReason(status), detail, req.keep_alive,
+                      Views(extra));
+}
+
+bool Authorized(LoopContext& loop, const http::Request& req) {
+  const std::string& token = loop.service().auth_token;
+  if (token.empty()) return true;
+  const std::string_view auth = req.Header("authorization");
+  constexpr std::string_view kBearer = "Bearer ";
+  if (auth.size() <= kBearer.size()) return false;
+  for (size_t i = 0; i < kBearer.size(); ++i) {
+    if ((auth[i] | 0x20) != (kBearer[i] | 0x20)) return false;  // scheme is case-insensitive
+  }
+  return ConstantTimeEquals(auth.substr(kBearer.size()), token);
+}
+
+void Check(LoopContext& loop, const http::Request& req, std::string_view query, std::string* out) {
+  http::CheckRequest cr;
+  std::string error;
+  const bool parsed = req.method == "GET" ? http::DecodeCheckRequestQuery(query, &cr, &error)
+                                          : http::DecodeCheckRequestJson(req.body, &cr, &error);
+  if (!parsed) {
+    Problem(loop, req, 400, error, out);
+    return;
+  }
+  // deny_status (GET only): the status of a denial, for gateways whose auth
+  // hook understands only 401/403 (nginx auth_request). Default 429.
+  int deny_status = 429;
+  if (req.method == "GET") {
+    std::string qerr;
+    if (auto ds = http::QueryParam(query, "deny_status", &qerr); ds.has_value()) {
+      if (*ds == "403") {
+        deny_status = 403;
+      } else if (*ds == "401") {
+        deny_status = 401;
+      } else if (*ds != "429") {
+        Problem(loop, req, 400, "deny_status must be 401, 403 or 429", out);
+        return;
+      }
+    }
+  }
+  Decision d;
+  const Status s = loop.service().limiter->Check(cr.rule, cr.key, cr.cost, cr.tier, &d);
+  if (!s.ok()) {
+    const int status = s.code() == StatusCode::kNotFound            ? 404
+                       : s.code() == StatusCode::kResourceExhausted ? 503
+                                                                    : 400;
+    if (status == 503) loop.service().metrics->CountError("store_full");
+    Problem(loop, req, status, s.message(), out);
+    return;
+  }
+  loop.CountDecision(cr.rule, d);
+  Headers headers = {{"Content-Type", "application/json"}};
+  const std::string rl = RateLimitHeaders(cr.rule, d);
+  headers.emplace_back("RateLimit-Policy", rl.substr(0, rl.find('\n')));
+  headers.emplace_back("RateLimit", rl.substr(rl.find('\n') + 1));
+  if (!d.allowed && d.retry_after_ms >= 0) {
+    headers.emplace_back("Retry-After", std::to_string(CeilSeconds(d.retry_after_ms)));
+  }
+  const int status = d.allowed ? 200 : deny_status;
+  http::AppendResponse(out, status, http::StatusReason(status), Views(headers),
+                       DecisionJson(cr.rule, cr.key, d), req.keep_alive);
+}
+
+void Rules(LoopContext& loop, const http::Request& req, std::string* out) {
+  nlohmann::json rules = nlohmann::json::object();
+  for (const Rule& r : loop.service().limiter->config().rules) {
+    nlohmann::json j;
+    j["algorithm"] = std::string(AlgorithmName(r.algorithm));
+    j["limits"] = nlohmann::json::array();
+    for (const Limit& l : r.limits) j["limits"].push_back(l.ToString());
+    if (!r.burst.empty()) j["burst"] = r.burst;
+    if (!r.tiers.empty()) {
+      j["tiers"] = nlohmann::json::object();
+      for (const auto& [tier, limits] : r.tiers) {
+        auto& t = j["tiers"][tier] = nlohmann::json::array();
+        for (const Limit& l : limits) t.push_back(l.ToString());
+      }
+    }
+    j["timezone"] = r.timezone;
+    j["shadow"] = r.shadow;
+    j["on_backend_error"] = r.on_backend_error == OnBackendError::kAllow ? "allow" : "deny";
+    rules[r.name] = std::move(j);
+  }
+  const http::HeaderField json[] = {{"Content-Type", "application/json"}};
+  http::AppendResponse(out, 200, "OK", json,
+                       nlohmann::json{{"rules", rules}}.dump(
+                           -1, ' ', false, nlohmann::json::error_handler_t::replace),
+                       req.keep_alive);
+}
+
+void MetricsPage(LoopContext& loop, const http::Request& req, std::string* out) {
+  std::string body;
+  ServiceContext& s = loop.service();
+  s.metrics->Render(&body);
+  const Limiter::Stats stats = s.limiter->GetStats();
+  AppendMetricHeader(&body, "floodgate_store_entries", "gauge",
+                     "Live (rule, subject) entries in the embedded store.");
+  body += "floodgate_store_entries " + std::to_string(stats.entries) + "\n";
+  AppendMetricHeader(&body, "floodgate_store_rejected_full_total", "counter",
+                     "New subjects refused because the store was full.");
+  body += "floodgate_store_rejected_full_total " + std::to_string(stats.rejected_full) + "\n";
+  AppendMetricHeader(&body, "floodgate_store_expired_total", "counter",
+                     "Entries freed after expiring.");
+  body += "floodgate_store_expired_total " + std::to_string(stats.expired_freed) + "\n";
+  if (s.render_connections) s.render_connections(&body);
+  const http::HeaderField text[] = {{"Content-Type", "text/plain; version=0.0.4"}};
+  http::AppendResponse(out, 200, "OK", text, body, req.keep_alive);
+}
+
+}  // namespace
+
+std::string DecisionJson(std::string_view rule, std::string_view key, const Decision& d) {
+  std::string j = "{\"allowed\":";
+  j += d.allowed ? "true" : "false";
+  if (d.shadow_denied) j += ",\"shadow_denied\":true";
+  j += ",\"rule\":\"" + http::JsonEscape(rule) + "\",\"key\":\"" + http::JsonEscape(key) + "\"";
+  j += ",\"limit\":" + std::to_string(d.limit);
+  j += ",\"remaining\":" + std::to_string(d.remaining);
+  j += ",\"retry_after_ms\":" + std::to_string(d.retry_after_ms);
+  j += ",\"reset_after_ms\":" + std::to_string(d.reset_after_ms);
+  j += ",\"limits\":[";
+  for (int i = 0; i < d.num_limits; ++i) {
+    const LimitStatus& st = d.limits[i];
+    if (i > 0) j += ',';
+    j += "{\"allowed\":";
+    j += st.allowed ? "true" : "false";
+    j += ",\"limit\":" + std::to_string(st.limit);
+    j += ",\"remaining\":" + std::to_string(st.remaining);
+    j += ",\"retry_after_ms\":" + std::to_string(st.retry_after_ms);
+    j += ",\"reset_after_ms\":" + std::to_string(st.reset_after_ms);
+    j += ",\"period_ms\":" + std::to_string(st.period_ms) + "}";
+  }
+  j += "]}";
+  return j;
+}
+
+std::string RateLimitHeaders(std::string_view rule, const Decision& d) {
+  std::string policy, state;
+  for (int i = 0; i < d.num_limits; ++i) {
+    const LimitStatus& st = d.limits[i];
+    std::string name = "\"" + StructuredFieldString(rule);
+    if (d.num_limits > 1) name += ":" + std::to_string(i);
+    name += "\"";
+    if (i > 0) {
+      policy += ", ";
+      state += ", ";
+    }
+    policy +=
+        name + ";q=" + std::to_string(st.limit) + ";w=" + std::to_string(CeilSeconds(st.period_ms));
+    state += name + ";r=" + std::to_string(st.remaining) +
+             ";t=" + std::to_string(CeilSeconds(st.reset_after_ms));
+  }
+  return policy + "\n" + state;
+}
+
+void HandleHttp(LoopContext& loop, const http::Request& req, std::string* out) {
+  const http::Target target = http::SplitTarget(req.target);
+  const std::string_view path = target.path, query = target.query;
+  const bool get = req.method == "GET";
+  if (path == "/healthz") {
+    if (!get) return Problem(loop, req, 405, "use GET", out, {{"Allow", "GET"}});
+    const http::HeaderField json[] = {{"Content-Type", "application/json"}};
+    http::AppendResponse(out, 200, "OK", json, "{\"status\":\"ok\"}", req.keep_alive);
+    return;
+  }
+  const bool known = path == "/v1/check" || path == "/metrics" || path == "/v1/rules";
+  if (!known) {
+    return Problem(loop, req, 404, "no route for " + std::string(path), out);
+  }
+  if (!Authorized(loop, req)) {
+    return Problem(loop, req, 401, "a valid 'Authorization: Bearer <token>' header is required",
+                   out, {{"WWW-Authenticate", "Bearer"}});
+  }
+  if (path == "/v1/check") {
+    if (req.method != "GET" && req.method != "POST") {
+      return Problem(loop, req, 405, "use POST with a JSON body, or GET with query parameters", out,
+                     {{"Allow", "GET, POST"}});
+    }
+    return Check(loop, req, query, out);
+  }
+  if (!get) return Problem(loop, req, 405, "use GET", out, {{"Allow", "GET"}});
+  if (path == "/metrics") return MetricsPage(loop, req, out);
+  return Rules(loop, req, out);
+}
+
+}  // namespace floodgate::server

@@ -1,0 +1,123 @@
+// Metrics: see metrics.h.
+#include "server/metrics.h"
+
+namespace floodgate::server {
+
+Metrics::Metrics(int num_loops) : num_loops_(num_loops) {
+  for (int i = 0; i < num_loops; ++i) loops_.push_back(std::make_unique<LoopCounters>());
+}
+
+RuleCounters* Metrics::ForRule(std::string_view rule, int loop) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = rules_.find(rule);
+  if (it == rules_.end()) {
+    it = rules_.emplace(std::string(rule), std::make_unique<RuleCounters[]>(num_loops_)).first;
+  }
+  return &it->second[loop];
+}
+
+void Metrics::ObserveLatencies(int loop, int64_t ns, size_t count) {
+  LoopCounters& c = *loops_[loop];
+  const int64_t us = ns / 1000;
+  size_t bucket = 0;
+  while (bucket < kLatencyBucketsUs.size() && us >= kLatencyBucketsUs[bucket]) ++bucket;
+  // Only this loop writes its slot: a relaxed load and store is enough.
+  auto bump = [](std::atomic<int64_t>& a, int64_t d) {
+    a.store(a.load(std::memory_order_relaxed) + d, std::memory_order_relaxed);
+  };
+  const auto n = static_cast<int64_t>(count);
+  bump(c.latency_buckets[bucket], n);
+  bump(c.latency_count, n);
+  bump(c.latency_sum_ns, ns * n);
+}
+
+void Metrics::CountError(std::string_view kind) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = errors_.find(kind);
+  if (it == errors_.end()) it = errors_.try_emplace(std::string(kind)).first;
+  it->second.fetch_add(1, std::memory_order_relaxed);
+}
+
+void AppendMetricHeader(std::string* out, std::string_view name, std::string_view type,
+                        std::string_view help) {
+  *out += "# HELP ";
+  *out += name;
+  *out += ' ';
+  *out += help;
+  *out += "\n# TYPE ";
+  *out += name;
+  *out += ' ';
+  *out += type;
+  *out += '\n';
+}
+
+std::string EscapeLabel(std::string_view value) {
+  std::string out;
+  for (char c : value) {
+    if (c == '\\' || c == '"') {
+      out += '\\';
+      out += c;
+    } else if (c == '\n') {
+      out += "\\n";
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+void Metrics::Render(std::string* out) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  AppendMetricHeader(out, "floodgate_decisions_total", "counter",
+                     "Decisions by rule and outcome (allowed, denied, shadow_denied).");
+  for (const auto& [rule, per_loop] : rules_) {
+    int64_t allowed = 0, denied = 0, shadow = 0;
+    for (int i = 0; i < num_loops_; ++i) {
+      allowed += per_loop[i].allowed.load(std::memory_order_relaxed);
+      denied += per_loop[i].denied.load(std::memory_order_relaxed);
+      shadow += per_loop[i].shadow_denied.load(std::memory_order_relaxed);
+    }
+    const std::string label = EscapeLabel(rule);
+    *out += "floodgate_decisions_total{rule=\"" + label + "\",outcome=\"allowed\"} " +
+            std::to_string(allowed) + "\n";
+    *out += "floodgate_decisions_total{rule=\"" + label + "\",outcome=\"denied\"} " +
+            std::to_string(denied) + "\n";
+    *out += "floodgate_decisions_total{rule=\"" + label + "\",outcome=\"shadow_denied\"} " +
+            std::to_string(shadow) + "\n";
+  }
+
+  AppendMetricHeader(out, "floodgate_request_duration_seconds", "histogram",
+                     "Time to handle one request (RESP command or HTTP request); sampled: one "
+                     "pipeline or HTTP request in 8 is timed.");
+  int64_t cumulative = 0, count = 0, sum_ns = 0;
+  std::array<int64_t, kLatencyBucketsUs.size() + 1> buckets{};
+  for (const auto& loop : loops_) {
+    for (size_t b = 0; b < buckets.size(); ++b) {
+      buckets[b] += loop->latency_buckets[b].load(std::memory_order_relaxed);
+    }
+    count += loop->latency_count.load(std::memory_order_relaxed);
+    sum_ns += loop->latency_sum_ns.load(std::memory_order_relaxed);
+  }
+  for (size_t b = 0; b < kLatencyBucketsUs.size(); ++b) {
+    cumulative += buckets[b];
+    char le[32];
+    std::snprintf(le, sizeof(le), "%g", static_cast<double>(kLatencyBucketsUs[b]) / 1e6);
+    *out += "floodgate_request_duration_seconds_bucket{le=\"" + std::string(le) + "\"} " +
+            std::to_string(cumulative) + "\n";
+  }
+  cumulative += buckets.back();
+  *out +=
+      "floodgate_request_duration_seconds_bucket{le=\"+Inf\"} " + std::to_string(cumulative) + "\n";
+  char sum[64];
+  std::snprintf(sum, sizeof(sum), "%.9f", static_cast<double>(sum_ns) / 1e9);
+  *out += "floodgate_request_duration_seconds_sum " + std::string(sum) + "\n";
+  *out += "floodgate_request_duration_seconds_count " + std::to_string(count) + "\n";
+
+  AppendMetricHeader(out, "floodgate_errors_total", "counter", "Errors answered, by kind.");
+  for (const auto& [kind, n] : errors_) {
+    *out += "floodgate_errors_total{kind=\"" + EscapeLabel(kind) + "\"} " +
+            std::to_string(n.load(std::memory_order_relaxed)) + "\n";
+  }
+}
+
+}  // namespace floodgate::server

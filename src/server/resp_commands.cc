@@ -1,0 +1,368 @@
+// The RESP command table and handlers: FG.CHECK, CL.THROTTLE, FG.RESET and
+// the housekeeping commands that redis-cli, client libraries and
+// redis-benchmark send (PING, ECHO, QUIT, AUTH, HELLO, SELECT, CLIENT,
+// COMMAND, CONFIG GET, INFO).
+#include "server/resp_commands.h"
+
+#include <algorithm>
+#include <charconv>
+#include <cstring>
+#include <string>
+
+#include "protocol/resp/writer.h"
+
+namespace floodgate::server {
+namespace {
+
+std::string Upper(std::string_view s) {
+  std::string out(s);
+  for (char& c : out) c = static_cast<char>(c >= 'a' && c <= 'z' ? c - 32 : c);
+  return out;
+}
+
+bool EqualsIgnoreCase(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    char x = a[i], y = b[i];
+    if (x >= 'a' && x <= 'z') x = static_cast<char>(x - 32);
+    if (y >= 'a' && y <= 'z') y = static_cast<char>(y - 32);
+    if (x != y) return false;
+  }
+  return true;
+}
+
+// Parses a whole decimal int64 ("-12" ok; " 1", "1.0", "" not).
+bool ParseInt(std::string_view s, int64_t* out) {
+  if (s.empty()) return false;
+  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), *out);
+  return ec == std::errc() && p == s.data() + s.size();
+}
+
+void ReplyStatusError(const Status& s, std::string* out) { resp::AppendError(out, s.message()); }
+
+void ReplyDecision(const Decision& d, std::string* out) {
+  resp::AppendArrayHeader(out, 5);
+  resp::AppendInteger(out, d.allowed ? 1 : 0);
+  resp::AppendInteger(out, d.limit);
+  resp::AppendInteger(out, d.remaining);
+  resp::AppendInteger(out, d.retry_after_ms);
+  resp::AppendInteger(out, d.reset_after_ms);
+}
+
+// FG.CHECK rule key [COST n] [TIER t]
+void FgCheck(RespClient& c, const Args& a, std::string* out) {
+  int64_t cost = 1;
+  std::string_view tier;
+  for (size_t i = 3; i < a.size(); i += 2) {
+    if (i + 1 >= a.size()) {
+      resp::AppendError(out, "syntax error: option '" + std::string(a[i]) + "' needs a value");
+      return;
+    }
+    if (EqualsIgnoreCase(a[i], "COST")) {
+      if (!ParseInt(a[i + 1], &cost) || cost < 0) {
+        resp::AppendError(
+            out, "COST must be a non-negative integer, got '" + std::string(a[i + 1]) + "'");
+        return;
+      }
+    } else if (EqualsIgnoreCase(a[i], "TIER")) {
+      tier = a[i + 1];
+    } else {
+      resp::AppendError(
+          out, "syntax error: unknown option '" + std::string(a[i]) + "' (expected COST or TIER)");
+      return;
+    }
+  }
+  Decision d;
+  const Status s = c.loop->service().limiter->CheckAt(c.now_ms, a[1], a[2], cost, tier, &d);
+  if (!s.ok()) {
+    c.loop->service().metrics->CountError(s.code() == StatusCode::kNotFound ? "not_found"
+                                          : s.code() == StatusCode::kResourceExhausted
+                                              ? "store_full"
+                                              : "bad_request");
+    ReplyStatusError(s, out);
+    return;
+  }
+  c.loop->CountDecision(a[1], d);
+  ReplyDecision(d, out);
+}
+
+// CL.THROTTLE key max_burst count period [quantity]  (redis-cell)
+void ClThrottle(RespClient& c, const Args& a, std::string* out) {
+  int64_t v[4] = {0, 0, 0, 1};
+  const char* names[4] = {"max_burst", "count", "period", "quantity"};
+  for (size_t i = 2; i < a.size(); ++i) {
+    if (!ParseInt(a[i], &v[i - 2])) {
+      resp::AppendError(
+          out, std::string(names[i - 2]) + " must be an integer, got '" + std::string(a[i]) + "'");
+      return;
+    }
+  }
+  auto r = c.loop->service().limiter->ThrottleAt(c.now_ms, a[1], v[0], v[1], v[2], v[3]);
+  if (!r.ok()) {
+    c.loop->service().metrics->CountError("bad_request");
+    ReplyStatusError(r.status(), out);
+    return;
+  }
+  Decision d;  // counted like a rule decision, under the command's name
+  d.allowed = !r->limited;
+  c.loop->CountDecision("CL.THROTTLE", d);
+  resp::AppendArrayHeader(out, 5);
+  resp::AppendInteger(out, r->limited ? 1 : 0);
+  resp::AppendInteger(out, r->limit);
+  resp::AppendInteger(out, r->remaining);
+  resp::AppendInteger(out, r->retry_after_s);
+  resp::AppendInteger(out, r->reset_after_s);
+}
+
+// FG.RESET rule key
+void FgReset(RespClient& c, const Args& a, std::string* out) {
+  const Status s = c.loop->service().limiter->Reset(a[1], a[2]);
+  if (!s.ok()) {
+    ReplyStatusError(s, out);
+    return;
+  }
+  resp::AppendSimpleString(out, "OK");
+}
+
+void Ping(RespClient&, const Args& a, std::string* out) {
+  if (a.size() == 1) {
+    resp::AppendSimpleString(out, "PONG");
+  } else if (a.size() == 2) {
+    resp::AppendBulk(out, a[1]);
+  } else {
+    resp::AppendError(out, "wrong number of arguments for 'ping' command");
+  }
+}
+
+void Echo(RespClient&, const Args& a, std::string* out) { resp::AppendBulk(out, a[1]); }
+
+void Quit(RespClient& c, const Args&, std::string* out) {
+  resp::AppendSimpleString(out, "OK");
+  c.quit = true;
+}
+
+// Checks a password against the configured token; replies on failure.
+bool Authenticate(RespClient& c, std::string_view password, std::string* out) {
+  const std::string& token = c.loop->service().auth_token;
+  if (token.empty()) {
+    resp::AppendError(out,
+                      "AUTH <password> called without any password configured for the default "
+                      "user. Are you sure your configuration is correct?");
+    return false;
+  }
+  if (!ConstantTimeEquals(password, token)) {
+    c.loop->service().metrics->CountError("unauthorized");
+    resp::AppendErrorWithCode(out, "WRONGPASS",
+                              "invalid username-password pair or user is disabled.");
+    return false;
+  }
+  c.authenticated = true;
+  return true;
+}
+
+// AUTH password | AUTH username password (only "default" exists)
+void Auth(RespClient& c, const Args& a, std::string* out) {
+  if (a.size() > 3) {
+    resp::AppendError(out, "syntax error");
+    return;
+  }
+  if (a.size() == 3 && a[1] != "default") {
+    resp::AppendErrorWithCode(out, "WRONGPASS",
+                              "invalid username-password pair or user is disabled.");
+    return;
+  }
+  if (Authenticate(c, a.back(), out)) resp::AppendSimpleString(out, "OK");
+}
+
+// HELLO [protover [AUTH username password] [SETNAME clientname]]: RESP2 only.
+void Hello(RespClient& c, const Args& a, std::string* out) {
+  if (a.size() >= 2) {
+    int64_t version = 0;
+    if (!ParseInt(a[1], &version)) {
+      resp::AppendError(out, "Protocol version is not an integer or out of range");
+      return;
+    }
+    if (version != 2) {
+      resp::AppendErrorWithCode(out, "NOPROTO", "sorry, this protocol version is not supported");
+      return;
+    }
+  }
+  for (size_t i = 2; i < a.size(); ++i) {
+    if (EqualsIgnoreCase(a[i], "AUTH") && i + 2 < a.size()) {
+      if (a[i + 1] != "default") {
+        resp::AppendErrorWithCode(out, "WRONGPASS",
+                                  "invalid username-password pair or user is disabled.");
+        return;
+      }
+      if (!Authenticate(c, a[i + 2], out)) return;
+      i += 2;
+    } else if (EqualsIgnoreCase(a[i], "SETNAME") && i + 1 < a.size()) {
+      c.name = std::string(a[i + 1]);
+      i += 1;
+    } else {
+      resp::AppendError(out, "syntax error in HELLO option '" + std::string(a[i]) + "'");
+      return;
+    }
+  }
+  if (!c.authenticated) {
+    resp::AppendErrorWithCode(out, "NOAUTH",
+                              "HELLO must be called with the client already authenticated, "
+                              "otherwise the HELLO <proto> AUTH <user> <pass> option can be used "
+                              "to authenticate the client and select the RESP protocol version "
+                              "at the same time");
+    return;
+  }
+  resp::AppendArrayHeader(out, 14);
+  resp::AppendBulk(out, "server");
+  resp::AppendBulk(out, "floodgate");
+  resp::AppendBulk(out, "version");
+  resp::AppendBulk(out, c.loop->service().version);
+  resp::AppendBulk(out, "proto");
+  resp::AppendInteger(out, 2);
+  resp::AppendBulk(out, "id");
+  resp::AppendInteger(out, c.id);
+  resp::AppendBulk(out, "mode");
+  resp::AppendBulk(out, "standalone");
+  resp::AppendBulk(out, "role");
+  resp::AppendBulk(out, "master");
+  resp::AppendBulk(out, "modules");
+  resp::AppendArrayHeader(out, 0);
+}
+
+void Select(RespClient&, const Args& a, std::string* out) {
+  if (a[1] == "0") {
+    resp::AppendSimpleString(out, "OK");
+  } else {
+    resp::AppendError(out, "DB index is out of range (floodgate has only database 0)");
+  }
+}
+
+// CLIENT SETNAME name | GETNAME | ID | SETINFO attr value | INFO
+void Client(RespClient& c, const Args& a, std::string* out) {
+  const std::string sub = Upper(a[1]);
+  if (sub == "SETNAME" && a.size() == 3) {
+    if (a[2].find_first_of(" \n") != std::string_view::npos) {
+      resp::AppendError(out, "Client names cannot contain spaces, newlines or special characters.");
+      return;
+    }
+    c.name = std::string(a[2]);
+    resp::AppendSimpleString(out, "OK");
+  } else if (sub == "GETNAME" && a.size() == 2) {
+    if (c.name.empty()) {
+      resp::AppendNullBulk(out);
+    } else {
+      resp::AppendBulk(out, c.name);
+    }
+  } else if (sub == "ID" && a.size() == 2) {
+    resp::AppendInteger(out, c.id);
+  } else if (sub == "SETINFO" && a.size() == 4) {
+    resp::AppendSimpleString(out, "OK");  // library name/version: accepted, not kept
+  } else if (sub == "INFO" && a.size() == 2) {
+    resp::AppendBulk(out, "id=" + std::to_string(c.id) + " name=" + c.name + " db=0\n");
+  } else {
+    resp::AppendError(out, "unknown subcommand or wrong number of arguments for 'CLIENT|" +
+                               std::string(a[1]) + "'");
+  }
+}
+
+// COMMAND [COUNT | DOCS ... | INFO ...]: enough for redis-cli and clients
+// that probe it; floodgate describes no commands.
+void Command(RespClient&, const Args& a, std::string* out) {
+  if (a.size() >= 2 && EqualsIgnoreCase(a[1], "COUNT")) {
+    resp::AppendInteger(out, 0);
+  } else {
+    resp::AppendArrayHeader(out, 0);
+  }
+}
+
+// CONFIG GET pattern: redis-benchmark asks for "save" and "appendonly".
+void Config(RespClient&, const Args& a, std::string* out) {
+  if (EqualsIgnoreCase(a[1], "GET")) {
+    resp::AppendArrayHeader(out, 0);
+  } else {
+    resp::AppendError(out, "CONFIG " + std::string(a[1]) + " is not supported by floodgate");
+  }
+}
+
+void Info(RespClient& c, const Args&, std::string* out) {
+  ServiceContext& s = c.loop->service();
+  const Limiter::Stats stats = s.limiter->GetStats();
+  const int64_t uptime_s = (SystemClock().NowMs() - s.started_at_ms) / 1000;
+  std::string info;
+  info += "# Server\r\n";
+  info += "redis_version:7.0.0\r\n";  // what clients parse for feature checks
+  info += "floodgate_version:" + s.version + "\r\n";
+  info += "redis_mode:standalone\r\n";
+  info += "uptime_in_seconds:" + std::to_string(uptime_s) + "\r\n";
+  info += "io_threads_active:" + std::to_string(s.threads) + "\r\n";
+  info += "\r\n# Persistence\r\nloading:0\r\n";
+  info += "\r\n# Replication\r\nrole:master\r\n";
+  info += "\r\n# Keyspace\r\n";
+  info += "\r\n# Floodgate\r\n";
+  info += "store_entries:" + std::to_string(stats.entries) + "\r\n";
+  info += "store_rejected_full:" + std::to_string(stats.rejected_full) + "\r\n";
+  info += "store_expired_freed:" + std::to_string(stats.expired_freed) + "\r\n";
+  resp::AppendBulk(out, info);
+}
+
+constexpr RespCommand kCommands[] = {
+    {"FG.CHECK", -3, true, FgCheck}, {"CL.THROTTLE", -5, true, ClThrottle},
+    {"FG.RESET", 3, true, FgReset},  {"PING", -1, true, Ping},
+    {"ECHO", 2, true, Echo},         {"QUIT", -1, false, Quit},
+    {"AUTH", -2, false, Auth},       {"HELLO", -1, false, Hello},
+    {"SELECT", 2, true, Select},     {"CLIENT", -2, true, Client},
+    {"COMMAND", -1, true, Command},  {"CONFIG", -2, true, Config},
+    {"INFO", -1, true, Info},
+};
+
+}  // namespace
+
+void PrefetchResp(RespClient& client, const Args& args) {
+  if (!client.authenticated || args.size() < 2) return;
+  if (args.size() >= 3 && EqualsIgnoreCase(args[0], "FG.CHECK")) {
+    std::string_view tier;
+    for (size_t i = 3; i + 1 < args.size(); i += 2) {
+      if (EqualsIgnoreCase(args[i], "TIER")) tier = args[i + 1];
+    }
+    client.loop->service().limiter->Prefetch(args[1], args[2], tier);
+  } else if (EqualsIgnoreCase(args[0], "CL.THROTTLE")) {
+    client.loop->service().limiter->PrefetchThrottle(args[1]);
+  }
+}
+
+const RespCommand* FindRespCommand(std::string_view name) {
+  for (const RespCommand& c : kCommands) {
+    if (EqualsIgnoreCase(name, c.name)) return &c;
+  }
+  return nullptr;
+}
+
+void DispatchResp(RespClient& client, const Args& args, std::string* out) {
+  const RespCommand* cmd = FindRespCommand(args[0]);
+  if (cmd == nullptr) {
+    std::string msg =
+        "unknown command '" + std::string(args[0].substr(0, 128)) + "', with args beginning with: ";
+    for (size_t i = 1; i < args.size() && i < 4; ++i) {
+      msg += "'" + std::string(args[i].substr(0, 64)) + "' ";
+    }
+    client.loop->service().metrics->CountError("unknown_command");
+    resp::AppendError(out, msg);
+    return;
+  }
+  const int argc = static_cast<int>(args.size());
+  if ((cmd->arity > 0 && argc != cmd->arity) || (cmd->arity < 0 && argc < -cmd->arity) ||
+      (std::strcmp(cmd->name, "CL.THROTTLE") == 0 && argc > 6)) {
+    std::string lower(cmd->name);
+    for (char& c : lower) c = static_cast<char>(c >= 'A' && c <= 'Z' ? c + 32 : c);
+    resp::AppendError(out, "wrong number of arguments for '" + lower + "' command");
+    return;
+  }
+  if (cmd->needs_auth && !client.authenticated) {
+    client.loop->service().metrics->CountError("unauthorized");
+    resp::AppendErrorWithCode(out, "NOAUTH", "Authentication required.");
+    return;
+  }
+  cmd->handler(client, args, out);
+}
+
+}  // namespace floodgate::server

@@ -1,0 +1,45 @@
+// The RESP command table: each command's name, arity and handler.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "server/service_context.h"
+
+namespace floodgate::server {
+
+// Per-connection state the commands see. Not thread-safe.
+struct RespClient {
+  LoopContext* loop = nullptr;
+  int64_t now_ms = 0;  // the instant of the batch being executed (read once per pipeline)
+  int64_t id = 0;
+  bool authenticated = false;
+  bool quit = false;  // close after this reply
+  std::string name;
+};
+
+using Args = std::span<const std::string_view>;
+using RespHandler = void (*)(RespClient& client, const Args& args, std::string* out);
+
+struct RespCommand {
+  const char* name;  // upper case
+  int arity;         // Redis convention: >0 exact argument count, <0 at least -arity
+  bool needs_auth;
+  RespHandler handler;
+};
+
+// Looks up a command by name, case-insensitively; null when unknown.
+const RespCommand* FindRespCommand(std::string_view name);
+
+// Runs one command (auth, arity and unknown-command errors included),
+// appending its reply to `out`.
+void DispatchResp(RespClient& client, const Args& args, std::string* out);
+
+// Starts loading the state a command will touch (FG.CHECK, CL.THROTTLE),
+// so that a pipeline's cache misses overlap. Does nothing for others.
+void PrefetchResp(RespClient& client, const Args& args);
+
+}  // namespace floodgate::server

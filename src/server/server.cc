@@ -1,0 +1,118 @@
+// Server: see server.h.
+#include "server/server.h"
+
+#include <unistd.h>
+
+#include "protocol/http/response.h"
+#include "server/http_session.h"
+#include "server/resp_session.h"
+
+namespace floodgate::server {
+
+Server::Server(const ServerOptions& options, Limiter* limiter)
+    : options_(options), metrics_(options.threads) {
+  context_.limiter = limiter;
+  context_.metrics = &metrics_;
+  context_.auth_token = options.auth_token;
+  context_.started_at_ms = SystemClock().NowMs();
+  context_.threads = options.threads;
+  context_.render_connections = [this](std::string* out) { RenderConnections(out); };
+}
+
+Result<std::unique_ptr<Server>> Server::Start(const ServerOptions& options, Limiter* limiter) {
+  if (options.threads < 1 || options.threads > 256) {
+    return InvalidArgumentError("threads must be between 1 and 256");
+  }
+  if (options.resp_address.empty() && options.http_address.empty()) {
+    return InvalidArgumentError("no front to serve: both RESP and HTTP are disabled");
+  }
+  std::unique_ptr<Server> server(new Server(options, limiter));
+  std::vector<LoopContext*> contexts;
+  for (int i = 0; i < options.threads; ++i) {
+    server->loop_contexts_.push_back(std::make_unique<LoopContext>(&server->context_, i));
+    contexts.push_back(server->loop_contexts_.back().get());
+  }
+  server->resp_factory_ = std::make_unique<RespSessionFactory>(contexts, options.resp_limits);
+  server->http_factory_ = std::make_unique<HttpSessionFactory>(contexts, options.http_limits);
+
+  // One socket per loop per front, all on the same port (SO_REUSEPORT). A
+  // port 0 is resolved by the first bind and reused by the others.
+  std::vector<std::vector<ListenerSpec>> specs(options.threads);
+  auto bind_all = [&](const std::string& address, SessionFactory* factory,
+                      ListenerCounters* counters, const std::string& oversize,
+                      std::string* bound) -> Status {
+    if (address.empty()) return Status::Ok();
+    auto endpoint = ParseEndpoint(address);
+    if (!endpoint.ok()) return endpoint.status();
+    for (int i = 0; i < options.threads; ++i) {
+      auto fd = Listen(&*endpoint);
+      if (!fd.ok()) {
+        for (auto& loop_specs : specs) {
+          for (auto& s : loop_specs) close(s.fd);
+        }
+        return fd.status();
+      }
+      specs[i].push_back(ListenerSpec{*fd, factory, counters, oversize});
+    }
+    *bound = endpoint->ToString();
+    return Status::Ok();
+  };
+  std::string http_oversize;
+  http::AppendProblem(&http_oversize, 413, http::StatusReason(413), "request too large", false);
+  if (Status s =
+          bind_all(options.resp_address, server->resp_factory_.get(), &server->resp_counters_,
+                   "-ERR Protocol error: request too large\r\n", &server->context_.resp_address);
+      !s.ok()) {
+    return s;
+  }
+  if (Status s = bind_all(options.http_address, server->http_factory_.get(),
+                          &server->http_counters_, http_oversize, &server->context_.http_address);
+      !s.ok()) {
+    return s;
+  }
+  for (int i = 0; i < options.threads; ++i) {
+    server->loops_.push_back(std::make_unique<EventLoop>(i, std::move(specs[i]), options.limits,
+                                                         &server->open_connections_));
+  }
+  for (auto& loop : server->loops_) {
+    server->threads_.emplace_back([l = loop.get()] { l->Run(); });
+  }
+  return server;
+}
+
+Server::~Server() {
+  Stop();
+  Wait();
+}
+
+void Server::Stop() {
+  for (auto& loop : loops_) loop->Stop();
+}
+
+void Server::Wait() {
+  for (auto& t : threads_) {
+    if (t.joinable()) t.join();
+  }
+}
+
+void Server::RenderConnections(std::string* out) const {
+  AppendMetricHeader(out, "floodgate_connections", "gauge", "Open client connections.");
+  *out += "floodgate_connections{protocol=\"resp\"} " +
+          std::to_string(resp_counters_.open.load(std::memory_order_relaxed)) + "\n";
+  *out += "floodgate_connections{protocol=\"http\"} " +
+          std::to_string(http_counters_.open.load(std::memory_order_relaxed)) + "\n";
+  AppendMetricHeader(out, "floodgate_connections_total", "counter",
+                     "Client connections accepted since start.");
+  *out += "floodgate_connections_total{protocol=\"resp\"} " +
+          std::to_string(resp_counters_.accepted.load(std::memory_order_relaxed)) + "\n";
+  *out += "floodgate_connections_total{protocol=\"http\"} " +
+          std::to_string(http_counters_.accepted.load(std::memory_order_relaxed)) + "\n";
+  AppendMetricHeader(out, "floodgate_connections_refused_total", "counter",
+                     "Connections refused at the connection limit.");
+  *out += "floodgate_connections_refused_total " +
+          std::to_string(resp_counters_.refused.load(std::memory_order_relaxed) +
+                         http_counters_.refused.load(std::memory_order_relaxed)) +
+          "\n";
+}
+
+}  // namespace floodgate::server

@@ -1,0 +1,59 @@
+// Server: the RESP and HTTP fronts on N event-loop threads over one Limiter.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "floodgate/limiter.h"
+#include "protocol/http/request_parser.h"
+#include "protocol/resp/parser.h"
+#include "server/event_loop.h"
+#include "server/listener.h"
+#include "server/metrics.h"
+#include "server/service_context.h"
+
+namespace floodgate::server {
+
+struct ServerOptions {
+  std::string resp_address = "127.0.0.1:6479";  // empty: no RESP front
+  std::string http_address = "127.0.0.1:8080";  // empty: no HTTP front
+  int threads = 1;
+  std::string auth_token;  // empty: no authentication
+  LoopLimits limits;
+  resp::ParserLimits resp_limits;
+  http::ParserLimits http_limits;
+};
+
+// Thread-safe: Stop() may be called from any thread (e.g. a signal handler thread).
+class Server {
+ public:
+  // Binds every socket first (so a busy port fails here, with a clear
+  // error), then starts the loops. `limiter` must outlive the server.
+  static Result<std::unique_ptr<Server>> Start(const ServerOptions& options, Limiter* limiter);
+  ~Server();  // stops and joins
+
+  // The addresses actually bound (port 0 resolved), "" for a disabled front.
+  const std::string& resp_address() const { return context_.resp_address; }
+  const std::string& http_address() const { return context_.http_address; }
+
+  void Stop();
+  void Wait();
+
+ private:
+  Server(const ServerOptions& options, Limiter* limiter);
+  void RenderConnections(std::string* out) const;
+
+  ServerOptions options_;
+  Metrics metrics_;
+  ServiceContext context_;
+  std::vector<std::unique_ptr<LoopContext>> loop_contexts_;
+  std::unique_ptr<SessionFactory> resp_factory_, http_factory_;
+  ListenerCounters resp_counters_, http_counters_;
+  std::atomic<int64_t> open_connections_{0};
+  std::vector<std::unique_ptr<EventLoop>> loops_;
+  std::vector<std::thread> threads_;
+};
+
+}  // namespace floodgate::server

@@ -1,0 +1,77 @@
+// ServiceContext: what request handlers of every protocol share: the
+// limiter, metrics, the access token and server facts for INFO/healthz.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "floodgate/clock.h"
+#include "floodgate/limiter.h"
+#include "server/metrics.h"
+
+namespace floodgate::server {
+
+// Thread-safe (every member is, or is immutable after start).
+struct ServiceContext {
+  Limiter* limiter = nullptr;
+  Metrics* metrics = nullptr;
+  // Empty: no authentication. Else RESP AUTH / HTTP "Bearer" must match.
+  std::string auth_token;
+  int64_t started_at_ms = 0;
+  int threads = 1;
+  std::string version = "0.1.0";
+  std::string resp_address, http_address;  // as bound
+  std::atomic<int64_t> next_client_id{1};
+  // Appends connection metrics (the server's listeners) to a /metrics page.
+  std::function<void(std::string*)> render_connections;
+};
+
+// What one event loop keeps for its sessions. Not thread-safe: one loop only.
+class LoopContext {
+ public:
+  LoopContext(ServiceContext* service, int index) : service_(service), index_(index) {}
+  ServiceContext& service() { return *service_; }
+  int index() const { return index_; }
+
+  // Cached per loop so the hot path takes no lock.
+  RuleCounters* CountersFor(std::string_view rule) {
+    auto it = counters_.find(absl::string_view(rule.data(), rule.size()));
+    if (it != counters_.end()) return it->second;
+    RuleCounters* c = service_->metrics->ForRule(rule, index_);
+    counters_.emplace(std::string(rule), c);
+    return c;
+  }
+
+  // Counts a decision's outcome for its rule.
+  void CountDecision(std::string_view rule, const Decision& d) {
+    RuleCounters* c = CountersFor(rule);
+    auto bump = [](std::atomic<int64_t>& a) {
+      a.store(a.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+    };
+    if (d.shadow_denied) {
+      bump(c->shadow_denied);
+    } else if (d.allowed) {
+      bump(c->allowed);
+    } else {
+      bump(c->denied);
+    }
+  }
+
+ private:
+  ServiceContext* service_;
+  const int index_;
+  absl::flat_hash_map<std::string, RuleCounters*> counters_;
+};
+
+// Compares secrets in time independent of where they differ.
+bool ConstantTimeEquals(std::string_view a, std::string_view b);
+
+// Monotonic nanoseconds, for request latency.
+int64_t MonotonicNs();
+
+}  // namespace floodgate::server

@@ -1,9 +1,13 @@
 #!/usr/bin/env bash
 # The whole test suite from a fresh Debian 12 machine: installs what it
-# needs, builds the release preset and runs every test, runs each benchmark
-# briefly (so they keep working), checks the installed CMake package, then
-# builds and runs the suite again under ASan+UBSan.
+# needs, builds the release preset and runs every test (unit tests and the
+# integration tests against real clients and servers), runs each benchmark
+# briefly (so they keep working), checks the installed CMake package, runs
+# every fuzzer for a bounded time, then builds and runs the suite again
+# under ASan+UBSan.
 #   FLOODGATE_SKIP_ASAN=1  skip the sanitizer pass (quick local runs)
+#   FLOODGATE_SKIP_FUZZ=1  skip the fuzzers
+#   FUZZ_SECONDS=N         seconds per fuzzer (default 20)
 #   FLOODGATE_TSAN=1       also run the suite under TSan
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -30,6 +34,11 @@ done
 
 echo "=== installed package: find_package(floodgate)" >&2
 scripts/check-package.sh build/release
+
+if [[ "${FLOODGATE_SKIP_FUZZ:-0}" != 1 ]]; then
+  echo "=== fuzzers" >&2
+  scripts/fuzz.sh
+fi
 
 if [[ "${FLOODGATE_SKIP_ASAN:-0}" != 1 ]]; then
   run_preset asan

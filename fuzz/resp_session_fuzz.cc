@@ -1,0 +1,31 @@
+// Fuzzes a whole RESP connection: commands (FG.CHECK, CL.THROTTLE, AUTH,
+// HELLO, CLIENT, …) with hostile arguments, fed in chunks as a socket would
+// deliver them. Must never crash; the output must stay bounded.
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "fuzz/session_fuzz.h"
+#include "server/resp_session.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  static floodgate::fuzz::SessionWorld world;
+  floodgate::server::RespSessionFactory factory({world.loop.get()}, floodgate::resp::ParserLimits{});
+  auto session = factory.NewSession(0);
+  const std::string_view all(reinterpret_cast<const char*>(data), size);
+  std::string input, output;
+  size_t pos = 0;
+  const size_t chunk = size > 0 ? 1 + data[0] % 37 : 1;
+  bool close = false;
+  while (pos < all.size() && !close) {
+    input.append(all.substr(pos, chunk));
+    pos += chunk;
+    const size_t used = session->OnInput(input, &output, &close);
+    if (used > input.size()) __builtin_trap();
+    input.erase(0, used);
+    world.clock.AdvanceMs(7);
+  }
+  if (output.size() > 64 * size + 4096) __builtin_trap();
+  return 0;
+}

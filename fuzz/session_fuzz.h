@@ -1,0 +1,41 @@
+// Shared set-up for the session fuzzers: a small limiter and one event
+// loop's context, so fuzz input runs through the real request handling
+// (parse, route, limiter, reply) exactly as a connection would.
+#pragma once
+
+#include <memory>
+
+#include "floodgate/config.h"
+#include "floodgate/limiter.h"
+#include "server/metrics.h"
+#include "server/service_context.h"
+
+namespace floodgate::fuzz {
+
+struct SessionWorld {
+  SessionWorld() : metrics(1) {
+    auto config = ParseConfig(R"(
+rules:
+  api: { algorithm: sliding_window, limits: [5/s, 100/minute], tiers: { pro: [50/s] } }
+  otp: { algorithm: sliding_log, limits: [3/5m] }
+  login: { algorithm: gcra, limits: [5/minute] }
+  up: { algorithm: token_bucket, limits: [10/s], burst: 3 }
+  day: { algorithm: fixed_window, limits: [1000/day], timezone: Europe/Berlin }
+)",
+                              "fuzz");
+    config->engine.sweep_interval_ms = 0;
+    config->engine.max_entries = 1000;
+    limiter = std::move(Limiter::Create(*config, clock).value());
+    context.limiter = limiter.get();
+    context.metrics = &metrics;
+    loop = std::make_unique<server::LoopContext>(&context, 0);
+  }
+
+  ManualClock clock{1'700'000'000'000};
+  server::Metrics metrics;
+  server::ServiceContext context;
+  std::unique_ptr<Limiter> limiter;
+  std::unique_ptr<server::LoopContext> loop;
+};
+
+}  // namespace floodgate::fuzz

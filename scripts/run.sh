@@ -1,16 +1,18 @@
 #!/usr/bin/env bash
-# Builds floodgate (release preset) on a fresh Debian 12 machine and runs it
-# on the embedded store with examples/floodgate.yaml. Extra arguments are
-# passed to the floodgate binary instead of the default demonstration.
+# Builds floodgate (release preset) on a fresh Debian 12 machine and serves
+# examples/floodgate.yaml on the embedded store: Redis protocol on
+# 127.0.0.1:6479, HTTP on 127.0.0.1:8080. Ctrl-C stops it. Extra arguments go
+# to `floodgate serve` (e.g. --threads 2, --http 127.0.0.1:9090).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
 cmake --preset release >/dev/null
 cmake --build --preset release -j "$(nproc)" --target floodgate_cli >&2
-bin=build/release/floodgate
-if (($# > 0)); then
-  exec "$bin" "$@"
-fi
-"$bin" check-config examples/floodgate.yaml
-echo "--- replaying examples/traffic.csv through rule 'login' on the embedded store" >&2
-exec "$bin" simulate --config examples/floodgate.yaml --rule login --input examples/traffic.csv
+cat >&2 <<'TXT'
+floodgate is starting. Try:
+  redis-cli -p 6479 FG.CHECK api user:42
+  redis-cli -p 6479 CL.THROTTLE user:42 15 30 60
+  curl -i -X POST localhost:8080/v1/check -d '{"rule":"api","key":"user:42"}'
+  curl localhost:8080/metrics
+TXT
+exec build/release/floodgate serve --config examples/floodgate.yaml "$@"

@@ -71,22 +71,6 @@ void Check(LoopContext& loop, const http::Request& req, std::string_view query, 
     Problem(loop, req, 400, error, out);
     return;
   }
-  // deny_status (GET only): the status of a denial, for gateways whose auth
-  // hook understands only 401/403 (nginx auth_request). Default 429.
-  int deny_status = 429;
-  if (req.method == "GET") {
-    std::string qerr;
-    if (auto ds = http::QueryParam(query, "deny_status", &qerr); ds.has_value()) {
-      if (*ds == "403") {
-        deny_status = 403;
-      } else if (*ds == "401") {
-        deny_status = 401;
-      } else if (*ds != "429") {
-        Problem(loop, req, 400, "deny_status must be 401, 403 or 429", out);
-        return;
-      }
-    }
-  }
   Decision d;
   const Status s = loop.service().limiter->Check(cr.rule, cr.key, cr.cost, cr.tier, &d);
   if (!s.ok()) {
@@ -105,7 +89,7 @@ void Check(LoopContext& loop, const http::Request& req, std::string_view query, 
   if (!d.allowed && d.retry_after_ms >= 0) {
     headers.emplace_back("Retry-After", std::to_string(CeilSeconds(d.retry_after_ms)));
   }
-  const int status = d.allowed ? 200 : deny_status;
+  const int status = d.allowed ? 200 : cr.deny_status;
   http::AppendResponse(out, status, http::StatusReason(status), Views(headers),
                        DecisionJson(cr.rule, cr.key, d), req.keep_alive);
 }
@@ -205,7 +189,7 @@ std::string RateLimitHeaders(std::string_view rule, const Decision& d) {
 void HandleHttp(LoopContext& loop, const http::Request& req, std::string* out) {
   const http::Target target = http::SplitTarget(req.target);
   const std::string_view path = target.path, query = target.query;
-  const bool get = req.method == "GET";
+  const bool get = req.method == "GET" || req.method == "HEAD";
   if (path == "/healthz") {
     if (!get) return Problem(loop, req, 405, "use GET", out, {{"Allow", "GET"}});
     const http::HeaderField json[] = {{"Content-Type", "application/json"}};

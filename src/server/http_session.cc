@@ -20,7 +20,15 @@ class HttpSession final : public Session {
       int status = 0;
       std::string error;
       const auto result = parser_.Parse(input.substr(used), &req, &consumed, &status, &error);
-      if (result == http::RequestParser::Status::kNeedMore) break;
+      if (result == http::RequestParser::Status::kNeedMore) {
+        // "Expect: 100-continue": say go ahead once the headers are in, so
+        // the client does not wait (curl waits a second) before the body.
+        if (parser_.ExpectsContinue() && !continue_sent_) {
+          output->append("HTTP/1.1 100 Continue\r\n\r\n");
+          continue_sent_ = true;
+        }
+        break;
+      }
       if (result == http::RequestParser::Status::kError) {
         loop_->service().metrics->CountError("protocol");
         http::AppendProblem(output, status, http::StatusReason(status), error,
@@ -29,9 +37,18 @@ class HttpSession final : public Session {
         return input.size();
       }
       used += consumed;
-      const bool timed = (++requests_ % kLatencySampling) == 0;  // see Metrics
+      continue_sent_ = false;
+      // Sampled (see Metrics); each connection's first request is timed, so
+      // short connections are seen too.
+      const bool timed = (requests_++ % kLatencySampling) == 0;
       const int64_t start = timed ? MonotonicNs() : 0;
+      const size_t response_start = output->size();
       HandleHttp(*loop_, req, output);
+      if (req.method == "HEAD") {
+        // Same header fields as GET (Content-Length included), no body.
+        const size_t head_end = output->find("\r\n\r\n", response_start);
+        if (head_end != std::string::npos) output->resize(head_end + 4);
+      }
       if (timed) loop_->service().metrics->ObserveLatency(loop_->index(), MonotonicNs() - start);
       if (!req.keep_alive) {
         *close = true;
@@ -45,6 +62,7 @@ class HttpSession final : public Session {
   LoopContext* loop_;
   http::RequestParser parser_;
   uint64_t requests_ = 0;
+  bool continue_sent_ = false;  // "100 Continue" sent for the request in progress
 };
 
 }  // namespace

@@ -51,25 +51,52 @@ Result<Endpoint> ParseEndpoint(const std::string& text) {
   return e;
 }
 
-Result<int> Listen(Endpoint* endpoint, int backlog) {
-  sockaddr_storage ss{};
-  socklen_t len;
-  int family;
-  if (inet_pton(AF_INET, endpoint->host.c_str(), &reinterpret_cast<sockaddr_in*>(&ss)->sin_addr) ==
-      1) {
-    auto* sin = reinterpret_cast<sockaddr_in*>(&ss);
-    sin->sin_family = family = AF_INET;
-    sin->sin_port = htons(static_cast<uint16_t>(endpoint->port));
-    len = sizeof(sockaddr_in);
-  } else {
-    auto* sin6 = reinterpret_cast<sockaddr_in6*>(&ss);
-    if (inet_pton(AF_INET6, endpoint->host.c_str(), &sin6->sin6_addr) != 1) {
-      return InvalidArgumentError("bad address " + endpoint->ToString());
-    }
-    sin6->sin6_family = family = AF_INET6;
-    sin6->sin6_port = htons(static_cast<uint16_t>(endpoint->port));
-    len = sizeof(sockaddr_in6);
+namespace {
+
+// Fills `ss` for endpoint; returns the address length, or 0 if the host is bad.
+socklen_t SockAddr(const Endpoint& endpoint, sockaddr_storage* ss, int* family) {
+  *ss = {};
+  auto* sin = reinterpret_cast<sockaddr_in*>(ss);
+  if (inet_pton(AF_INET, endpoint.host.c_str(), &sin->sin_addr) == 1) {
+    sin->sin_family = *family = AF_INET;
+    sin->sin_port = htons(static_cast<uint16_t>(endpoint.port));
+    return sizeof(sockaddr_in);
   }
+  auto* sin6 = reinterpret_cast<sockaddr_in6*>(ss);
+  if (inet_pton(AF_INET6, endpoint.host.c_str(), &sin6->sin6_addr) != 1) return 0;
+  sin6->sin6_family = *family = AF_INET6;
+  sin6->sin6_port = htons(static_cast<uint16_t>(endpoint.port));
+  return sizeof(sockaddr_in6);
+}
+
+}  // namespace
+
+Status CheckPortFree(const Endpoint& endpoint) {
+  if (endpoint.port == 0) return Status::Ok();
+  sockaddr_storage ss;
+  int family = 0;
+  const socklen_t len = SockAddr(endpoint, &ss, &family);
+  if (len == 0) return InvalidArgumentError("bad address " + endpoint.ToString());
+  // A bind without SO_REUSEPORT fails on a port that any socket holds, also
+  // the SO_REUSEPORT sockets of another floodgate that ours would join.
+  const int fd = socket(family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return UnavailableError(std::string("socket: ") + std::strerror(errno));
+  const int one = 1;
+  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));  // TIME_WAIT is fine
+  const bool ok = bind(fd, reinterpret_cast<sockaddr*>(&ss), len) == 0;
+  const int err = errno;
+  close(fd);
+  if (!ok) {
+    return UnavailableError("cannot listen on " + endpoint.ToString() + ": " + std::strerror(err));
+  }
+  return Status::Ok();
+}
+
+Result<int> Listen(Endpoint* endpoint, int backlog) {
+  sockaddr_storage ss;
+  int family = 0;
+  const socklen_t len = SockAddr(*endpoint, &ss, &family);
+  if (len == 0) return InvalidArgumentError("bad address " + endpoint->ToString());
   const int fd = socket(family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (fd < 0) return UnavailableError(std::string("socket: ") + std::strerror(errno));
   const int one = 1;

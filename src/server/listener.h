@@ -17,6 +17,10 @@ struct Endpoint {
 // Parses "host:port" or "[v6]:port". INVALID_ARGUMENT names the text.
 Result<Endpoint> ParseEndpoint(const std::string& text);
 
+// UNAVAILABLE when something already listens on endpoint's (non-zero) port,
+// even another process with SO_REUSEPORT (which Listen alone would join).
+Status CheckPortFree(const Endpoint& endpoint);
+
 // A non-blocking listening socket with SO_REUSEPORT on `endpoint`. Returns
 // the fd; endpoint.port is updated with the bound port (for port 0).
 Result<int> Listen(Endpoint* endpoint, int backlog = 1024);

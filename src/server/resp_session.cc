@@ -92,7 +92,7 @@ class RespSession final : public Session {
     client_.now_ms = client_.loop->service().limiter->NowMs();
     // Timing every pipeline would add two clock reads to each request; one
     // pipeline in kLatencySampling is timed (see Metrics).
-    const bool timed = (++batches_ % kLatencySampling) == 0;
+    const bool timed = (batches_++ % kLatencySampling) == 0;  // the first one too
     const int64_t start = timed ? MonotonicNs() : 0;
     size_t executed = 0;
     for (const auto& [first, n] : ranges_) {

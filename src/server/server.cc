@@ -44,6 +44,7 @@ Result<std::unique_ptr<Server>> Server::Start(const ServerOptions& options, Limi
     if (address.empty()) return Status::Ok();
     auto endpoint = ParseEndpoint(address);
     if (!endpoint.ok()) return endpoint.status();
+    if (Status s = CheckPortFree(*endpoint); !s.ok()) return s;
     for (int i = 0; i < options.threads; ++i) {
       auto fd = Listen(&*endpoint);
       if (!fd.ok()) {

@@ -225,10 +225,26 @@ TEST(CheckRequestQuery, Errors) {
             "\"key\" is 513 bytes; at most 512 are allowed");
   EXPECT_EQ(Query("rule=r&key=" + std::string(512, 'k')).key.size(), 512u);
   EXPECT_EQ(QueryError("rule=r&key=k&x=1"),
-            "unknown query parameter \"x\"; the parameters are rule, key, cost and tier");
+            "unknown query parameter \"x\"; the parameters are rule, key, cost, tier and "
+            "deny_status");
   EXPECT_EQ(QueryError("rule=r&rule=s&key=k"), "query parameter \"rule\" is given more than once");
   EXPECT_EQ(QueryError("rule=r&key=%zz"),
             "invalid percent-escape in the value of query parameter \"key\"");
+}
+
+TEST(CheckRequestQuery, DenyStatus) {
+  EXPECT_EQ(Query("rule=r&key=k").deny_status, 429);
+  EXPECT_EQ(Query("rule=r&key=k&deny_status=403").deny_status, 403);
+  EXPECT_EQ(Query("deny_status=401&rule=r&key=k").deny_status, 401);
+  EXPECT_EQ(Query("rule=r&key=k&deny_status=429").deny_status, 429);
+  EXPECT_EQ(QueryError("rule=r&key=k&deny_status=404"), "deny_status must be 401, 403 or 429");
+  EXPECT_EQ(QueryError("rule=r&key=k&deny_status="), "deny_status must be 401, 403 or 429");
+  EXPECT_EQ(QueryError("rule=r&key=k&deny_status=403&deny_status=403"),
+            "query parameter \"deny_status\" is given more than once");
+  // JSON bodies have no such field: it is a gateway hook's query option.
+  CheckRequest out;
+  std::string error;
+  EXPECT_FALSE(DecodeCheckRequestJson(R"({"rule":"r","key":"k","deny_status":403})", &out, &error));
 }
 
 }  // namespace

@@ -210,11 +210,25 @@ bool DecodeCheckRequestQuery(std::string_view query, CheckRequest* out, std::str
   std::vector<std::pair<std::string, std::string>> params;
   if (!ParseQuery(query, &params, error)) return false;
   unsigned seen = 0;
+  bool deny_status_seen = false;
   for (auto& [name, value] : params) {
+    if (name == "deny_status") {  // query only: for auth hooks (see CheckRequest)
+      if (deny_status_seen) {
+        *error = "query parameter \"deny_status\" is given more than once";
+        return false;
+      }
+      deny_status_seen = true;
+      if (value != "401" && value != "403" && value != "429") {
+        *error = "deny_status must be 401, 403 or 429";
+        return false;
+      }
+      out->deny_status = value[2] == '1' ? 401 : value[2] == '3' ? 403 : 429;
+      continue;
+    }
     const Field field = FieldNamed(name);
     if (field == Field::kNone) {
       *error = "unknown query parameter " + QuoteForDetail(name) +
-               "; the parameters are rule, key, cost and tier";
+               "; the parameters are rule, key, cost, tier and deny_status";
       return false;
     }
     const unsigned bit = 1u << static_cast<int>(field);

@@ -16,6 +16,9 @@ struct CheckRequest {
   std::string key;
   std::string tier;  // "" = the rule's default limits
   int64_t cost = 1;
+  // The status of a denial: 429, or 401/403 for gateway hooks that only
+  // understand those (nginx auth_request). Query parameter only.
+  int deny_status = 429;
 };
 
 inline constexpr int64_t kMaxCheckCost = 1'000'000'000'000'000;  // 10^15
@@ -36,7 +39,8 @@ inline constexpr size_t kMaxCheckKeyBytes = 512;
 bool DecodeCheckRequestJson(std::string_view body, CheckRequest* out, std::string* error);
 
 // Decodes "rule=api&key=user%3A42&cost=1&tier=pro" (percent-decoded, '+' as
-// space) with the same rules; cost must be decimal digits.
+// space) with the same rules; cost must be decimal digits. Also reads
+// "deny_status=401|403|429".
 bool DecodeCheckRequestQuery(std::string_view query, CheckRequest* out, std::string* error);
 
 }  // namespace floodgate::http

@@ -63,6 +63,7 @@ class EventLoop {
   int wake_fd_ = -1;
   std::atomic<bool> stopping_{false};
   std::vector<std::unique_ptr<Connection>> connections_;  // indexed by fd
+  std::vector<int> pending_flush_;  // connections with replies to write this round
 };
 
 }  // namespace floodgate::server

@@ -11,21 +11,12 @@
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static floodgate::fuzz::SessionWorld world;
-  floodgate::server::RespSessionFactory factory({world.loop.get()}, floodgate::resp::ParserLimits{});
+  floodgate::server::RespSessionFactory factory({world.loop.get()},
+                                                floodgate::resp::ParserLimits{});
   auto session = factory.NewSession(0);
-  const std::string_view all(reinterpret_cast<const char*>(data), size);
-  std::string input, output;
-  size_t pos = 0;
   const size_t chunk = size > 0 ? 1 + data[0] % 37 : 1;
-  bool close = false;
-  while (pos < all.size() && !close) {
-    input.append(all.substr(pos, chunk));
-    pos += chunk;
-    const size_t used = session->OnInput(input, &output, &close);
-    if (used > input.size()) __builtin_trap();
-    input.erase(0, used);
-    world.clock.AdvanceMs(7);
-  }
+  const std::string output =
+      floodgate::fuzz::FeedInChunks(*session, data, size, chunk, world.clock, 7);
   if (output.size() > 64 * size + 4096) __builtin_trap();
   return 0;
 }

@@ -3,12 +3,17 @@
 // (parse, route, limiter, reply) exactly as a connection would.
 #pragma once
 
+#include <cstddef>
+#include <cstdint>
 #include <memory>
+#include <string>
+#include <string_view>
 
 #include "floodgate/config.h"
 #include "floodgate/limiter.h"
 #include "server/metrics.h"
 #include "server/service_context.h"
+#include "server/session.h"
 
 namespace floodgate::fuzz {
 
@@ -37,5 +42,24 @@ rules:
   std::unique_ptr<Limiter> limiter;
   std::unique_ptr<server::LoopContext> loop;
 };
+
+// Feeds `data` to `session` in chunks of `chunk` bytes, as reads from a
+// socket would arrive, dropping what it consumes and advancing the clock
+// between reads. Traps if the session claims more bytes than it was given.
+// Returns everything the session wrote.
+inline std::string FeedInChunks(server::Session& session, const uint8_t* data, size_t size,
+                                size_t chunk, ManualClock& clock, int64_t advance_ms) {
+  const std::string_view all(reinterpret_cast<const char*>(data), size);
+  std::string input, output;
+  bool close = false;
+  for (size_t pos = 0; pos < all.size() && !close; pos += chunk) {
+    input.append(all.substr(pos, chunk));
+    const size_t used = session.OnInput(input, &output, &close);
+    if (used > input.size()) __builtin_trap();
+    input.erase(0, used);
+    clock.AdvanceMs(advance_ms);
+  }
+  return output;
+}
 
 }  // namespace floodgate::fuzz

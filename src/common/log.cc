@@ -6,6 +6,8 @@
 
 #include <cstdio>
 
+#include "common/text.h"
+
 namespace floodgate {
 namespace {
 
@@ -17,16 +19,7 @@ void AppendValue(std::string& out, std::string_view v) {
     return;
   }
   out += '"';
-  for (char c : v) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (c == '\n') {
-      out += "\\n";
-    } else {
-      out += c;
-    }
-  }
+  text::AppendBackslashEscaped(out, v);
   out += '"';
 }
 

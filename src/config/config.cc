@@ -24,7 +24,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_join.h"
 #include "core/calendar.h"
-#include "core/text.h"
+#include "common/text.h"
 #include "floodgate/config.h"
 #include "yaml-cpp/eventhandler.h"
 #include "yaml-cpp/yaml.h"
@@ -48,7 +48,7 @@ constexpr __int128 kMaxGcraSpanUs = __int128{1} << 52;
 // sliding_log stores one timestamp per admitted unit.
 constexpr int64_t kMaxSlidingLogCount = 100'000;
 
-std::string Near(std::string_view text) { return core::QuoteForMessage(text, 64, '\''); }
+std::string Near(std::string_view text) { return text::QuoteForMessage(text, 64, '\''); }
 
 const char* TypeName(const YAML::Node& node) {
   switch (node.Type()) {

@@ -10,7 +10,7 @@
 #include <string>
 #include <string_view>
 
-#include "core/text.h"
+#include "common/text.h"
 #include "floodgate/rule.h"
 
 namespace floodgate {
@@ -72,7 +72,7 @@ bool IsSpace(char c) {
 }
 
 Status LimitError(std::string_view text, std::string_view what) {
-  return InvalidArgumentError("limit " + core::QuoteForMessage(text) + ": " + std::string(what));
+  return InvalidArgumentError("limit " + text::QuoteForMessage(text) + ": " + std::string(what));
 }
 
 // Parses a run of decimal digits. Returns nullopt when the value exceeds
@@ -171,7 +171,7 @@ Result<Limit> ParseLimit(std::string_view text) {
   const std::string_view unit_text = period_text.substr(digits_end);
 
   auto unknown_unit = [&] {
-    return LimitError(text, "unknown unit " + core::QuoteForMessage(unit_text) + " (" +
+    return LimitError(text, "unknown unit " + text::QuoteForMessage(unit_text) + " (" +
                                 std::string(kExpectedUnits) + ")");
   };
   // Anything but letters after the digits ("1.5s", "-5m", "5/m/s") means the
@@ -191,7 +191,7 @@ Result<Limit> ParseLimit(std::string_view text) {
 
   std::optional<TimeUnit> unit;
   for (const UnitAlias& alias : kUnitAliases) {
-    if (core::EqualsIgnoreCase(alias.text, unit_text)) {
+    if (text::EqualsIgnoreCase(alias.text, unit_text)) {
       unit = alias.unit;
       break;
     }

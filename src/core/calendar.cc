@@ -19,11 +19,15 @@
 
 #include "absl/time/civil_time.h"
 #include "absl/time/time.h"
+#include "common/text.h"
 #include "core/calendar.h"
 #include "core/int_math.h"
-#include "core/text.h"
 
 namespace floodgate::core {
+
+using text::EqualsIgnoreCase;
+using text::QuoteForMessage;
+
 namespace {
 
 constexpr int64_t kDayMs = 86'400'000;

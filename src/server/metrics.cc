@@ -1,6 +1,8 @@
 // Metrics: see metrics.h.
 #include "server/metrics.h"
 
+#include "common/text.h"
+
 namespace floodgate::server {
 
 Metrics::Metrics(int num_loops) : num_loops_(num_loops) {
@@ -53,16 +55,7 @@ void AppendMetricHeader(std::string* out, std::string_view name, std::string_vie
 
 std::string EscapeLabel(std::string_view value) {
   std::string out;
-  for (char c : value) {
-    if (c == '\\' || c == '"') {
-      out += '\\';
-      out += c;
-    } else if (c == '\n') {
-      out += "\\n";
-    } else {
-      out += c;
-    }
-  }
+  text::AppendBackslashEscaped(out, value);
   return out;
 }
 

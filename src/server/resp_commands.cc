@@ -9,6 +9,7 @@
 #include <cstring>
 #include <string>
 
+#include "common/text.h"
 #include "protocol/resp/writer.h"
 
 namespace floodgate::server {
@@ -20,16 +21,7 @@ std::string Upper(std::string_view s) {
   return out;
 }
 
-bool EqualsIgnoreCase(std::string_view a, std::string_view b) {
-  if (a.size() != b.size()) return false;
-  for (size_t i = 0; i < a.size(); ++i) {
-    char x = a[i], y = b[i];
-    if (x >= 'a' && x <= 'z') x = static_cast<char>(x - 32);
-    if (y >= 'a' && y <= 'z') y = static_cast<char>(y - 32);
-    if (x != y) return false;
-  }
-  return true;
-}
+using text::EqualsIgnoreCase;
 
 // Parses a whole decimal int64 ("-12" ok; " 1", "1.0", "" not).
 bool ParseInt(std::string_view s, int64_t* out) {

@@ -1,20 +1,11 @@
 // query: see query.h.
 #include "protocol/http/query.h"
 
+#include "common/text.h"
+
 #include "protocol/http/response.h"
 
 namespace floodgate::http {
-namespace {
-
-int HexValue(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
-
-}  // namespace
-
 Target SplitTarget(std::string_view target) {
   target = target.substr(0, target.find('#'));
   if (!target.empty() && target.front() != '/') {
@@ -37,8 +28,8 @@ bool PercentDecode(std::string_view in, bool plus_as_space, std::string* out) {
     const char c = in[i];
     if (c == '%') {
       if (in.size() - i < 3) return false;
-      const int hi = HexValue(in[i + 1]);
-      const int lo = HexValue(in[i + 2]);
+      const int hi = text::HexDigitValue(in[i + 1]);
+      const int lo = text::HexDigitValue(in[i + 2]);
       if (hi < 0 || lo < 0) return false;
       out->push_back(static_cast<char>(hi * 16 + lo));
       i += 2;

@@ -13,6 +13,7 @@
 #include <cstring>
 #include <limits>
 
+#include "common/text.h"
 #include "protocol/http/response.h"
 
 namespace floodgate::http {
@@ -36,17 +37,7 @@ bool IsToken(std::string_view s) {
 // other control byte would let one field smuggle another past a proxy.
 bool IsFieldValueChar(unsigned char c) { return c == '\t' || (c >= 0x20 && c != 0x7f); }
 
-char AsciiLower(char c) { return (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c; }
-
-// ASCII only: field names and codings are ASCII, and locale-dependent folding
-// would make a request mean different things on different hosts.
-bool EqualsIgnoreCase(std::string_view a, std::string_view b) {
-  if (a.size() != b.size()) return false;
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (AsciiLower(a[i]) != AsciiLower(b[i])) return false;
-  }
-  return true;
-}
+using text::EqualsIgnoreCase;  // ASCII only: field names and codings are ASCII
 
 std::string_view TrimOws(std::string_view s) {
   while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
@@ -103,13 +94,6 @@ bool ParseDecimal(std::string_view s, uint64_t* out) {
   }
   *out = v;
   return true;
-}
-
-int HexValue(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
 }
 
 }  // namespace
@@ -365,14 +349,14 @@ int RequestParser::FinishHead(std::string_view input) {
 int RequestParser::ParseChunkSize(std::string_view line) {
   uint64_t size = 0;
   size_t i = 0;
-  for (; i < line.size() && HexValue(line[i]) >= 0; ++i) {
+  for (; i < line.size() && text::HexDigitValue(line[i]) >= 0; ++i) {
     // Checked before the shift, so a long run of digits cannot wrap around to
     // a small size (a smuggling trick against parsers that wrap).
     if (size > (std::numeric_limits<uint64_t>::max() >> 4)) {
       error_ = "chunk size " + QuoteForDetail(line) + " overflows 64 bits";
       return 400;
     }
-    size = (size << 4) | static_cast<uint64_t>(HexValue(line[i]));
+    size = (size << 4) | static_cast<uint64_t>(text::HexDigitValue(line[i]));
   }
   if (i == 0) {
     error_ = "malformed chunk size line " + QuoteForDetail(line) + "; expected hexadecimal digits";

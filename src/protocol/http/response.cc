@@ -1,6 +1,8 @@
 // response: see response.h.
 #include "protocol/http/response.h"
 
+#include "common/text.h"
+
 #include <vector>
 
 namespace floodgate::http {
@@ -176,24 +178,7 @@ void AppendJsonEscaped(std::string* out, std::string_view text) {
 }
 
 std::string QuoteForDetail(std::string_view text, size_t max_bytes) {
-  constexpr char kHex[] = "0123456789abcdef";
-  std::string out = "\"";
-  for (size_t i = 0; i < text.size() && i < max_bytes; ++i) {
-    const unsigned char c = static_cast<unsigned char>(text[i]);
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += static_cast<char>(c);
-    } else if (c < 0x20 || c == 0x7f) {
-      out += "\\x";
-      out += kHex[c >> 4];
-      out += kHex[c & 0xf];
-    } else {
-      out += static_cast<char>(c);
-    }
-  }
-  if (text.size() > max_bytes) out += "...";
-  out += '"';
-  return out;
+  return text::QuoteForMessage(text, max_bytes);
 }
 
 std::string JsonEscape(std::string_view text) {

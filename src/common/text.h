@@ -1,12 +1,13 @@
-// Small text helpers shared by the config and calendar parsers: quoting user
-// text inside error messages, ASCII case-insensitive comparison.
+// Small text helpers shared by every layer that reads or writes text:
+// quoting user text inside error messages, ASCII case-insensitive
+// comparison, hex digits, backslash escaping for log and metric values.
 #pragma once
 
 #include <cstddef>
 #include <string>
 #include <string_view>
 
-namespace floodgate::core {
+namespace floodgate::text {
 
 // Returns `text` between `quote` characters with quotes, backslashes and
 // control bytes escaped, cut after `max_bytes` ("..." marks the cut). Config text and zone
@@ -46,4 +47,27 @@ inline bool EqualsIgnoreCase(std::string_view a, std::string_view b) {
   return true;
 }
 
-}  // namespace floodgate::core
+// The value of a hex digit, or -1.
+inline int HexDigitValue(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+// Appends `value` with backslash, double quote and newline escaped (\\, \", \n):
+// the escaping of logfmt values and of Prometheus label values.
+inline void AppendBackslashEscaped(std::string& out, std::string_view value) {
+  for (char c : value) {
+    if (c == '\\' || c == '"') {
+      out += '\\';
+      out += c;
+    } else if (c == '\n') {
+      out += "\\n";
+    } else {
+      out += c;
+    }
+  }
+}
+
+}  // namespace floodgate::text

@@ -13,13 +13,16 @@ PACKAGES=(
   clang-14 libclang-rt-14-dev
   # real peers the integration tests and benchmarks drive
   python3 python3-pytest python3-redis redis-server redis-tools nginx-light curl wrk
-  nodejs npm
+  nodejs
 )
 
 missing=()
 for p in "${PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
+# Some nodejs builds bundle npm (and conflict with Debian's npm package):
+# ask for npm only when the command is missing.
+if ! command -v npm >/dev/null 2>&1; then missing+=(npm); fi
 if ((${#missing[@]} == 0)); then
   exit 0
 fi

@@ -219,7 +219,19 @@ MemoryStore::~MemoryStore() {
   delete impl_;
 }
 
+MemoryStore::PreparedKey MemoryStore::Prepare(uint32_t variant, std::string_view key) const {
+  PreparedKey prepared{variant, key, HashEntryKey(static_cast<uint16_t>(variant), key)};
+  impl_->ShardFor(prepared.hash).PrefetchSlot(prepared.hash);
+  return prepared;
+}
+
 Status MemoryStore::Update(uint32_t variant, std::string_view key, int64_t now_ms, UpdateFn fn) {
+  return Update(Prepare(variant, key), now_ms, fn);
+}
+
+Status MemoryStore::Update(const PreparedKey& prepared, int64_t now_ms, UpdateFn fn) {
+  const uint32_t variant = prepared.variant;
+  const std::string_view key = prepared.key;
   if (key.size() > kMaxKeyBytes) {
     return InvalidArgumentError("key is " + std::to_string(key.size()) + " bytes; the limit is " +
                                 std::to_string(kMaxKeyBytes));
@@ -236,10 +248,9 @@ Status MemoryStore::Update(uint32_t variant, std::string_view key, int64_t now_m
                          std::to_string(kMaxStateWords));
   }
   const size_t state_bytes = static_cast<size_t>(layout.state_words) * sizeof(int64_t);
-  const EntryKey lookup{static_cast<uint16_t>(variant), key,
-                        HashEntryKey(static_cast<uint16_t>(variant), key)};
+  // The slot was prefetched by Prepare, before the lock: see the file comment.
+  const EntryKey lookup{static_cast<uint16_t>(variant), key, prepared.hash};
   Shard& shard = impl_->ShardFor(lookup.hash);
-  shard.PrefetchSlot(lookup.hash);  // before the lock: see the file comment
 
   std::lock_guard<std::mutex> lock(shard.mu);
   if (const size_t slot = shard.table.Find(lookup); slot != EntryTable::kNotFound) {

@@ -57,6 +57,19 @@ class MemoryStore {
   MemoryStore(const MemoryStore&) = delete;
   MemoryStore& operator=(const MemoryStore&) = delete;
 
+  // A (variant, key) with its hash computed, from Prepare(): lets a caller
+  // start the entry's cache miss early and hash the key only once. Valid
+  // while `key`'s bytes are.
+  struct PreparedKey {
+    uint32_t variant = 0;
+    std::string_view key;
+    size_t hash = 0;
+  };
+  // Hashes (variant, key) and prefetches its table slot (see Prefetch).
+  PreparedKey Prepare(uint32_t variant, std::string_view key) const;
+  // Update() for a prepared key.
+  Status Update(const PreparedKey& key, int64_t now_ms, UpdateFn fn);
+
   // Finds or creates the entry for (variant, key) and runs `fn` on its state
   // under the shard lock. INVALID_ARGUMENT for a key longer than kMaxKeyBytes
   // or an unknown variant; RESOURCE_EXHAUSTED when a new entry is needed and

@@ -91,6 +91,10 @@ struct Limiter::Impl {
     return *cache.rules;
   }
 
+  // Check and CheckAt: the clock is read after the prefetch unless `at_ms`.
+  Status Decide(std::string_view rule, std::string_view key, int64_t cost, std::string_view tier,
+                const int64_t* at_ms, Decision* decision);
+
   // Builds a RuleSet from `config`, registering new variants with the store
   // (or collecting their layouts before the store exists).
   Result<std::shared_ptr<const RuleSet>> Build(const Config& config,
@@ -202,10 +206,41 @@ Result<Decision> Limiter::Check(std::string_view rule, std::string_view key, int
 
 Status Limiter::Check(std::string_view rule, std::string_view key, int64_t cost,
                       std::string_view tier, Decision* decision) {
-  // Start the store's cache miss before the clock read: reading the clock
-  // waits for earlier loads (rdtscp), but not for prefetches.
-  Prefetch(rule, key, tier);
-  return CheckAt(impl_->clock.NowMs(), rule, key, cost, tier, decision);
+  return impl_->Decide(rule, key, cost, tier, /*at_ms=*/nullptr, decision);
+}
+
+Status Limiter::CheckAt(int64_t now_ms, std::string_view rule, std::string_view key, int64_t cost,
+                        std::string_view tier, Decision* decision) {
+  return impl_->Decide(rule, key, cost, tier, &now_ms, decision);
+}
+
+Status Limiter::Impl::Decide(std::string_view rule, std::string_view key, int64_t cost,
+                             std::string_view tier, const int64_t* at_ms, Decision* decision) {
+  const RuleSet& rules = Rules();
+  auto it = rules.rules.find(View(rule));
+  if (it == rules.rules.end()) return NotFoundError("unknown rule '" + std::string(rule) + "'");
+  const Variant* variant = &it->second.base;
+  if (!tier.empty()) {
+    auto t = it->second.tiers.find(View(tier));
+    if (t == it->second.tiers.end()) {
+      return NotFoundError("rule '" + std::string(rule) + "' has no tier '" + std::string(tier) +
+                           "'");
+    }
+    variant = &t->second;
+  }
+  if (Status s = KeyError(key); !s.ok()) return s;
+  if (cost < 0 || cost > kMaxLimitCount) {
+    return InvalidArgumentError("cost " + std::to_string(cost) + " is out of range [0, " +
+                                std::to_string(kMaxLimitCount) + "]");
+  }
+  const core::CompiledRule& compiled = variant->compiled;
+  // Hash once and start the entry's cache miss before reading the clock:
+  // the clock read (rdtscp) waits for earlier loads, not for prefetches.
+  const engine::MemoryStore::PreparedKey prepared = store->Prepare(variant->id, key);
+  const int64_t now_ms = at_ms != nullptr ? *at_ms : clock.NowMs();
+  return store->Update(prepared, now_ms, [&](int64_t* state, bool /*fresh*/) {
+    return core::EvaluateRule(compiled, state, now_ms, cost, decision);
+  });
 }
 
 int64_t Limiter::NowMs() const { return impl_->clock.NowMs(); }
@@ -225,31 +260,6 @@ void Limiter::Prefetch(std::string_view rule, std::string_view key, std::string_
 
 void Limiter::PrefetchThrottle(std::string_view key) {
   impl_->store->Prefetch(kThrottleVariant, key);
-}
-
-Status Limiter::CheckAt(int64_t now_ms, std::string_view rule, std::string_view key, int64_t cost,
-                        std::string_view tier, Decision* decision) {
-  const RuleSet& rules = impl_->Rules();
-  auto it = rules.rules.find(View(rule));
-  if (it == rules.rules.end()) return NotFoundError("unknown rule '" + std::string(rule) + "'");
-  const Variant* variant = &it->second.base;
-  if (!tier.empty()) {
-    auto t = it->second.tiers.find(View(tier));
-    if (t == it->second.tiers.end()) {
-      return NotFoundError("rule '" + std::string(rule) + "' has no tier '" + std::string(tier) +
-                           "'");
-    }
-    variant = &t->second;
-  }
-  if (Status s = KeyError(key); !s.ok()) return s;
-  if (cost < 0 || cost > kMaxLimitCount) {
-    return InvalidArgumentError("cost " + std::to_string(cost) + " is out of range [0, " +
-                                std::to_string(kMaxLimitCount) + "]");
-  }
-  const core::CompiledRule& compiled = variant->compiled;
-  return impl_->store->Update(variant->id, key, now_ms, [&](int64_t* state, bool /*fresh*/) {
-    return core::EvaluateRule(compiled, state, now_ms, cost, decision);
-  });
 }
 
 Result<Limiter::ThrottleResult> Limiter::Throttle(std::string_view key, int64_t max_burst,

@@ -60,8 +60,8 @@ inline Status InternalError(std::string m) { return Status(StatusCode::kInternal
 template <typename T>
 class Result {
  public:
-  Result(T value) : v_(std::move(value)) {}          // NOLINT: implicit by design
-  Result(Status status) : v_(std::move(status)) {}   // NOLINT: must not be ok
+  Result(T value) : v_(std::move(value)) {}         // NOLINT: implicit by design
+  Result(Status status) : v_(std::move(status)) {}  // NOLINT: must not be ok
 
   bool ok() const { return v_.index() == 0; }
   const Status& status() const {

@@ -23,8 +23,8 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_join.h"
-#include "core/calendar.h"
 #include "common/text.h"
+#include "core/calendar.h"
 #include "floodgate/config.h"
 #include "yaml-cpp/eventhandler.h"
 #include "yaml-cpp/yaml.h"

@@ -7,6 +7,11 @@ namespace floodgate::server {
 
 Metrics::Metrics(int num_loops) : num_loops_(num_loops) {
   for (int i = 0; i < num_loops; ++i) loops_.push_back(std::make_unique<LoopCounters>());
+  // Known kinds start at 0, so a scrape shows the series before the first error.
+  for (const char* kind : {"protocol", "bad_request", "not_found", "unknown_command",
+                           "unauthorized", "store_full", "method_not_allowed"}) {
+    errors_.try_emplace(kind);
+  }
 }
 
 RuleCounters* Metrics::ForRule(std::string_view rule, int loop) {

@@ -267,10 +267,25 @@ void Command(RespClient&, const Args& a, std::string* out) {
   }
 }
 
-// CONFIG GET pattern: redis-benchmark asks for "save" and "appendonly".
+// CONFIG GET parameter: redis-benchmark asks for "save" and "appendonly"
+// (and warns unless both come back); floodgate persists nothing, so they
+// read "" and "no". "*" lists both; anything else is an empty list.
 void Config(RespClient&, const Args& a, std::string* out) {
-  if (EqualsIgnoreCase(a[1], "GET")) {
-    resp::AppendArrayHeader(out, 0);
+  if (EqualsIgnoreCase(a[1], "GET") && a.size() == 3) {
+    const bool all = a[2] == "*";
+    const bool save = all || EqualsIgnoreCase(a[2], "save");
+    const bool aof = all || EqualsIgnoreCase(a[2], "appendonly");
+    resp::AppendArrayHeader(out, 2 * ((save ? 1 : 0) + (aof ? 1 : 0)));
+    if (save) {
+      resp::AppendBulk(out, "save");
+      resp::AppendBulk(out, "");
+    }
+    if (aof) {
+      resp::AppendBulk(out, "appendonly");
+      resp::AppendBulk(out, "no");
+    }
+  } else if (EqualsIgnoreCase(a[1], "GET")) {
+    resp::AppendError(out, "wrong number of arguments for 'config|get' command");
   } else {
     resp::AppendError(out, "CONFIG " + std::string(a[1]) + " is not supported by floodgate");
   }

@@ -198,6 +198,9 @@ def test_healthz_rules_metrics(start_server, curl):
     base_denied = metric_value(before, "floodgate_decisions_total",
                                {"rule": "three", "outcome": "denied"}) or 0
     assert metric_value(before, "floodgate_request_duration_seconds_count") is not None, before
+    # Known error kinds are exported from the start, at 0.
+    assert metric_value(before, "floodgate_errors_total", {"kind": "protocol"}) == 0, before
+    not_found_before = metric_value(before, "floodgate_errors_total", {"kind": "not_found"})
     for _ in range(5):
         curl(url(server, "/v1/check?rule=three&key=m"))
     curl(url(server, "/v1/check?rule=nope&key=m"))
@@ -208,7 +211,8 @@ def test_healthz_rules_metrics(start_server, curl):
                         {"rule": "three", "outcome": "denied"}) == base_denied + 2, after
     assert metric_value(after, "floodgate_request_duration_seconds_bucket", {"le": "+Inf"}) == \
         metric_value(after, "floodgate_request_duration_seconds_count")
-    assert (metric_value(after, "floodgate_errors_total", {"kind": "not_found"}) or 0) >= 1, after
+    assert metric_value(after, "floodgate_errors_total",
+                        {"kind": "not_found"}) == not_found_before + 1, after
     assert metric_value(after, "floodgate_connections", {"protocol": "http"}) >= 1, after
     assert metric_value(after, "floodgate_connections", {"protocol": "resp"}) is not None, after
     assert metric_value(after, "floodgate_store_entries") >= 1, after

@@ -74,21 +74,39 @@ struct Limiter::Impl {
   // The current RuleSet, from this thread's cache when still current. The
   // cache keeps it alive until this thread's next call, so no reference
   // count is touched on the hot path.
-  const RuleSet& Rules() const {
-    struct Cache {
-      uint64_t instance = 0;
-      uint64_t generation = 0;
-      std::shared_ptr<const RuleSet> rules;
-    };
-    thread_local Cache cache;
+  struct ThreadCache {
+    uint64_t instance = 0;
+    uint64_t generation = 0;
+    std::shared_ptr<const RuleSet> rules;
+    // The last rule looked up: a request stream mostly names one rule, and
+    // comparing its name is cheaper than hashing it.
+    std::string last_rule;
+    const RuleEntry* last_entry = nullptr;
+  };
+
+  ThreadCache& Cache() const {
+    thread_local ThreadCache cache;
     const uint64_t gen = generation.load(std::memory_order_acquire);
     if (cache.instance != instance_id || cache.generation != gen || !cache.rules) {
       std::lock_guard<std::mutex> lock(mu);
       cache.instance = instance_id;
       cache.generation = generation.load(std::memory_order_relaxed);
       cache.rules = current;
+      cache.last_entry = nullptr;
     }
-    return *cache.rules;
+    return cache;
+  }
+  const RuleSet& Rules() const { return *Cache().rules; }
+
+  // The rule named `rule` in the current RuleSet, or null.
+  const RuleEntry* FindRule(std::string_view rule) const {
+    ThreadCache& cache = Cache();
+    if (cache.last_entry != nullptr && cache.last_rule == rule) return cache.last_entry;
+    auto it = cache.rules->rules.find(View(rule));
+    if (it == cache.rules->rules.end()) return nullptr;
+    cache.last_rule.assign(rule);
+    cache.last_entry = &it->second;
+    return cache.last_entry;
   }
 
   // Check and CheckAt: the clock is read after the prefetch unless `at_ms`.
@@ -216,13 +234,12 @@ Status Limiter::CheckAt(int64_t now_ms, std::string_view rule, std::string_view 
 
 Status Limiter::Impl::Decide(std::string_view rule, std::string_view key, int64_t cost,
                              std::string_view tier, const int64_t* at_ms, Decision* decision) {
-  const RuleSet& rules = Rules();
-  auto it = rules.rules.find(View(rule));
-  if (it == rules.rules.end()) return NotFoundError("unknown rule '" + std::string(rule) + "'");
-  const Variant* variant = &it->second.base;
+  const RuleEntry* entry = FindRule(rule);
+  if (entry == nullptr) return NotFoundError("unknown rule '" + std::string(rule) + "'");
+  const Variant* variant = &entry->base;
   if (!tier.empty()) {
-    auto t = it->second.tiers.find(View(tier));
-    if (t == it->second.tiers.end()) {
+    auto t = entry->tiers.find(View(tier));
+    if (t == entry->tiers.end()) {
       return NotFoundError("rule '" + std::string(rule) + "' has no tier '" + std::string(tier) +
                            "'");
     }

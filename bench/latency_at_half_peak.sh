@@ -24,21 +24,13 @@ threads=1
 duration=10
 fraction=0.5
 peak_seconds=5
-usage() {
-  if (($1 == 0)); then
-    sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'
-  else
-    sed -n '/^# usage:/,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//' >&2
-  fi
-  exit "$1"
-}
 while (($#)); do
   case $1 in
     --threads) threads=${2:?--threads needs a value}; shift 2 ;;
     --duration) duration=${2:?--duration needs a value}; shift 2 ;;
     --fraction) fraction=${2:?--fraction needs a value}; shift 2 ;;
-    -h | --help) usage 0 ;;
-    *) echo "unknown argument: $1" >&2; usage 2 ;;
+    -h | --help) bench_usage 0 ;;
+    *) echo "unknown argument: $1" >&2; bench_usage 2 ;;
   esac
 done
 [[ $threads =~ ^[1-9][0-9]*$ && $duration =~ ^[1-9][0-9]*$ ]] ||

@@ -495,3 +495,15 @@ bench_machine_facts() {
     echo "- source: $(git -C "$REPO_ROOT" describe --always --dirty 2>/dev/null)"
   fi
 }
+
+# Prints the running script's header comment and exits with $1: the whole
+# header on stdout for --help (0), from its "# usage:" line on stderr for a
+# bad argument.
+bench_usage() {
+  if (($1 == 0)); then
+    sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'
+  else
+    sed -n '/^# usage:/,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2
+  fi
+  exit "$1"
+}

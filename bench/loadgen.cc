@@ -152,11 +152,11 @@ class Histogram {
 enum class Parse { kDone, kNeedMore, kError };
 
 struct Reply {
-  size_t length = 0;      // bytes of the reply
-  bool error = false;     // RESP error reply, or an HTTP status not 2xx/429
-  bool close = false;     // HTTP: the server will close after this reply
-  int status = 0;         // HTTP status
-  std::string error_text; // first bytes of an error reply / malformation
+  size_t length = 0;       // bytes of the reply
+  bool error = false;      // RESP error reply, or an HTTP status not 2xx/429
+  bool close = false;      // HTTP: the server will close after this reply
+  int status = 0;          // HTTP status
+  std::string error_text;  // first bytes of an error reply / malformation
 };
 
 // Reads a CRLF-terminated line starting at *pos; *line excludes the CRLF.
@@ -230,7 +230,8 @@ Parse RespValue(std::string_view in, size_t* pos, int depth, Reply* r) {
       }
       break;
     default:
-      r->error_text = "unexpected RESP type byte 0x" + std::to_string(static_cast<unsigned char>(type));
+      r->error_text =
+          "unexpected RESP type byte 0x" + std::to_string(static_cast<unsigned char>(type));
       return Parse::kError;
   }
   *pos = p;
@@ -330,8 +331,7 @@ Parse HttpReply(std::string_view in, Reply* r) {
       if (semi != std::string_view::npos) size_line = size_line.substr(0, semi);
       size_line = Trim(size_line);
       uint64_t n = 0;
-      auto [p, ec] =
-          std::from_chars(size_line.data(), size_line.data() + size_line.size(), n, 16);
+      auto [p, ec] = std::from_chars(size_line.data(), size_line.data() + size_line.size(), n, 16);
       if (size_line.empty() || ec != std::errc() || p != size_line.data() + size_line.size() ||
           n > kMaxReplyBytes) {
         r->error_text = "bad chunk size";
@@ -440,7 +440,8 @@ class Template {
     };
     if (resp_) {
       char num[32];
-      out->append(num, static_cast<size_t>(std::snprintf(num, sizeof num, "*%zu\r\n", args_.size())));
+      out->append(num,
+                  static_cast<size_t>(std::snprintf(num, sizeof num, "*%zu\r\n", args_.size())));
       for (const auto& pieces : args_) {
         size_t len = 0;
         for (size_t i = 0; i < pieces.size(); ++i) {
@@ -556,15 +557,17 @@ struct Rng {
     z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
     return z ^ (z >> 31);
   }
-  uint64_t Below(uint64_t n) { return static_cast<uint64_t>((static_cast<__uint128_t>(Next()) * n) >> 64); }
+  uint64_t Below(uint64_t n) {
+    return static_cast<uint64_t>((static_cast<__uint128_t>(Next()) * n) >> 64);
+  }
 };
 
 struct Errors {
-  int64_t connect = 0;       // connect() failed or timed out
-  int64_t closed = 0;        // the server closed a connection / socket error
-  int64_t protocol = 0;      // malformed reply stream
-  int64_t error_reply = 0;   // RESP error reply / HTTP status other than 2xx, 429
-  int64_t lost = 0;          // requests in flight on a connection that broke
+  int64_t connect = 0;      // connect() failed or timed out
+  int64_t closed = 0;       // the server closed a connection / socket error
+  int64_t protocol = 0;     // malformed reply stream
+  int64_t error_reply = 0;  // RESP error reply / HTTP status other than 2xx, 429
+  int64_t lost = 0;         // requests in flight on a connection that broke
   int64_t total() const { return connect + closed + protocol + error_reply + lost; }
 };
 
@@ -572,8 +575,8 @@ struct Conn {
   int fd = -1;
   bool connecting = false;
   bool connected = false;
-  bool want_write = false;  // EPOLLOUT registered
-  int64_t reconnect_at = 0; // when > 0: reconnect at this time
+  bool want_write = false;   // EPOLLOUT registered
+  int64_t reconnect_at = 0;  // when > 0: reconnect at this time
   std::string out;
   size_t out_off = 0;
   std::string in;
@@ -649,7 +652,8 @@ class LoadGen {
         // and queueing more would only use memory. Stop scheduling.
         overloaded_ = true;
         std::fprintf(stderr,
-                     "loadgen: %" PRId64 " requests queued behind full connections after %.1f s; "
+                     "loadgen: %" PRId64
+                     " requests queued behind full connections after %.1f s; "
                      "stopping early\n",
                      queued_, static_cast<double>(now - start) / 1e9);
       }
@@ -774,7 +778,8 @@ class LoadGen {
   void Flush(size_t i) {
     Conn& c = conns_[i];
     while (c.fd >= 0 && c.connected && c.out_off < c.out.size()) {
-      const ssize_t n = send(c.fd, c.out.data() + c.out_off, c.out.size() - c.out_off, MSG_NOSIGNAL);
+      const ssize_t n =
+          send(c.fd, c.out.data() + c.out_off, c.out.size() - c.out_off, MSG_NOSIGNAL);
       if (n > 0) {
         c.out_off += static_cast<size_t>(n);
         continue;
@@ -914,7 +919,8 @@ class LoadGen {
     }
     if (eof) {
       ++errors_.closed;
-      LogOnce("connection closed by the server", c.inflight.empty() ? "while idle" : "with requests in flight");
+      LogOnce("connection closed by the server",
+              c.inflight.empty() ? "while idle" : "with requests in flight");
       CloseConn(i, true);
       return false;
     }
@@ -933,13 +939,13 @@ class LoadGen {
   }
 
   void PrintResult(double achieved) {
-    std::printf(
-        "achieved_rps=%.1f sent=%" PRId64 " errors=%" PRId64 " p50_us=%" PRId64 " p90_us=%" PRId64
-        " p99_us=%" PRId64 " p999_us=%" PRId64 " max_us=%" PRId64 " target_rps=%.1f completed=%" PRId64
-        " unanswered=%" PRId64 " send_lag_p99_us=%" PRId64 "\n",
-        achieved, sent_, errors_.total(), latency_.Quantile(0.50), latency_.Quantile(0.90),
-        latency_.Quantile(0.99), latency_.Quantile(0.999), latency_.max(), o_.rate, completed_,
-        unanswered_, send_lag_.Quantile(0.99));
+    std::printf("achieved_rps=%.1f sent=%" PRId64 " errors=%" PRId64 " p50_us=%" PRId64
+                " p90_us=%" PRId64 " p99_us=%" PRId64 " p999_us=%" PRId64 " max_us=%" PRId64
+                " target_rps=%.1f completed=%" PRId64 " unanswered=%" PRId64
+                " send_lag_p99_us=%" PRId64 "\n",
+                achieved, sent_, errors_.total(), latency_.Quantile(0.50), latency_.Quantile(0.90),
+                latency_.Quantile(0.99), latency_.Quantile(0.999), latency_.max(), o_.rate,
+                completed_, unanswered_, send_lag_.Quantile(0.99));
     std::fflush(stdout);
     if (errors_.total() > 0) {
       std::fprintf(stderr,
@@ -958,7 +964,8 @@ class LoadGen {
     }
     if (unanswered_ > 0) {
       std::fprintf(stderr,
-                   "loadgen: FAIL: %" PRId64 " scheduled requests never sent or never answered "
+                   "loadgen: FAIL: %" PRId64
+                   " scheduled requests never sent or never answered "
                    "(waited %.0f s after the end): the server did not keep up with %.0f/s, or "
                    "connections failed\n",
                    unanswered_, kGraceNs / 1e9, o_.rate);

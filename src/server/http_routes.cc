@@ -2,6 +2,7 @@
 // /v1/rules. Errors are application/problem+json (RFC 9457).
 #include "server/http_routes.h"
 
+#include <charconv>
 #include <string>
 
 #include "nlohmann/json.hpp"
@@ -21,10 +22,9 @@ std::vector<http::HeaderField> Views(const Headers& headers) {
   return views;
 }
 
-// An sf-string's content: backslash and double quote escaped (RFC 8941);
-// other bytes outside printable ASCII become '?'.
-std::string StructuredFieldString(std::string_view s) {
-  std::string out;
+// Appends an sf-string's content: backslash and double quote escaped
+// (RFC 8941); other bytes outside printable ASCII become '?'.
+void AppendStructuredFieldString(std::string& out, std::string_view s) {
   for (char c : s) {
     if (c == '\\' || c == '"') {
       out += '\\';
@@ -35,7 +35,6 @@ std::string StructuredFieldString(std::string_view s) {
       out += c;
     }
   }
-  return out;
 }
 
 int64_t CeilSeconds(int64_t ms) { return ms <= 0 ? 0 : (ms + 999) / 1000; }
@@ -82,16 +81,25 @@ void Check(LoopContext& loop, const http::Request& req, std::string_view query, 
     return;
   }
   loop.CountDecision(cr.rule, d);
-  Headers headers = {{"Content-Type", "application/json"}};
-  const std::string rl = RateLimitHeaders(cr.rule, d);
-  headers.emplace_back("RateLimit-Policy", rl.substr(0, rl.find('\n')));
-  headers.emplace_back("RateLimit", rl.substr(rl.find('\n') + 1));
+  // Reused per thread: the hot path builds its reply without allocating.
+  thread_local std::string body, policy, state;
+  body.clear();
+  policy.clear();
+  state.clear();
+  AppendDecisionJson(body, cr.rule, cr.key, d);
+  AppendRateLimitFields(policy, state, cr.rule, d);
+  char retry[24];
+  http::HeaderField headers[4] = {
+      {"Content-Type", "application/json"}, {"RateLimit-Policy", policy}, {"RateLimit", state}, {}};
+  size_t num_headers = 3;
   if (!d.allowed && d.retry_after_ms >= 0) {
-    headers.emplace_back("Retry-After", std::to_string(CeilSeconds(d.retry_after_ms)));
+    auto [end, ec] = std::to_chars(retry, retry + sizeof(retry), CeilSeconds(d.retry_after_ms));
+    headers[num_headers++] = {"Retry-After", std::string_view(retry, end - retry)};
   }
   const int status = d.allowed ? 200 : cr.deny_status;
-  http::AppendResponse(out, status, http::StatusReason(status), Views(headers),
-                       DecisionJson(cr.rule, cr.key, d), req.keep_alive);
+  http::AppendResponse(out, status, http::StatusReason(status),
+                       std::span<const http::HeaderField>(headers, num_headers), body,
+                       req.keep_alive);
 }
 
 void Rules(LoopContext& loop, const http::Request& req, std::string* out) {
@@ -142,48 +150,80 @@ void MetricsPage(LoopContext& loop, const http::Request& req, std::string* out) 
 
 }  // namespace
 
-std::string DecisionJson(std::string_view rule, std::string_view key, const Decision& d) {
-  std::string j = "{\"allowed\":";
+namespace {
+
+void AppendInt(std::string& out, int64_t v) {
+  char buf[24];
+  auto [end, ec] = std::to_chars(buf, buf + sizeof(buf), v);
+  out.append(buf, end);
+}
+
+}  // namespace
+
+void AppendDecisionJson(std::string& j, std::string_view rule, std::string_view key,
+                        const Decision& d) {
+  j += "{\"allowed\":";
   j += d.allowed ? "true" : "false";
   if (d.shadow_denied) j += ",\"shadow_denied\":true";
-  j += ",\"rule\":\"" + http::JsonEscape(rule) + "\",\"key\":\"" + http::JsonEscape(key) + "\"";
-  j += ",\"limit\":" + std::to_string(d.limit);
-  j += ",\"remaining\":" + std::to_string(d.remaining);
-  j += ",\"retry_after_ms\":" + std::to_string(d.retry_after_ms);
-  j += ",\"reset_after_ms\":" + std::to_string(d.reset_after_ms);
+  j += ",\"rule\":\"";
+  http::AppendJsonEscaped(&j, rule);
+  j += "\",\"key\":\"";
+  http::AppendJsonEscaped(&j, key);
+  j += "\",\"limit\":";
+  AppendInt(j, d.limit);
+  j += ",\"remaining\":";
+  AppendInt(j, d.remaining);
+  j += ",\"retry_after_ms\":";
+  AppendInt(j, d.retry_after_ms);
+  j += ",\"reset_after_ms\":";
+  AppendInt(j, d.reset_after_ms);
   j += ",\"limits\":[";
   for (int i = 0; i < d.num_limits; ++i) {
     const LimitStatus& st = d.limits[i];
     if (i > 0) j += ',';
     j += "{\"allowed\":";
     j += st.allowed ? "true" : "false";
-    j += ",\"limit\":" + std::to_string(st.limit);
-    j += ",\"remaining\":" + std::to_string(st.remaining);
-    j += ",\"retry_after_ms\":" + std::to_string(st.retry_after_ms);
-    j += ",\"reset_after_ms\":" + std::to_string(st.reset_after_ms);
-    j += ",\"period_ms\":" + std::to_string(st.period_ms) + "}";
+    j += ",\"limit\":";
+    AppendInt(j, st.limit);
+    j += ",\"remaining\":";
+    AppendInt(j, st.remaining);
+    j += ",\"retry_after_ms\":";
+    AppendInt(j, st.retry_after_ms);
+    j += ",\"reset_after_ms\":";
+    AppendInt(j, st.reset_after_ms);
+    j += ",\"period_ms\":";
+    AppendInt(j, st.period_ms);
+    j += '}';
   }
   j += "]}";
-  return j;
 }
 
-std::string RateLimitHeaders(std::string_view rule, const Decision& d) {
-  std::string policy, state;
+void AppendRateLimitFields(std::string& policy, std::string& state, std::string_view rule,
+                           const Decision& d) {
   for (int i = 0; i < d.num_limits; ++i) {
     const LimitStatus& st = d.limits[i];
-    std::string name = "\"" + StructuredFieldString(rule);
-    if (d.num_limits > 1) name += ":" + std::to_string(i);
-    name += "\"";
     if (i > 0) {
       policy += ", ";
       state += ", ";
     }
-    policy +=
-        name + ";q=" + std::to_string(st.limit) + ";w=" + std::to_string(CeilSeconds(st.period_ms));
-    state += name + ";r=" + std::to_string(st.remaining) +
-             ";t=" + std::to_string(CeilSeconds(st.reset_after_ms));
+    for (std::string* field : {&policy, &state}) {
+      *field += '"';
+      AppendStructuredFieldString(*field, rule);
+      if (d.num_limits > 1) {
+        *field += ':';
+        AppendInt(*field, i);
+      }
+      *field += '"';
+    }
+    policy += ";q=";
+    AppendInt(policy, st.limit);
+    policy += ";w=";
+    AppendInt(policy, CeilSeconds(st.period_ms));
+    state += ";r=";
+    AppendInt(state, st.remaining);
+    state += ";t=";
+    AppendInt(state, CeilSeconds(st.reset_after_ms));
   }
-  return policy + "\n" + state;
 }
 
 void HandleHttp(LoopContext& loop, const http::Request& req, std::string* out) {

@@ -13,9 +13,12 @@ void HandleHttp(LoopContext& loop, const http::Request& req, std::string* out);
 
 // The decision as JSON, and the RateLimit-Policy / RateLimit header fields
 // (IETF draft-ietf-httpapi-ratelimit-headers), for one rule.
-std::string DecisionJson(std::string_view rule, std::string_view key, const Decision& d);
-// "RateLimit-Policy: ...\r\nRateLimit: ...\r\n"; policies are named after
-// the rule ("api"), or "api:0", "api:1", … when the rule has several limits.
-std::string RateLimitHeaders(std::string_view rule, const Decision& d);
+void AppendDecisionJson(std::string& out, std::string_view rule, std::string_view key,
+                        const Decision& d);
+// The values of the RateLimit-Policy and RateLimit fields; policies are
+// named after the rule ("api"), or "api:0", "api:1", … when the rule has
+// several limits.
+void AppendRateLimitFields(std::string& policy, std::string& state, std::string_view rule,
+                           const Decision& d);
 
 }  // namespace floodgate::server

@@ -158,6 +158,19 @@ void AppendInt(std::string& out, int64_t v) {
   out.append(buf, end);
 }
 
+// ,"limit":N,"remaining":N,"retry_after_ms":N,"reset_after_ms":N
+void AppendFigures(std::string& j, int64_t limit, int64_t remaining, int64_t retry_after_ms,
+                   int64_t reset_after_ms) {
+  j += ",\"limit\":";
+  AppendInt(j, limit);
+  j += ",\"remaining\":";
+  AppendInt(j, remaining);
+  j += ",\"retry_after_ms\":";
+  AppendInt(j, retry_after_ms);
+  j += ",\"reset_after_ms\":";
+  AppendInt(j, reset_after_ms);
+}
+
 }  // namespace
 
 void AppendDecisionJson(std::string& j, std::string_view rule, std::string_view key,
@@ -169,28 +182,15 @@ void AppendDecisionJson(std::string& j, std::string_view rule, std::string_view 
   http::AppendJsonEscaped(&j, rule);
   j += "\",\"key\":\"";
   http::AppendJsonEscaped(&j, key);
-  j += "\",\"limit\":";
-  AppendInt(j, d.limit);
-  j += ",\"remaining\":";
-  AppendInt(j, d.remaining);
-  j += ",\"retry_after_ms\":";
-  AppendInt(j, d.retry_after_ms);
-  j += ",\"reset_after_ms\":";
-  AppendInt(j, d.reset_after_ms);
+  j += '"';
+  AppendFigures(j, d.limit, d.remaining, d.retry_after_ms, d.reset_after_ms);
   j += ",\"limits\":[";
   for (int i = 0; i < d.num_limits; ++i) {
     const LimitStatus& st = d.limits[i];
     if (i > 0) j += ',';
     j += "{\"allowed\":";
     j += st.allowed ? "true" : "false";
-    j += ",\"limit\":";
-    AppendInt(j, st.limit);
-    j += ",\"remaining\":";
-    AppendInt(j, st.remaining);
-    j += ",\"retry_after_ms\":";
-    AppendInt(j, st.retry_after_ms);
-    j += ",\"reset_after_ms\":";
-    AppendInt(j, st.reset_after_ms);
+    AppendFigures(j, st.limit, st.remaining, st.retry_after_ms, st.reset_after_ms);
     j += ",\"period_ms\":";
     AppendInt(j, st.period_ms);
     j += '}';

@@ -18,7 +18,6 @@
 //     fuzz/http_parser_fuzz.cc src/protocol/http/*.cc -o /tmp/http_fuzz
 //   cp -r fuzz/corpus/http /tmp/http_corpus && /tmp/http_fuzz -max_total_time=60 /tmp/http_corpus
 #include <algorithm>
-#include <cctype>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -30,6 +29,8 @@
 #include <utility>
 #include <vector>
 
+#include "common/text.h"
+#include "fuzz/chunks.h"
 #include "protocol/http/request_parser.h"
 
 namespace {
@@ -67,22 +68,9 @@ struct Outcome {
 };
 
 // splitmix64: a deterministic stream of chunk sizes from a seed.
-uint64_t Next(uint64_t* state) {
-  uint64_t z = (*state += 0x9e3779b97f4a7c15ULL);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
-}
-
-bool EqualsIgnoreCase(std::string_view a, std::string_view b) {
-  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
-           return std::tolower(static_cast<unsigned char>(x)) ==
-                  std::tolower(static_cast<unsigned char>(y));
-         });
-}
-
 bool IsFraming(std::string_view name) {
-  return EqualsIgnoreCase(name, "content-length") || EqualsIgnoreCase(name, "transfer-encoding");
+  return floodgate::text::EqualsIgnoreCase(name, "content-length") ||
+         floodgate::text::EqualsIgnoreCase(name, "transfer-encoding");
 }
 
 // One Parse call on an exact-size copy of `buffer`; a request is copied out
@@ -150,16 +138,9 @@ Outcome Feed(std::string_view data, const ParserLimits& limits, uint64_t seed,
   Outcome outcome;
   std::string buffer;
   size_t at = 0;
-  uint64_t rng = seed;
+  floodgate::fuzz::ChunkSizer chunks(seed);
   do {
-    size_t n = data.size() - at;
-    if (seed == 1) {
-      n = std::min<size_t>(n, 1);
-    } else if (seed != 0) {
-      const uint64_t r = Next(&rng);
-      const size_t want = (r & 3) == 0 ? (r >> 8) % 512 : (r >> 8) % 8;
-      n = std::min(n, want + 1);
-    }
+    const size_t n = chunks.Next(data.size() - at);
     buffer.append(data.substr(at, n));
     at += n;
     for (;;) {

@@ -25,6 +25,7 @@
 #include <utility>
 #include <vector>
 
+#include "fuzz/chunks.h"
 #include "protocol/resp/parser.h"
 #include "protocol/resp/writer.h"
 
@@ -51,13 +52,6 @@ struct Outcome {
 };
 
 // splitmix64: a deterministic stream of chunk sizes from a seed.
-uint64_t Next(uint64_t* state) {
-  uint64_t z = (*state += 0x9e3779b97f4a7c15ULL);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
-}
-
 void CheckRoundTrip(const std::vector<std::string>& args, const ParserLimits& limits) {
   std::string encoded;
   floodgate::resp::AppendArrayHeader(&encoded, args.size());
@@ -81,16 +75,9 @@ Outcome Feed(std::string_view data, const ParserLimits& limits, uint64_t seed,
   std::string buffer;
   std::vector<std::string_view> args;
   size_t at = 0;
-  uint64_t rng = seed;
+  floodgate::fuzz::ChunkSizer chunks(seed);
   do {
-    size_t n = data.size() - at;
-    if (seed == 1) {
-      n = std::min<size_t>(n, 1);
-    } else if (seed != 0) {
-      const uint64_t r = Next(&rng);
-      const size_t want = (r & 3) == 0 ? (r >> 8) % 512 : (r >> 8) % 8;
-      n = std::min(n, want + 1);
-    }
+    const size_t n = chunks.Next(data.size() - at);
     buffer.append(data.substr(at, n));
     at += n;
     // A fresh copy each read, as a connection buffer may move when it grows.

@@ -112,6 +112,9 @@ struct Limiter::Impl {
   // Check and CheckAt: the clock is read after the prefetch unless `at_ms`.
   Status Decide(std::string_view rule, std::string_view key, int64_t cost, std::string_view tier,
                 const int64_t* at_ms, Decision* decision);
+  // Throttle and ThrottleAt, likewise.
+  Result<ThrottleResult> Throttle(std::string_view key, int64_t max_burst, int64_t count,
+                                  int64_t period_s, int64_t quantity, const int64_t* at_ms);
 
   // Builds a RuleSet from `config`, registering new variants with the store
   // (or collecting their layouts before the store exists).
@@ -282,13 +285,18 @@ void Limiter::PrefetchThrottle(std::string_view key) {
 Result<Limiter::ThrottleResult> Limiter::Throttle(std::string_view key, int64_t max_burst,
                                                   int64_t count, int64_t period_s,
                                                   int64_t quantity) {
-  PrefetchThrottle(key);
-  return ThrottleAt(impl_->clock.NowMs(), key, max_burst, count, period_s, quantity);
+  return impl_->Throttle(key, max_burst, count, period_s, quantity, /*at_ms=*/nullptr);
 }
 
 Result<Limiter::ThrottleResult> Limiter::ThrottleAt(int64_t now_ms, std::string_view key,
                                                     int64_t max_burst, int64_t count,
                                                     int64_t period_s, int64_t quantity) {
+  return impl_->Throttle(key, max_burst, count, period_s, quantity, &now_ms);
+}
+
+Result<Limiter::ThrottleResult> Limiter::Impl::Throttle(std::string_view key, int64_t max_burst,
+                                                        int64_t count, int64_t period_s,
+                                                        int64_t quantity, const int64_t* at_ms) {
   if (Status s = KeyError(key); !s.ok()) return s;
   if (max_burst < 0 || max_burst >= kMaxLimitCount) {
     return InvalidArgumentError("max_burst must be between 0 and " +
@@ -318,8 +326,11 @@ Result<Limiter::ThrottleResult> Limiter::ThrottleAt(int64_t now_ms, std::string_
         "max_burst too large for this rate (burst x period / count must "
         "stay under 2^52 microseconds)");
   }
+  // As in Decide: hash once and prefetch before the clock read.
+  const engine::MemoryStore::PreparedKey prepared = store->Prepare(kThrottleVariant, key);
+  const int64_t now_ms = at_ms != nullptr ? *at_ms : clock.NowMs();
   core::GcraFigures f;
-  Status s = impl_->store->Update(kThrottleVariant, key, now_ms, [&](int64_t* state, bool) {
+  Status s = store->Update(prepared, now_ms, [&](int64_t* state, bool) {
     auto* gcra = reinterpret_cast<core::GcraState*>(state);
     f = core::GcraStep(p, *gcra, now_ms, quantity);
     return gcra->tat_us > now_ms * 1000 ? (gcra->tat_us + 999) / 1000 : 0;

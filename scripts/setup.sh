@@ -9,10 +9,12 @@ PACKAGES=(
   # libraries
   libabsl-dev libyaml-cpp-dev nlohmann-json3-dev libcli11-dev libfmt-dev
   libgtest-dev libgmock-dev libbenchmark-dev tzdata
+  # the Redis store: RESP reader (hiredis), TLS and SHA-1 (OpenSSL)
+  libhiredis-dev libssl-dev
   # fuzzing: clang with libFuzzer and the sanitizer runtimes
   clang-14 libclang-rt-14-dev
   # real peers the integration tests and benchmarks drive
-  python3 python3-pytest python3-redis redis-server redis-tools nginx-light curl wrk
+  python3 python3-pytest python3-redis redis-server redis-tools nutcracker nginx-light curl wrk
   nodejs
 )
 

@@ -14,7 +14,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static floodgate::fuzz::SessionWorld world;
   floodgate::server::HttpSessionFactory factory({world.loop.get()},
                                                 floodgate::http::ParserLimits{});
-  auto session = factory.NewSession(0);
+  auto session = factory.NewSession(0, {});
   const size_t chunk = size > 0 ? 1 + data[0] % 53 : 1;
   const std::string output =
       floodgate::fuzz::FeedInChunks(*session, data, size, chunk, world.clock, 3);

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string_view>
 
@@ -48,6 +49,22 @@ class Limiter {
   Status CheckAt(int64_t now_ms, std::string_view rule, std::string_view key, int64_t cost,
                  std::string_view tier, Decision* decision);
 
+  // Check without blocking, for callers that must not wait on a remote
+  // store (the server's event loops). `done` runs exactly once: before
+  // CheckAsync returns when the answer is known locally (the embedded
+  // store, an invalid request, the local over-limit cache, a backend known
+  // to be down), otherwise later on one of the store's I/O threads, within
+  // the store's timeout. `done` must be quick and must not block. On an
+  // error status the decision is empty.
+  using CheckCallback = std::function<void(const Status& status, const Decision& decision)>;
+  void CheckAsync(std::string_view rule, std::string_view key, int64_t cost, std::string_view tier,
+                  CheckCallback done);
+
+  // Whether decisions need a network round trip (a Redis store): Check,
+  // Throttle and Reset then block their caller for up to the store's
+  // timeout, and the *Async forms complete on another thread.
+  bool remote() const;
+
   // Starts loading the memory a Check of (rule, tier, key) will touch. Costs
   // a hash; does nothing for unknown rules. Call it for every request of a
   // batch before checking any, so their cache misses overlap.
@@ -58,6 +75,9 @@ class Limiter {
   // Forgets `key`'s state for `rule` (every tier). NOT_FOUND for an unknown
   // rule; OK whether or not there was state.
   Status Reset(std::string_view rule, std::string_view key);
+  // Reset without blocking; `done` as for CheckAsync.
+  using ResetCallback = std::function<void(const Status& status)>;
+  void ResetAsync(std::string_view rule, std::string_view key, ResetCallback done);
 
   // redis-cell's CL.THROTTLE: GCRA with the call's own parameters (no rule
   // needed), `count` per `period_s` seconds with `max_burst`, spending
@@ -79,6 +99,10 @@ class Limiter {
   Result<ThrottleResult> ThrottleAt(int64_t now_ms, std::string_view key, int64_t max_burst,
                                     int64_t count, int64_t period_s, int64_t quantity);
   void PrefetchThrottle(std::string_view key);
+  // Throttle without blocking; `done` as for CheckAsync.
+  using ThrottleCallback = std::function<void(const Status& status, const ThrottleResult& result)>;
+  void ThrottleAsync(std::string_view key, int64_t max_burst, int64_t count, int64_t period_s,
+                     int64_t quantity, ThrottleCallback done);
 
   // Replaces the rules with `config`'s. A rule or tier whose state-relevant
   // definition (algorithm, limits, burst, time zone) is unchanged keeps its

@@ -34,7 +34,16 @@ struct EventLoop::Connection {
   bool closing = false;       // close once output is flushed
   bool flush_queued = false;  // in pending_flush_ for the end of this round
   uint32_t interest = 0;      // current epoll events
+  uint64_t generation = 0;    // see ConnectionRef
 };
+
+void ConnectionRef::Complete(uint64_t tag, Completion completion) const {
+  EventLoop* l = loop;
+  const ConnectionRef ref = *this;
+  l->Post([l, ref, tag, completion = std::move(completion)]() mutable {
+    l->Deliver(ref, tag, std::move(completion));
+  });
+}
 
 EventLoop::EventLoop(int index, std::vector<ListenerSpec> listeners, LoopLimits limits,
                      std::atomic<int64_t>* open_connections)
@@ -71,6 +80,50 @@ void EventLoop::Stop() {
   [[maybe_unused]] ssize_t n = write(wake_fd_, &one, sizeof(one));
 }
 
+void EventLoop::Post(absl::AnyInvocable<void()> fn) {
+  {
+    std::lock_guard<std::mutex> lock(posted_mu_);
+    posted_.push_back(std::move(fn));
+  }
+  // One eventfd write per drain, not per task: completions arrive in bursts
+  // (a pipeline's replies from Redis), and each write is a system call.
+  if (!wake_pending_.exchange(true, std::memory_order_acq_rel)) {
+    const uint64_t one = 1;
+    [[maybe_unused]] ssize_t n = write(wake_fd_, &one, sizeof(one));
+  }
+}
+
+void EventLoop::RunPosted() {
+  if (!wake_pending_.load(std::memory_order_acquire)) return;
+  uint64_t count;
+  [[maybe_unused]] ssize_t r = read(wake_fd_, &count, sizeof(count));
+  // Cleared before draining: a Post racing with the drain writes again, so
+  // its task is never left behind unannounced.
+  wake_pending_.store(false, std::memory_order_release);
+  {
+    std::lock_guard<std::mutex> lock(posted_mu_);
+    running_.swap(posted_);
+  }
+  for (auto& fn : running_) fn();
+  running_.clear();
+}
+
+void EventLoop::Deliver(const ConnectionRef& ref, uint64_t tag, Completion completion) {
+  if (ref.fd < 0 || static_cast<size_t>(ref.fd) >= connections_.size()) return;
+  auto& slot = connections_[ref.fd];
+  if (!slot || slot->generation != ref.generation) return;  // closed meanwhile
+  Connection& c = *slot;
+  c.session->OnCompletion(tag, std::move(completion), &c.output);
+  QueueFlush(c);
+}
+
+void EventLoop::QueueFlush(Connection& c) {
+  if (!c.flush_queued) {
+    c.flush_queued = true;
+    pending_flush_.push_back(c.fd);
+  }
+}
+
 void EventLoop::Run() {
   epoll_event events[256];
   int idle_polls = kIdlePolls;
@@ -88,6 +141,7 @@ void EventLoop::Run() {
       if (errno == EINTR) continue;
       break;
     }
+    RunPosted();
     for (int i = 0; i < n; ++i) {
       const uint64_t data = events[i].data.u64;
       if (data & kListenerTag) {
@@ -95,9 +149,15 @@ void EventLoop::Run() {
         continue;
       }
       const int fd = static_cast<int>(data);
-      if (fd == wake_fd_) continue;  // Stop(): the loop condition sees it
+      if (fd == wake_fd_) continue;  // Stop() or Post(): handled above
       if (static_cast<size_t>(fd) >= connections_.size() || !connections_[fd]) continue;
       Connection& c = *connections_[fd];
+      if (c.closing && (events[i].events & (EPOLLHUP | EPOLLERR))) {
+        // The peer is gone both ways: replies still in flight have nowhere
+        // to go (and a hung-up socket would report itself every round).
+        Close(fd);
+        continue;
+      }
       if (events[i].events & (EPOLLIN | EPOLLHUP | EPOLLERR)) {
         OnReadable(c);
         if (static_cast<size_t>(fd) >= connections_.size() || !connections_[fd]) continue;
@@ -136,7 +196,8 @@ void EventLoop::Accept(const ListenerSpec& listener) {
     auto c = std::make_unique<Connection>();
     c->fd = fd;
     c->listener = &listener;
-    c->session = listener.factory->NewSession(index_);
+    c->generation = next_generation_++;
+    c->session = listener.factory->NewSession(index_, ConnectionRef{this, fd, c->generation});
     c->interest = EPOLLIN;
     epoll_event ev{};
     ev.events = EPOLLIN;
@@ -152,6 +213,7 @@ void EventLoop::OnReadable(Connection& c) {
   bool eof = false;
   for (;;) {
     if (c.output.size() - c.output_start > limits_.max_pending_output) break;  // back-pressure
+    if (c.session->InFlight() >= limits_.max_in_flight) break;
     // Read into scratch space and append only what arrived: growing the
     // string by a whole chunk first would zero-fill 64 KiB per read.
     thread_local char scratch[kReadChunk];
@@ -190,10 +252,7 @@ void EventLoop::OnReadable(Connection& c) {
     // The peer is gone (or half-closed): best effort to send what we have.
     c.closing = true;
   }
-  if (!c.flush_queued) {
-    c.flush_queued = true;
-    pending_flush_.push_back(c.fd);
-  }
+  QueueFlush(c);
 }
 
 void EventLoop::Flush(Connection& c) {
@@ -212,7 +271,7 @@ void EventLoop::Flush(Connection& c) {
   if (c.output_start == c.output.size()) {
     c.output.clear();
     c.output_start = 0;
-    if (c.closing) {
+    if (c.closing && c.session->InFlight() == 0) {
       Close(c.fd);
       return;
     }
@@ -222,8 +281,9 @@ void EventLoop::Flush(Connection& c) {
 
 void EventLoop::UpdateInterest(Connection& c) {
   const bool pending_out = c.output_start < c.output.size();
-  const bool can_read =
-      !c.closing && c.output.size() - c.output_start <= limits_.max_pending_output;
+  const bool can_read = !c.closing &&
+                        c.output.size() - c.output_start <= limits_.max_pending_output &&
+                        c.session->InFlight() < limits_.max_in_flight;
   const uint32_t want = (can_read ? EPOLLIN : 0u) | (pending_out ? EPOLLOUT : 0u);
   if (want == c.interest) return;
   epoll_event ev{};

@@ -5,9 +5,12 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/functional/any_invocable.h"
 #include "server/session.h"
 
 namespace floodgate::server {
@@ -16,6 +19,8 @@ struct LoopLimits {
   int64_t max_connections = 10'000;             // across all loops (shared counter)
   size_t max_pending_input = 4 * 1024 * 1024;   // unparsed bytes of one connection
   size_t max_pending_output = 8 * 1024 * 1024;  // past it, stop reading until drained
+  size_t max_in_flight =
+      4096;  // requests of one connection awaiting the store; past it, stop reading
 };
 
 // Counters a loop keeps per listener; read by the metrics endpoint.
@@ -47,8 +52,17 @@ class EventLoop {
   // Thread-safe; Run() returns promptly.
   void Stop();
 
+  // Thread-safe: runs `fn` on the loop's thread, soon. Tasks posted after
+  // Run() has returned are dropped unrun.
+  void Post(absl::AnyInvocable<void()> fn);
+
  private:
+  friend struct ConnectionRef;
   struct Connection;
+  void RunPosted();
+  // Delivers a completion to the connection `ref` names, if it is still open.
+  void Deliver(const ConnectionRef& ref, uint64_t tag, Completion completion);
+  void QueueFlush(Connection& c);
   void Accept(const ListenerSpec& listener);
   void OnReadable(Connection& c);
   void Flush(Connection& c);
@@ -64,6 +78,14 @@ class EventLoop {
   std::atomic<bool> stopping_{false};
   std::vector<std::unique_ptr<Connection>> connections_;  // indexed by fd
   std::vector<int> pending_flush_;  // connections with replies to write this round
+  uint64_t next_generation_ = 1;
+
+  std::mutex posted_mu_;
+  std::vector<absl::AnyInvocable<void()>> posted_ ABSL_GUARDED_BY(posted_mu_);
+  std::vector<absl::AnyInvocable<void()>> running_;  // the loop's, swapped with posted_
+  // Set by Post when it wrote wake_fd_ and the loop has not drained since:
+  // posts in between need no further write.
+  std::atomic<bool> wake_pending_{false};
 };
 
 }  // namespace floodgate::server

@@ -61,23 +61,17 @@ bool Authorized(LoopContext& loop, const http::Request& req) {
   return ConstantTimeEquals(auth.substr(kBearer.size()), token);
 }
 
-void Check(LoopContext& loop, const http::Request& req, std::string_view query, std::string* out) {
-  http::CheckRequest cr;
-  std::string error;
-  const bool parsed = req.method == "GET" ? http::DecodeCheckRequestQuery(query, &cr, &error)
-                                          : http::DecodeCheckRequestJson(req.body, &cr, &error);
-  if (!parsed) {
-    Problem(loop, req, 400, error, out);
-    return;
-  }
-  Decision d;
-  const Status s = loop.service().limiter->Check(cr.rule, cr.key, cr.cost, cr.tier, &d);
+// A check's response, from the limiter's answer.
+void AppendCheckResponse(LoopContext& loop, const http::CheckRequest& cr, bool keep_alive,
+                         const Status& s, const Decision& d, std::string* out) {
   if (!s.ok()) {
     const int status = s.code() == StatusCode::kNotFound            ? 404
                        : s.code() == StatusCode::kResourceExhausted ? 503
                                                                     : 400;
-    if (status == 503) loop.service().metrics->CountError("store_full");
-    Problem(loop, req, status, s.message(), out);
+    loop.service().metrics->CountError(status == 404   ? "not_found"
+                                       : status == 503 ? "store_full"
+                                                       : "bad_request");
+    http::AppendProblem(out, status, http::StatusReason(status), s.message(), keep_alive);
     return;
   }
   loop.CountDecision(cr.rule, d);
@@ -98,8 +92,37 @@ void Check(LoopContext& loop, const http::Request& req, std::string_view query, 
   }
   const int status = d.allowed ? 200 : cr.deny_status;
   http::AppendResponse(out, status, http::StatusReason(status),
-                       std::span<const http::HeaderField>(headers, num_headers), body,
-                       req.keep_alive);
+                       std::span<const http::HeaderField>(headers, num_headers), body, keep_alive);
+}
+
+void Check(LoopContext& loop, const http::Request& req, std::string_view query,
+           const HttpAsync& async, std::string* out) {
+  http::CheckRequest cr;
+  std::string error;
+  const bool parsed = req.method == "GET" ? http::DecodeCheckRequestQuery(query, &cr, &error)
+                                          : http::DecodeCheckRequestJson(req.body, &cr, &error);
+  if (!parsed) {
+    Problem(loop, req, 400, error, out);
+    return;
+  }
+  Limiter& limiter = *loop.service().limiter;
+  if (limiter.remote() && async.replies != nullptr) {
+    const uint64_t tag = async.replies->Reserve();
+    const bool keep_alive = req.keep_alive;
+    const bool head = req.method == "HEAD";
+    limiter.CheckAsync(cr.rule, cr.key, cr.cost, cr.tier,
+                       [self = async.self, tag, loop = &loop, cr, keep_alive, head](
+                           const Status& s, const Decision& d) {
+                         self.Complete(tag, [loop, cr, keep_alive, head, s, d](std::string* reply) {
+                           AppendCheckResponse(*loop, cr, keep_alive, s, d, reply);
+                           if (head) StripBody(reply, 0);
+                         });
+                       });
+    return;
+  }
+  Decision d;
+  const Status s = limiter.Check(cr.rule, cr.key, cr.cost, cr.tier, &d);
+  AppendCheckResponse(loop, cr, req.keep_alive, s, d, out);
 }
 
 void Rules(LoopContext& loop, const http::Request& req, std::string* out) {
@@ -226,7 +249,13 @@ void AppendRateLimitFields(std::string& policy, std::string& state, std::string_
   }
 }
 
-void HandleHttp(LoopContext& loop, const http::Request& req, std::string* out) {
+void StripBody(std::string* response, size_t start) {
+  const size_t head_end = response->find("\r\n\r\n", start);
+  if (head_end != std::string::npos) response->resize(head_end + 4);
+}
+
+void HandleHttp(LoopContext& loop, const http::Request& req, const HttpAsync& async,
+                std::string* out) {
   const http::Target target = http::SplitTarget(req.target);
   const std::string_view path = target.path, query = target.query;
   const bool get = req.method == "GET" || req.method == "HEAD";
@@ -249,7 +278,7 @@ void HandleHttp(LoopContext& loop, const http::Request& req, std::string* out) {
       return Problem(loop, req, 405, "use POST with a JSON body, or GET with query parameters", out,
                      {{"Allow", "GET, POST"}});
     }
-    return Check(loop, req, query, out);
+    return Check(loop, req, query, async, out);
   }
   if (!get) return Problem(loop, req, 405, "use GET", out, {{"Allow", "GET"}});
   if (path == "/metrics") return MetricsPage(loop, req, out);

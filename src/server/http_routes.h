@@ -4,12 +4,28 @@
 #include <string>
 
 #include "protocol/http/request_parser.h"
+#include "server/reply_queue.h"
 #include "server/service_context.h"
+#include "server/session.h"
 
 namespace floodgate::server {
 
-// Answers `req`, appending the whole response to `out`.
-void HandleHttp(LoopContext& loop, const http::Request& req, std::string* out);
+// Where a response that completes later (a remote store) waits its turn,
+// and how its completion finds the connection. replies == null: answer
+// synchronously whatever the store.
+struct HttpAsync {
+  ReplyQueue* replies = nullptr;
+  ConnectionRef self;
+};
+
+// Answers `req`, appending the whole response to `out`, or reserving its
+// place in `async.replies` and completing it later.
+void HandleHttp(LoopContext& loop, const http::Request& req, const HttpAsync& async,
+                std::string* out);
+
+// Cuts a response appended at `start` to its header (HEAD: same header
+// fields as GET, Content-Length included, no body).
+void StripBody(std::string* response, size_t start);
 
 // The decision as JSON, and the RateLimit-Policy / RateLimit header fields
 // (IETF draft-ietf-httpapi-ratelimit-headers), for one rule.

@@ -10,7 +10,8 @@ namespace {
 
 class HttpSession final : public Session {
  public:
-  HttpSession(LoopContext* loop, http::ParserLimits limits) : loop_(loop), parser_(limits) {}
+  HttpSession(LoopContext* loop, http::ParserLimits limits, ConnectionRef self)
+      : loop_(loop), parser_(limits), async_{&replies_, self} {}
 
   size_t OnInput(std::string_view input, std::string* output, bool* close) override {
     size_t used = 0;
@@ -24,14 +25,14 @@ class HttpSession final : public Session {
         // "Expect: 100-continue": say go ahead once the headers are in, so
         // the client does not wait (curl waits a second) before the body.
         if (parser_.ExpectsContinue() && !continue_sent_) {
-          output->append("HTTP/1.1 100 Continue\r\n\r\n");
+          replies_.Target(output)->append("HTTP/1.1 100 Continue\r\n\r\n");
           continue_sent_ = true;
         }
         break;
       }
       if (result == http::RequestParser::Status::kError) {
         loop_->service().metrics->CountError("protocol");
-        http::AppendProblem(output, status, http::StatusReason(status), error,
+        http::AppendProblem(replies_.Target(output), status, http::StatusReason(status), error,
                             /*keep_alive=*/false);
         *close = true;
         return input.size();
@@ -42,13 +43,10 @@ class HttpSession final : public Session {
       // short connections are seen too.
       const bool timed = (requests_++ % kLatencySampling) == 0;
       const int64_t start = timed ? MonotonicNs() : 0;
-      const size_t response_start = output->size();
-      HandleHttp(*loop_, req, output);
-      if (req.method == "HEAD") {
-        // Same header fields as GET (Content-Length included), no body.
-        const size_t head_end = output->find("\r\n\r\n", response_start);
-        if (head_end != std::string::npos) output->resize(head_end + 4);
-      }
+      std::string* out = replies_.Target(output);
+      const size_t response_start = out->size();
+      HandleHttp(*loop_, req, async_, out);
+      if (req.method == "HEAD") StripBody(out, response_start);
       if (timed) loop_->service().metrics->ObserveLatency(loop_->index(), MonotonicNs() - start);
       if (!req.keep_alive) {
         *close = true;
@@ -58,17 +56,25 @@ class HttpSession final : public Session {
     return used;
   }
 
+  void OnCompletion(uint64_t tag, Completion completion, std::string* output) override {
+    replies_.Complete(tag, std::move(completion), output);
+  }
+
+  size_t InFlight() const override { return replies_.in_flight(); }
+
  private:
   LoopContext* loop_;
   http::RequestParser parser_;
   uint64_t requests_ = 0;
   bool continue_sent_ = false;  // "100 Continue" sent for the request in progress
+  ReplyQueue replies_;
+  HttpAsync async_;
 };
 
 }  // namespace
 
-std::unique_ptr<Session> HttpSessionFactory::NewSession(int loop_index) {
-  return std::make_unique<HttpSession>(loops_[loop_index], limits_);
+std::unique_ptr<Session> HttpSessionFactory::NewSession(int loop_index, ConnectionRef self) {
+  return std::make_unique<HttpSession>(loops_[loop_index], limits_, self);
 }
 
 std::string HttpSessionFactory::RefusalMessage() const {

@@ -15,7 +15,7 @@ class HttpSessionFactory final : public SessionFactory {
  public:
   HttpSessionFactory(std::vector<LoopContext*> loops, http::ParserLimits limits)
       : loops_(std::move(loops)), limits_(limits) {}
-  std::unique_ptr<Session> NewSession(int loop_index) override;
+  std::unique_ptr<Session> NewSession(int loop_index, ConnectionRef self) override;
   std::string RefusalMessage() const override;
 
  private:

@@ -41,6 +41,42 @@ void ReplyDecision(const Decision& d, std::string* out) {
   resp::AppendInteger(out, d.reset_after_ms);
 }
 
+void CountCheckError(LoopContext& loop, const Status& s) {
+  loop.service().metrics->CountError(s.code() == StatusCode::kNotFound            ? "not_found"
+                                     : s.code() == StatusCode::kResourceExhausted ? "store_full"
+                                                                                  : "bad_request");
+}
+
+// FG.CHECK's reply (and its metrics), on the client's loop.
+void ReplyCheck(LoopContext& loop, std::string_view rule, const Status& s, const Decision& d,
+                std::string* out) {
+  if (!s.ok()) {
+    CountCheckError(loop, s);
+    ReplyStatusError(s, out);
+    return;
+  }
+  loop.CountDecision(rule, d);
+  ReplyDecision(d, out);
+}
+
+void ReplyThrottle(LoopContext& loop, const Status& s, const Limiter::ThrottleResult& r,
+                   std::string* out) {
+  if (!s.ok()) {
+    loop.service().metrics->CountError("bad_request");
+    ReplyStatusError(s, out);
+    return;
+  }
+  Decision d;  // counted like a rule decision, under the command's name
+  d.allowed = !r.limited;
+  loop.CountDecision("CL.THROTTLE", d);
+  resp::AppendArrayHeader(out, 5);
+  resp::AppendInteger(out, r.limited ? 1 : 0);
+  resp::AppendInteger(out, r.limit);
+  resp::AppendInteger(out, r.remaining);
+  resp::AppendInteger(out, r.retry_after_s);
+  resp::AppendInteger(out, r.reset_after_s);
+}
+
 // FG.CHECK rule key [COST n] [TIER t]
 void FgCheck(RespClient& c, const Args& a, std::string* out) {
   int64_t cost = 1;
@@ -64,18 +100,21 @@ void FgCheck(RespClient& c, const Args& a, std::string* out) {
       return;
     }
   }
-  Decision d;
-  const Status s = c.loop->service().limiter->CheckAt(c.now_ms, a[1], a[2], cost, tier, &d);
-  if (!s.ok()) {
-    c.loop->service().metrics->CountError(s.code() == StatusCode::kNotFound ? "not_found"
-                                          : s.code() == StatusCode::kResourceExhausted
-                                              ? "store_full"
-                                              : "bad_request");
-    ReplyStatusError(s, out);
+  Limiter& limiter = *c.loop->service().limiter;
+  if (limiter.remote()) {
+    const uint64_t tag = c.replies->Reserve();
+    limiter.CheckAsync(a[1], a[2], cost, tier,
+                       [self = c.self, tag, loop = c.loop, rule = std::string(a[1])](
+                           const Status& s, const Decision& d) {
+                         self.Complete(tag, [loop, rule, s, d](std::string* reply) {
+                           ReplyCheck(*loop, rule, s, d, reply);
+                         });
+                       });
     return;
   }
-  c.loop->CountDecision(a[1], d);
-  ReplyDecision(d, out);
+  Decision d;
+  const Status s = limiter.CheckAt(c.now_ms, a[1], a[2], cost, tier, &d);
+  ReplyCheck(*c.loop, a[1], s, d, out);
 }
 
 // CL.THROTTLE key max_burst count period [quantity]  (redis-cell)
@@ -89,31 +128,39 @@ void ClThrottle(RespClient& c, const Args& a, std::string* out) {
       return;
     }
   }
-  auto r = c.loop->service().limiter->ThrottleAt(c.now_ms, a[1], v[0], v[1], v[2], v[3]);
-  if (!r.ok()) {
-    c.loop->service().metrics->CountError("bad_request");
-    ReplyStatusError(r.status(), out);
+  Limiter& limiter = *c.loop->service().limiter;
+  if (limiter.remote()) {
+    const uint64_t tag = c.replies->Reserve();
+    limiter.ThrottleAsync(
+        a[1], v[0], v[1], v[2], v[3],
+        [self = c.self, tag, loop = c.loop](const Status& s, const Limiter::ThrottleResult& r) {
+          self.Complete(tag,
+                        [loop, s, r](std::string* reply) { ReplyThrottle(*loop, s, r, reply); });
+        });
     return;
   }
-  Decision d;  // counted like a rule decision, under the command's name
-  d.allowed = !r->limited;
-  c.loop->CountDecision("CL.THROTTLE", d);
-  resp::AppendArrayHeader(out, 5);
-  resp::AppendInteger(out, r->limited ? 1 : 0);
-  resp::AppendInteger(out, r->limit);
-  resp::AppendInteger(out, r->remaining);
-  resp::AppendInteger(out, r->retry_after_s);
-  resp::AppendInteger(out, r->reset_after_s);
+  auto r = limiter.ThrottleAt(c.now_ms, a[1], v[0], v[1], v[2], v[3]);
+  ReplyThrottle(*c.loop, r.status(), r.ok() ? *r : Limiter::ThrottleResult{}, out);
 }
 
 // FG.RESET rule key
 void FgReset(RespClient& c, const Args& a, std::string* out) {
-  const Status s = c.loop->service().limiter->Reset(a[1], a[2]);
-  if (!s.ok()) {
-    ReplyStatusError(s, out);
+  auto reply = [](const Status& s, std::string* reply) {
+    if (!s.ok()) {
+      ReplyStatusError(s, reply);
+    } else {
+      resp::AppendSimpleString(reply, "OK");
+    }
+  };
+  Limiter& limiter = *c.loop->service().limiter;
+  if (limiter.remote()) {
+    const uint64_t tag = c.replies->Reserve();
+    limiter.ResetAsync(a[1], a[2], [self = c.self, tag, reply](const Status& s) {
+      self.Complete(tag, [reply, s](std::string* out) { reply(s, out); });
+    });
     return;
   }
-  resp::AppendSimpleString(out, "OK");
+  reply(limiter.Reset(a[1], a[2]), out);
 }
 
 void Ping(RespClient&, const Args& a, std::string* out) {

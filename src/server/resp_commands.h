@@ -7,7 +7,9 @@
 #include <string_view>
 #include <vector>
 
+#include "server/reply_queue.h"
 #include "server/service_context.h"
+#include "server/session.h"
 
 namespace floodgate::server {
 
@@ -19,6 +21,10 @@ struct RespClient {
   bool authenticated = false;
   bool quit = false;  // close after this reply
   std::string name;
+  // For commands answered later (a remote store): where their replies wait
+  // their turn, and how the completion finds its way back.
+  ReplyQueue* replies = nullptr;
+  ConnectionRef self;
 };
 
 using Args = std::span<const std::string_view>;

@@ -18,8 +18,11 @@ constexpr size_t kMaxBatch = 128;  // commands parsed ahead of execution
 
 class RespSession final : public Session {
  public:
-  RespSession(LoopContext* loop, resp::ParserLimits limits) : parser_(limits) {
+  RespSession(LoopContext* loop, resp::ParserLimits limits, ConnectionRef self)
+      : parser_(limits), remote_(loop->service().limiter->remote()) {
     client_.loop = loop;
+    client_.replies = &replies_;
+    client_.self = self;
     client_.id = loop->service().next_client_id.fetch_add(1, std::memory_order_relaxed);
     client_.authenticated = loop->service().auth_token.empty();
   }
@@ -38,7 +41,7 @@ class RespSession final : public Session {
       if (error) {
         // A malformed stream cannot be resynchronised: answer, then close
         // this connection only.
-        resp::AppendError(output, "Protocol error: " + error_text);
+        resp::AppendError(replies_.Target(output), "Protocol error: " + error_text);
         client_.loop->service().metrics->CountError("protocol");
         *close = true;
         return input.size();
@@ -46,6 +49,12 @@ class RespSession final : public Session {
       if (!more) return used;
     }
   }
+
+  void OnCompletion(uint64_t tag, Completion completion, std::string* output) override {
+    replies_.Complete(tag, std::move(completion), output);
+  }
+
+  size_t InFlight() const override { return replies_.in_flight(); }
 
  private:
   // Parses up to kMaxBatch commands from input[used..]. Sets *more when the
@@ -86,7 +95,7 @@ class RespSession final : public Session {
 
   void Execute(std::string* output) {
     if (ranges_.empty()) return;
-    if (ranges_.size() > 1) {  // a lone command has nothing to overlap with
+    if (ranges_.size() > 1 && !remote_) {  // a lone command has nothing to overlap with
       for (const auto& [first, n] : ranges_) PrefetchResp(client_, Args(&args_[first], n));
     }
     client_.now_ms = client_.loop->service().limiter->NowMs();
@@ -96,7 +105,7 @@ class RespSession final : public Session {
     const int64_t start = timed ? MonotonicNs() : 0;
     size_t executed = 0;
     for (const auto& [first, n] : ranges_) {
-      DispatchResp(client_, Args(&args_[first], n), output);
+      DispatchResp(client_, Args(&args_[first], n), replies_.Target(output));
       ++executed;
       if (client_.quit) break;
     }
@@ -113,13 +122,15 @@ class RespSession final : public Session {
   std::vector<std::pair<size_t, size_t>> ranges_;  // (first, count) per command
   std::deque<std::string> owned_;                  // copies of inline arguments
   uint64_t batches_ = 0;
+  ReplyQueue replies_;
   RespClient client_;
+  const bool remote_;  // decisions complete later (see ReplyQueue)
 };
 
 }  // namespace
 
-std::unique_ptr<Session> RespSessionFactory::NewSession(int loop_index) {
-  return std::make_unique<RespSession>(loops_[loop_index], limits_);
+std::unique_ptr<Session> RespSessionFactory::NewSession(int loop_index, ConnectionRef self) {
+  return std::make_unique<RespSession>(loops_[loop_index], limits_, self);
 }
 
 }  // namespace floodgate::server

@@ -15,7 +15,7 @@ class RespSessionFactory final : public SessionFactory {
  public:
   RespSessionFactory(std::vector<LoopContext*> loops, resp::ParserLimits limits)
       : loops_(std::move(loops)), limits_(limits) {}
-  std::unique_ptr<Session> NewSession(int loop_index) override;
+  std::unique_ptr<Session> NewSession(int loop_index, ConnectionRef self) override;
   std::string RefusalMessage() const override { return "-ERR max number of clients reached\r\n"; }
 
  private:

@@ -3,11 +3,32 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <string_view>
 
+#include "absl/functional/any_invocable.h"
+
 namespace floodgate::server {
+
+class EventLoop;
+
+// Work finished elsewhere (a Redis reply), to be applied on the session's
+// loop: it appends the reply to the string it is given.
+using Completion = absl::AnyInvocable<void(std::string* reply)>;
+
+// A connection as other threads may name it. Copyable; stays safe to use
+// after the connection is gone (then Complete does nothing).
+struct ConnectionRef {
+  EventLoop* loop = nullptr;
+  int fd = -1;
+  uint64_t generation = 0;  // tells a connection from a later one on the same fd
+
+  // Thread-safe: runs `completion` for request `tag` of this connection on
+  // its loop (Session::OnCompletion), unless the connection has closed.
+  void Complete(uint64_t tag, Completion completion) const;
+};
 
 // Not thread-safe: a session lives on one event loop thread.
 class Session {
@@ -17,15 +38,26 @@ class Session {
   // Handles every complete request at the front of `input`, appending the
   // replies to `*output`. Returns how many input bytes were consumed.
   // Sets *close to ask the loop to close the connection once `*output` has
-  // been written (QUIT, a protocol error, HTTP "Connection: close").
+  // been written (QUIT, a protocol error, HTTP "Connection: close") and no
+  // request is in flight.
   virtual size_t OnInput(std::string_view input, std::string* output, bool* close) = 0;
+
+  // A request this session left in flight (see ConnectionRef) has finished:
+  // the session applies `completion` and appends to `*output` whatever
+  // replies are now ready, in request order.
+  virtual void OnCompletion(uint64_t tag, Completion completion, std::string* output) {}
+
+  // Requests started and not yet completed. The loop stops reading from a
+  // connection with too many, and closes one only when none is left.
+  virtual size_t InFlight() const { return 0; }
 };
 
 // Makes a session for each accepted connection of one listener.
 class SessionFactory {
  public:
   virtual ~SessionFactory() = default;
-  virtual std::unique_ptr<Session> NewSession(int loop_index) = 0;
+  // `self` names the connection, for requests completed later.
+  virtual std::unique_ptr<Session> NewSession(int loop_index, ConnectionRef self) = 0;
   // Written to a connection refused because the server is at its connection
   // limit, before closing it (may be empty).
   virtual std::string RefusalMessage() const = 0;

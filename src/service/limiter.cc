@@ -235,6 +235,15 @@ Status Limiter::CheckAt(int64_t now_ms, std::string_view rule, std::string_view 
   return impl_->Decide(rule, key, cost, tier, &now_ms, decision);
 }
 
+void Limiter::CheckAsync(std::string_view rule, std::string_view key, int64_t cost,
+                         std::string_view tier, CheckCallback done) {
+  Decision decision;
+  const Status s = impl_->Decide(rule, key, cost, tier, /*at_ms=*/nullptr, &decision);
+  done(s, s.ok() ? decision : Decision{});
+}
+
+bool Limiter::remote() const { return false; }
+
 Status Limiter::Impl::Decide(std::string_view rule, std::string_view key, int64_t cost,
                              std::string_view tier, const int64_t* at_ms, Decision* decision) {
   const RuleEntry* entry = FindRule(rule);
@@ -292,6 +301,12 @@ Result<Limiter::ThrottleResult> Limiter::ThrottleAt(int64_t now_ms, std::string_
                                                     int64_t max_burst, int64_t count,
                                                     int64_t period_s, int64_t quantity) {
   return impl_->Throttle(key, max_burst, count, period_s, quantity, &now_ms);
+}
+
+void Limiter::ThrottleAsync(std::string_view key, int64_t max_burst, int64_t count,
+                            int64_t period_s, int64_t quantity, ThrottleCallback done) {
+  auto r = impl_->Throttle(key, max_burst, count, period_s, quantity, /*at_ms=*/nullptr);
+  done(r.status(), r.ok() ? *r : ThrottleResult{});
 }
 
 Result<Limiter::ThrottleResult> Limiter::Impl::Throttle(std::string_view key, int64_t max_burst,
@@ -354,6 +369,10 @@ Status Limiter::Reset(std::string_view rule, std::string_view key) {
   impl_->store->Erase(it->second.base.id, key);
   for (const auto& [tier, v] : it->second.tiers) impl_->store->Erase(v.id, key);
   return Status::Ok();
+}
+
+void Limiter::ResetAsync(std::string_view rule, std::string_view key, ResetCallback done) {
+  done(Reset(rule, key));
 }
 
 int64_t Limiter::SweepExpired() { return impl_->store->SweepExpired(impl_->clock.NowMs()); }

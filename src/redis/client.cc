@@ -1,0 +1,326 @@
+// The Redis client's public face: option checks, submission to the I/O
+// threads, the blocking helpers, statistics; and the state the I/O threads
+// share (breakers, slot map). See client.h; the loop is in io_thread.cc.
+#include "redis/client.h"
+
+#include <condition_variable>
+#include <functional>
+#include <mutex>
+#include <thread>
+
+#include "redis/client_state.h"
+#include "redis/io_thread.h"
+
+namespace floodgate::redis {
+namespace internal {
+
+ClientState::ClientState(ClientOptions options_in, std::shared_ptr<TlsContext> tls_in)
+    : options(std::move(options_in)), tls(std::move(tls_in)) {}
+
+ClientState::~ClientState() = default;
+
+std::shared_ptr<CircuitBreaker> ClientState::BreakerFor(const std::string& id) {
+  std::lock_guard<std::mutex> lock(breakers_mu_);
+  std::shared_ptr<CircuitBreaker>& breaker = breakers_[id];
+  if (breaker == nullptr) {
+    breaker = std::make_shared<CircuitBreaker>(options.circuit_failure_threshold,
+                                               options.circuit_open_ms * 1'000'000,
+                                               &counters.open_circuits, &counters.circuit_opens);
+  }
+  return breaker;
+}
+
+std::shared_ptr<const SlotMap> ClientState::slot_map() const {
+  std::lock_guard<std::mutex> lock(map_mu_);
+  return map_;
+}
+
+void ClientState::PublishSlotMap(SlotMap map) {
+  {
+    std::lock_guard<std::mutex> lock(map_mu_);
+    map_ = std::make_shared<const SlotMap>(std::move(map));
+    map_version_.fetch_add(1, std::memory_order_release);
+  }
+  Bump(counters.slot_map_refreshes);
+  map_cv_.notify_all();
+}
+
+std::shared_ptr<const SlotMap> ClientState::WaitForSlotMap(int64_t timeout_ns) {
+  std::unique_lock<std::mutex> lock(map_mu_);
+  map_cv_.wait_for(lock, std::chrono::nanoseconds(timeout_ns), [&] { return map_ != nullptr; });
+  return map_;
+}
+
+void ClientState::RequestSlotRefresh() {
+  if (!refresh_wanted_.exchange(true) && !threads.empty()) threads.front()->Wake();
+}
+
+namespace {
+
+// Builds a Pending for `args`; empty commands are refused (Redis answers
+// nothing to an empty array, which would shift every later reply).
+template <typename Strings>
+std::unique_ptr<Pending> MakePending(std::string_view key, const Strings& args,
+                                     ReplyCallback done) {
+  auto p = std::make_unique<Pending>();
+  if (args.empty()) {
+    p->invalid = "empty redis command";
+  } else {
+    AppendCommand(p->command, args);
+  }
+  p->slot = KeySlot(key);
+  p->done = std::move(done);
+  return p;
+}
+
+}  // namespace
+}  // namespace internal
+
+using internal::ClientState;
+using internal::IoThread;
+using internal::MonotonicNowNs;
+using internal::Pending;
+using internal::PendingKind;
+
+// --- Batch. ---
+
+Batch::Batch() = default;
+Batch::~Batch() = default;
+Batch::Batch(Batch&&) noexcept = default;
+Batch& Batch::operator=(Batch&&) noexcept = default;
+
+void Batch::Add(std::string_view key, std::span<const std::string_view> args, ReplyCallback done) {
+  items_.push_back(internal::MakePending(key, args, std::move(done)));
+}
+
+void Batch::Add(std::string_view key, std::span<const std::string> args, ReplyCallback done) {
+  items_.push_back(internal::MakePending(key, args, std::move(done)));
+}
+
+// --- Client. ---
+
+namespace {
+
+Status CheckOptions(const ClientOptions& o) {
+  auto bad = [](const std::string& what) {
+    return InvalidArgumentError("redis client options: " + what);
+  };
+  if (o.url.nodes.empty()) return bad("the store URL names no host");
+  if (o.url.mode != StoreMode::kCluster && o.url.nodes.size() != 1) {
+    return bad("standalone and proxy URLs name exactly one host");
+  }
+  if (o.url.mode != StoreMode::kStandalone && o.url.db >= 0) {
+    return bad("a database number needs a standalone URL");
+  }
+  if (o.timeout_ms < 1 || o.timeout_ms > 3'600'000) return bad("timeout_ms must be 1..3600000");
+  if (o.connect_timeout_ms < 1 || o.connect_timeout_ms > 3'600'000) {
+    return bad("connect_timeout_ms must be 1..3600000");
+  }
+  if (o.connections_per_node < 1 || o.connections_per_node > 64) {
+    return bad("connections_per_node must be 1..64");
+  }
+  if (o.io_threads < 1 || o.io_threads > 64) return bad("io_threads must be 1..64");
+  if (o.reconnect_backoff_initial_ms < 1 ||
+      o.reconnect_backoff_max_ms < o.reconnect_backoff_initial_ms ||
+      o.reconnect_backoff_max_ms > 3'600'000) {
+    return bad("reconnect backoff must satisfy 1 <= initial <= max <= 3600000 ms");
+  }
+  if (o.circuit_failure_threshold < 1) return bad("circuit_failure_threshold must be >= 1");
+  if (o.circuit_open_ms < 1 || o.circuit_open_ms > 3'600'000) {
+    return bad("circuit_open_ms must be 1..3600000");
+  }
+  if (o.max_pending_per_thread < 1) return bad("max_pending_per_thread must be >= 1");
+  if (o.max_stale_per_connection < 1) return bad("max_stale_per_connection must be >= 1");
+  if (o.stale_reset_ms < 1) return bad("stale_reset_ms must be >= 1");
+  if (o.max_redirects < 0 || o.max_redirects > 64) return bad("max_redirects must be 0..64");
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Client>> Client::Create(ClientOptions options) {
+  if (Status s = CheckOptions(options); !s.ok()) return s;
+  std::shared_ptr<TlsContext> tls;
+  if (options.url.tls) {
+    Result<std::shared_ptr<TlsContext>> context = TlsContext::Create(options.url.tls_options);
+    if (!context.ok()) return context.status();
+    tls = *std::move(context);
+  }
+  auto state = std::make_unique<ClientState>(std::move(options), std::move(tls));
+  const int threads = state->options.io_threads;
+  for (int i = 0; i < threads; ++i) {
+    state->threads.push_back(std::make_unique<IoThread>(*state, i));
+  }
+  // Read the slot map as soon as thread 0 runs.
+  if (state->options.url.mode == StoreMode::kCluster) state->RequestSlotRefresh();
+  std::unique_ptr<Client> client(new Client(std::move(state)));
+  for (auto& thread : client->state_->threads) {
+    if (Status s = thread->Start(); !s.ok()) return s;  // ~Client stops the started ones
+  }
+  return client;
+}
+
+Client::Client(std::unique_ptr<ClientState> state) : state_(std::move(state)) {}
+
+Client::~Client() {
+  for (auto& thread : state_->threads) thread->Stop();
+  for (auto& thread : state_->threads) thread->Join();
+}
+
+const ClientOptions& Client::options() const { return state_->options; }
+
+namespace {
+
+// Callers keep to one I/O thread each, so that one caller's requests share
+// that thread's writes.
+IoThread& ThreadForCaller(ClientState& state) {
+  if (state.threads.size() == 1) return *state.threads.front();
+  thread_local const size_t hash = std::hash<std::thread::id>{}(std::this_thread::get_id());
+  return *state.threads[hash % state.threads.size()];
+}
+
+}  // namespace
+
+void Client::Send(std::string_view key, std::span<const std::string_view> args,
+                  ReplyCallback done) {
+  std::unique_ptr<Pending> p = internal::MakePending(key, args, std::move(done));
+  p->deadline_ns = MonotonicNowNs() + state_->options.timeout_ms * 1'000'000;
+  ThreadForCaller(*state_).Submit(std::move(p));
+}
+
+void Client::Send(std::string_view key, std::span<const std::string> args, ReplyCallback done) {
+  std::unique_ptr<Pending> p = internal::MakePending(key, args, std::move(done));
+  p->deadline_ns = MonotonicNowNs() + state_->options.timeout_ms * 1'000'000;
+  ThreadForCaller(*state_).Submit(std::move(p));
+}
+
+void Client::Send(Batch&& batch) {
+  if (batch.items_.empty()) return;
+  const int64_t deadline = MonotonicNowNs() + state_->options.timeout_ms * 1'000'000;
+  for (auto& p : batch.items_) p->deadline_ns = deadline;
+  ThreadForCaller(*state_).Submit(batch.items_);
+  batch.items_.clear();
+}
+
+void Client::SendToNode(const std::string& node, std::span<const std::string_view> args,
+                        ReplyCallback done) {
+  std::unique_ptr<Pending> p = internal::MakePending("", args, std::move(done));
+  p->kind = PendingKind::kPinned;
+  p->node = node;
+  p->deadline_ns = MonotonicNowNs() + state_->options.timeout_ms * 1'000'000;
+  ThreadForCaller(*state_).Submit(std::move(p));
+}
+
+void Client::SendToNode(const std::string& node, std::span<const std::string> args,
+                        ReplyCallback done) {
+  std::unique_ptr<Pending> p = internal::MakePending("", args, std::move(done));
+  p->kind = PendingKind::kPinned;
+  p->node = node;
+  p->deadline_ns = MonotonicNowNs() + state_->options.timeout_ms * 1'000'000;
+  ThreadForCaller(*state_).Submit(std::move(p));
+}
+
+namespace {
+
+// A blocking call's rendezvous with its callback.
+struct Waiter {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool done = false;
+  Status status;
+  OwnedReply reply;
+};
+
+ReplyCallback WaiterCallback(std::shared_ptr<Waiter> waiter) {
+  return [waiter = std::move(waiter)](Status status, const redisReply* reply) {
+    OwnedReply copy;
+    if (status.ok()) {
+      copy = CopyReply(*reply);
+      if (copy == nullptr) status = InternalError("out of memory copying a redis reply");
+    }
+    std::lock_guard<std::mutex> lock(waiter->mu);
+    waiter->status = std::move(status);
+    waiter->reply = std::move(copy);
+    waiter->done = true;
+    waiter->cv.notify_one();
+  };
+}
+
+Result<OwnedReply> Wait(Waiter& waiter) {
+  // No timeout here: every request is answered within the client's timeout.
+  std::unique_lock<std::mutex> lock(waiter.mu);
+  waiter.cv.wait(lock, [&] { return waiter.done; });
+  if (!waiter.status.ok()) return waiter.status;
+  return std::move(waiter.reply);
+}
+
+Status CallOnLoopError() {
+  return InternalError("redis Client::Call from one of the client's I/O threads would deadlock");
+}
+
+}  // namespace
+
+Result<OwnedReply> Client::Call(std::string_view key, std::span<const std::string_view> args) {
+  if (internal::CurrentLoopState() == state_.get()) return CallOnLoopError();
+  auto waiter = std::make_shared<Waiter>();
+  Send(key, args, WaiterCallback(waiter));
+  return Wait(*waiter);
+}
+
+Result<OwnedReply> Client::Call(std::string_view key, std::span<const std::string> args) {
+  if (internal::CurrentLoopState() == state_.get()) return CallOnLoopError();
+  auto waiter = std::make_shared<Waiter>();
+  Send(key, args, WaiterCallback(waiter));
+  return Wait(*waiter);
+}
+
+Result<OwnedReply> Client::CallNode(const std::string& node,
+                                    std::span<const std::string_view> args) {
+  if (internal::CurrentLoopState() == state_.get()) return CallOnLoopError();
+  auto waiter = std::make_shared<Waiter>();
+  SendToNode(node, args, WaiterCallback(waiter));
+  return Wait(*waiter);
+}
+
+std::vector<std::string> Client::Masters() {
+  const ClientOptions& options = state_->options;
+  if (options.url.mode != StoreMode::kCluster) return {options.url.nodes.front().ToString()};
+  std::shared_ptr<const SlotMap> map = state_->slot_map();
+  if (map == nullptr) {
+    state_->RequestSlotRefresh();
+    map = state_->WaitForSlotMap((options.connect_timeout_ms + options.timeout_ms) * 1'000'000);
+  }
+  if (map == nullptr) return {};
+  return map->nodes();
+}
+
+Client::Stats Client::GetStats() const {
+  const internal::Counters& c = state_->counters;
+  constexpr auto r = std::memory_order_relaxed;
+  Stats s;
+  s.requests = c.requests.load(r);
+  s.replies = c.replies.load(r);
+  s.error_replies = c.error_replies.load(r);
+  s.timeouts = c.timeouts.load(r);
+  s.unavailable = c.unavailable.load(r);
+  s.backend_errors = s.timeouts + s.unavailable;
+  s.circuit_rejections = c.circuit_rejections.load(r);
+  s.queue_full = c.queue_full.load(r);
+  s.open_circuits = c.open_circuits.load(r);
+  s.circuit_opens = c.circuit_opens.load(r);
+  s.connections = c.connections.load(r);
+  s.connects = c.connects.load(r);
+  s.reconnects = c.reconnects.load(r);
+  s.connect_failures = c.connect_failures.load(r);
+  s.connections_lost = c.connections_lost.load(r);
+  s.stale_replies = c.stale_replies.load(r);
+  s.stale_resets = c.stale_resets.load(r);
+  s.moved = c.moved.load(r);
+  s.ask = c.ask.load(r);
+  s.slot_map_refreshes = c.slot_map_refreshes.load(r);
+  s.writes = c.writes.load(r);
+  s.commands_written = c.commands_written.load(r);
+  return s;
+}
+
+}  // namespace floodgate::redis

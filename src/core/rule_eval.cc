@@ -52,28 +52,6 @@ int BindingLimit(const Decision& d) {
   return best;
 }
 
-// Fills in what every algorithm reports the same way, then the binding limit.
-void Finish(const CompiledRule& rule, Decision& d, bool admitted, bool shadow) {
-  for (int i = 0; i < d.num_limits; ++i) {
-    LimitStatus& st = d.limits[i];
-    st.period_ms = st.window_end_ms > st.window_start_ms ? st.window_end_ms - st.window_start_ms
-                                                         : rule.limits[i].period_ms;
-  }
-  d.allowed = admitted;
-  d.shadow_denied = false;
-  d.binding = BindingLimit(d);
-  const LimitStatus& b = d.limits[d.binding];
-  d.limit = b.limit;
-  d.remaining = b.remaining;
-  d.retry_after_ms = admitted ? 0 : b.retry_after_ms;
-  d.reset_after_ms = b.reset_after_ms;
-  if (shadow && !admitted) {
-    d.shadow_denied = true;
-    d.allowed = true;
-    d.retry_after_ms = 0;
-  }
-}
-
 template <typename State, Outcome (*Apply)(const LimitParams&, State&, int64_t, int64_t)>
 int64_t EvaluateFixedSize(const CompiledRule& rule, int64_t* words, int64_t now_ms, int64_t cost,
                           Decision* d) {
@@ -107,7 +85,7 @@ int64_t EvaluateFixedSize(const CompiledRule& rule, int64_t* words, int64_t now_
   d->num_limits = n;
   int64_t expires_at_ms = 0;
   for (int i = 0; i < n; ++i) expires_at_ms = std::max(expires_at_ms, expires[i]);
-  Finish(rule, *d, admitted, rule.shadow);
+  FinishDecision(rule, admitted, d);
   return expires_at_ms;
 }
 
@@ -131,7 +109,7 @@ int64_t EvaluateSlidingLog(const CompiledRule& rule, int64_t* words, int64_t now
   }
   d->num_limits = n;
   for (int i = 0; i < n; ++i) d->limits[i] = outcomes[i].status;
-  Finish(rule, *d, admitted, rule.shadow);
+  FinishDecision(rule, admitted, d);
   return n > 0 ? outcomes[0].expires_at_ms : 0;
 }
 
@@ -151,6 +129,28 @@ int StateWords(Algorithm algorithm, int num_limits) {
       return 1;
   }
   return 0;
+}
+
+void FinishDecision(const CompiledRule& rule, bool admitted, Decision* decision) {
+  Decision& d = *decision;
+  for (int i = 0; i < d.num_limits; ++i) {
+    LimitStatus& st = d.limits[i];
+    st.period_ms = st.window_end_ms > st.window_start_ms ? st.window_end_ms - st.window_start_ms
+                                                         : rule.limits[i].period_ms;
+  }
+  d.allowed = admitted;
+  d.shadow_denied = false;
+  d.binding = BindingLimit(d);
+  const LimitStatus& b = d.limits[d.binding];
+  d.limit = b.limit;
+  d.remaining = b.remaining;
+  d.retry_after_ms = admitted ? 0 : b.retry_after_ms;
+  d.reset_after_ms = b.reset_after_ms;
+  if (rule.shadow && !admitted) {
+    d.shadow_denied = true;
+    d.allowed = true;
+    d.retry_after_ms = 0;
+  }
 }
 
 Result<CompiledRule> CompileRule(const Rule& rule, const std::string& tier,

@@ -43,6 +43,14 @@ int StateWords(Algorithm algorithm, int num_limits);
 int64_t EvaluateRule(const CompiledRule& rule, int64_t* state, int64_t now_ms, int64_t cost,
                      Decision* decision);
 
+// Completes a decision whose per-limit figures are set (num_limits and
+// limits[0, num_limits), as the algorithms report them): each limit's
+// period_ms, the binding limit and its figures, `allowed`, and shadow mode.
+// `admitted` is whether every limit had room (and the cost was consumed).
+// EvaluateRule ends with it; the Redis store calls it on the figures its
+// scripts return, so both stores report a decision the same way.
+void FinishDecision(const CompiledRule& rule, bool admitted, Decision* decision);
+
 // Frees what a state owns (sliding_log's log). Safe on a zero state.
 void ReleaseRuleState(Algorithm algorithm, int64_t* state);
 

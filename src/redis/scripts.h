@@ -1,0 +1,27 @@
+// The Redis store's Lua scripts (src/redis/scripts/*.lua, embedded in the
+// binary at build time) and their SHA-1 digests, for EVALSHA with an EVAL
+// fallback.
+#pragma once
+
+#include <span>
+#include <string_view>
+
+#include "floodgate/rule.h"
+
+namespace floodgate::redis {
+
+struct Script {
+  Algorithm algorithm;
+  std::string_view name;    // "fixed_window", … (the .lua file's name)
+  std::string_view source;  // the script's text, for EVAL and SCRIPT LOAD
+  std::string_view sha1;    // 40 lowercase hex digits of SHA-1(source), for EVALSHA
+};
+
+// The script that decides `algorithm` (gcra's also serves CL.THROTTLE).
+// Thread-safe; the digests are computed once, on first use.
+const Script& ScriptFor(Algorithm algorithm);
+
+// Every script, one per algorithm.
+std::span<const Script> AllScripts();
+
+}  // namespace floodgate::redis

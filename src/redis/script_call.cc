@@ -1,0 +1,298 @@
+// Script arguments and reply decoding: see script_call.h.
+//
+// Built on every decision, so the argument builder formats numbers with
+// to_chars into strings short enough for the small-string buffer (no
+// allocation per number) and reserves the vector once.
+#include "redis/script_call.h"
+
+#include <openssl/evp.h>
+
+#include <charconv>
+#include <cstring>
+
+#include "core/gcra.h"
+#include "core/int_math.h"
+#include "redis/scripts.h"
+
+namespace floodgate::redis {
+namespace {
+
+// Bumped whenever a script's state layout changes, so that states written by
+// older scripts are treated as empty rather than misread.
+constexpr std::string_view kStateLayout = "state-layout-1";
+
+void AppendNumber(int64_t v, std::vector<std::string>* argv) {
+  char buf[24];
+  const auto r = std::to_chars(buf, buf + sizeof(buf), v);
+  argv->emplace_back(buf, r.ptr);
+}
+
+// Fields per limit in a reply (see each script's header).
+int ReplyStride(Algorithm algorithm) {
+  return algorithm == Algorithm::kFixedWindow || algorithm == Algorithm::kSlidingWindow ? 7 : 5;
+}
+
+// Fields per limit in ARGV.
+int ArgvStride(Algorithm algorithm) {
+  switch (algorithm) {
+    case Algorithm::kFixedWindow:
+      return 6;
+    case Algorithm::kTokenBucket:
+      return 3;
+    case Algorithm::kSlidingWindow:
+    case Algorithm::kSlidingLog:
+    case Algorithm::kGcra:
+      return 2;
+  }
+  return 2;
+}
+
+void AppendHead(ScriptCall call, Algorithm algorithm, std::string_view key,
+                std::string_view fingerprint, std::optional<int64_t> now_ms, int64_t cost,
+                int num_limits, std::vector<std::string>* argv) {
+  const Script& script = ScriptFor(algorithm);
+  if (call == ScriptCall::kEvalSha) {
+    argv->emplace_back("EVALSHA");
+    argv->emplace_back(script.sha1);
+  } else {
+    argv->emplace_back("EVAL");
+    argv->emplace_back(script.source);
+  }
+  argv->emplace_back("1");
+  argv->emplace_back(key);
+  argv->emplace_back(fingerprint);
+  if (now_ms) {
+    AppendNumber(*now_ms, argv);
+  } else {
+    argv->emplace_back();
+  }
+  AppendNumber(cost, argv);
+  AppendNumber(num_limits, argv);
+}
+
+// The reply's elements as integers, checked for shape.
+Status ReplyIntegers(const redisReply& reply, size_t expected, std::string_view script,
+                     int64_t* out) {
+  if (reply.type == REDIS_REPLY_ERROR) {
+    return UnavailableError("redis: " + std::string(reply.str != nullptr ? reply.str : "",
+                                                    reply.str != nullptr ? reply.len : 0));
+  }
+  auto malformed = [&](const std::string& what) {
+    return InternalError("redis: unexpected reply from the " + std::string(script) +
+                         " script: " + what);
+  };
+  if (reply.type != REDIS_REPLY_ARRAY) {
+    return malformed("type " + std::to_string(reply.type) + ", not an array");
+  }
+  if (reply.elements != expected || (expected > 0 && reply.element == nullptr)) {
+    return malformed(std::to_string(reply.elements) + " elements, not " + std::to_string(expected));
+  }
+  for (size_t i = 0; i < expected; ++i) {
+    const redisReply* e = reply.element[i];
+    if (e == nullptr || e->type != REDIS_REPLY_INTEGER) {
+      return malformed("element " + std::to_string(i) + " is not an integer");
+    }
+    out[i] = e->integer;
+  }
+  return Status::Ok();
+}
+
+bool IsFlag(int64_t v) { return v == 0 || v == 1; }
+
+}  // namespace
+
+std::string StateKey(std::string_view rule, std::string_view tier, std::string_view subject) {
+  std::string key;
+  key.reserve(6 + rule.size() + subject.size() + (tier.empty() ? 0 : 1 + tier.size()));
+  key.append("fg:{").append(rule).append(":").append(subject).append("}");
+  if (!tier.empty()) key.append(":").append(tier);
+  return key;
+}
+
+std::string ThrottleKey(std::string_view key) {
+  std::string out;
+  out.reserve(7 + key.size());
+  out.append("fg:cl:{").append(key).append("}");
+  return out;
+}
+
+std::string Fingerprint(const core::CompiledRule& rule) {
+  std::string def(kStateLayout);
+  def += '|';
+  def += AlgorithmName(rule.algorithm);
+  def += '|';
+  def += rule.zone ? rule.zone->name() : std::string("UTC");
+  for (const core::LimitParams& l : rule.limits) {
+    def += '|';
+    def += std::to_string(l.count) + '/' + std::to_string(l.multiplier) + 'x' +
+           std::to_string(static_cast<int>(l.unit)) + '^' + std::to_string(l.capacity);
+  }
+  unsigned char digest[EVP_MAX_MD_SIZE];
+  unsigned int size = 0;
+  if (EVP_Digest(def.data(), def.size(), digest, &size, EVP_sha1(), nullptr) != 1 || size < 8) {
+    // Without a digest, fall back to the definition itself: longer, as exact.
+    return def;
+  }
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string hex(16, '0');
+  for (int i = 0; i < 8; ++i) {
+    hex[2 * i] = kHex[digest[i] >> 4];
+    hex[2 * i + 1] = kHex[digest[i] & 0xf];
+  }
+  return hex;
+}
+
+void AppendCheckCall(ScriptCall call, const core::CompiledRule& rule, std::string_view fingerprint,
+                     std::string_view key, int64_t cost, std::optional<int64_t> now_ms,
+                     int64_t clock_ms, std::vector<std::string>* argv) {
+  const int n = static_cast<int>(rule.limits.size());
+  argv->reserve(argv->size() + 8 + static_cast<size_t>(n * ArgvStride(rule.algorithm)));
+  AppendHead(call, rule.algorithm, key, fingerprint, now_ms, cost, n, argv);
+  const int64_t around_ms = now_ms ? *now_ms : clock_ms;
+  for (const core::LimitParams& l : rule.limits) {
+    switch (rule.algorithm) {
+      case Algorithm::kFixedWindow:
+        AppendNumber(l.count, argv);
+        if (l.unit < TimeUnit::kDay || l.zone == nullptr) {
+          // Below a day windows are epoch-aligned whatever the zone
+          // (core/calendar.h): the script computes them.
+          AppendNumber(l.period_ms, argv);
+          for (int i = 0; i < 4; ++i) argv->emplace_back("0");
+        } else {
+          // The script cannot load time zones: send the windows before,
+          // around and after the caller's clock, so that a Redis clock up
+          // to a whole window away still finds its window.
+          const core::Window w = l.zone->WindowAt(l.unit, l.multiplier, around_ms);
+          const core::Window before = l.zone->WindowAt(l.unit, l.multiplier, w.start_ms - 1);
+          const core::Window after = l.zone->WindowAt(l.unit, l.multiplier, w.end_ms);
+          argv->emplace_back("0");
+          AppendNumber(before.start_ms, argv);
+          AppendNumber(w.start_ms, argv);
+          AppendNumber(w.end_ms, argv);
+          AppendNumber(after.end_ms, argv);
+        }
+        break;
+      case Algorithm::kSlidingWindow:
+      case Algorithm::kSlidingLog:
+        AppendNumber(l.count, argv);
+        AppendNumber(l.period_ms, argv);
+        break;
+      case Algorithm::kTokenBucket:
+        AppendNumber(l.count, argv);
+        AppendNumber(l.period_ms, argv);
+        AppendNumber(l.capacity, argv);
+        break;
+      case Algorithm::kGcra:
+        AppendNumber(l.emission_us, argv);
+        AppendNumber(l.capacity, argv);
+        break;
+    }
+  }
+}
+
+Status DecodeCheckReply(const core::CompiledRule& rule, const redisReply& reply, Decision* decision,
+                        int64_t* now_ms) {
+  const int n = static_cast<int>(rule.limits.size());
+  const int stride = ReplyStride(rule.algorithm);
+  int64_t v[2 + kMaxLimitsPerRule * 7];
+  if (n < 1 || n > kMaxLimitsPerRule) return InternalError("rule with no limits");
+  const std::string_view script = AlgorithmName(rule.algorithm);
+  if (Status s = ReplyIntegers(reply, 2 + static_cast<size_t>(n * stride), script, v); !s.ok()) {
+    return s;
+  }
+  bool flags_ok = IsFlag(v[1]);
+  bool all_allowed = true;
+  decision->num_limits = n;
+  for (int i = 0; i < n; ++i) {
+    const int64_t* f = v + 2 + i * stride;
+    LimitStatus& st = decision->limits[i];
+    st = LimitStatus{};
+    flags_ok = flags_ok && IsFlag(f[0]);
+    st.allowed = f[0] == 1;
+    st.limit = f[1];
+    st.remaining = f[2];
+    if (rule.algorithm == Algorithm::kGcra) {
+      // Microseconds, rounded up to ms as core::ApplyGcra does.
+      st.retry_after_ms = f[3] < 0 ? -1 : core::CeilDiv(f[3], 1000);
+      st.reset_after_ms = core::CeilDiv(f[4], 1000);
+    } else {
+      st.retry_after_ms = f[3];
+      st.reset_after_ms = f[4];
+    }
+    if (stride == 7) {
+      st.window_start_ms = f[5];
+      st.window_end_ms = f[6];
+    }
+    all_allowed = all_allowed && st.allowed;
+  }
+  // The script admits iff every limit had room: anything else is not its reply.
+  const bool admitted = v[1] == 1;
+  if (!flags_ok || admitted != all_allowed) {
+    return InternalError("redis: unexpected reply from the " + std::string(script) +
+                         " script: admitted does not match its limits");
+  }
+  core::FinishDecision(rule, admitted, decision);
+  if (now_ms != nullptr) *now_ms = v[0];
+  return Status::Ok();
+}
+
+Status AppendThrottleCall(ScriptCall call, std::string_view throttle_key, int64_t max_burst,
+                          int64_t count, int64_t period_s, int64_t quantity,
+                          std::optional<int64_t> now_ms, std::vector<std::string>* argv) {
+  // The checks and messages of Limiter::Throttle, so both stores refuse alike.
+  if (max_burst < 0 || max_burst >= kMaxLimitCount) {
+    return InvalidArgumentError("max_burst must be between 0 and " +
+                                std::to_string(kMaxLimitCount - 1));
+  }
+  if (count < 1 || count > kMaxLimitCount) {
+    return InvalidArgumentError("count must be between 1 and " + std::to_string(kMaxLimitCount));
+  }
+  if (period_s < 1 || period_s > kMaxPeriodMs / 1000) {
+    return InvalidArgumentError("period must be between 1 and " +
+                                std::to_string(kMaxPeriodMs / 1000) + " seconds");
+  }
+  if (quantity < 0 || quantity > kMaxLimitCount) {
+    return InvalidArgumentError("quantity must be between 0 and " + std::to_string(kMaxLimitCount));
+  }
+  const int64_t capacity = max_burst + 1;
+  const int64_t emission_us = period_s * 1'000'000 / count;
+  if (emission_us < 1) {
+    return InvalidArgumentError("rate too high: " + std::to_string(count) + " per " +
+                                std::to_string(period_s) + " s is under 1 microsecond per unit");
+  }
+  if (capacity > (int64_t{1} << 52) / emission_us) {
+    return InvalidArgumentError(
+        "max_burst too large for this rate (burst x period / count must "
+        "stay under 2^52 microseconds)");
+  }
+  argv->reserve(argv->size() + 10);
+  AppendHead(call, Algorithm::kGcra, throttle_key, /*fingerprint=*/"", now_ms, quantity, 1, argv);
+  AppendNumber(emission_us, argv);
+  AppendNumber(capacity, argv);
+  return Status::Ok();
+}
+
+Status DecodeThrottleReply(const redisReply& reply, Limiter::ThrottleResult* result,
+                           int64_t* now_ms) {
+  int64_t v[7];
+  if (Status s = ReplyIntegers(reply, 7, "gcra", v); !s.ok()) return s;
+  if (!IsFlag(v[1]) || v[1] != v[2]) {
+    return InternalError("redis: unexpected reply from the gcra script: bad admitted flag");
+  }
+  const bool allowed = v[2] == 1;
+  result->limited = !allowed;
+  result->limit = v[3];
+  result->remaining = v[4];
+  // redis-cell reports -1 both for "not limited" and for "never".
+  result->retry_after_s = allowed ? -1 : core::CellSeconds(v[5]);
+  result->reset_after_s = core::CellSeconds(v[6]);
+  if (now_ms != nullptr) *now_ms = v[0];
+  return Status::Ok();
+}
+
+bool IsNoScript(const redisReply& reply) {
+  return reply.type == REDIS_REPLY_ERROR && reply.str != nullptr && reply.len >= 8 &&
+         std::memcmp(reply.str, "NOSCRIPT", 8) == 0;
+}
+
+}  // namespace floodgate::redis

@@ -1,0 +1,101 @@
+// Calling the Redis store's scripts: state keys, definition fingerprints,
+// the EVALSHA/EVAL arguments of one decision, and decoding the script's
+// reply into the same Decision (or CL.THROTTLE result) the embedded store
+// produces. No I/O: the connection code sends what this builds.
+//
+// Argument and reply layouts are documented at the top of each script
+// (src/redis/scripts/<algorithm>.lua). In short, ARGV is
+//   fingerprint, now_ms ('' = the script reads TIME), cost, n, then per limit
+//   fixed_window:   count, period_ms (0 = calendar), b0, b1, b2, b3
+//   sliding_window: count, period_ms
+//   sliding_log:    count, period_ms
+//   token_bucket:   count, period_ms, capacity
+//   gcra:           emission_us, limit (max_burst + 1)
+// and the reply is {now_ms, admitted, then per limit allowed, limit,
+// remaining, retry_after, reset_after[, window_start_ms, window_end_ms]}
+// (the window pair for fixed_window and sliding_window; gcra's durations in
+// microseconds, the others' in ms).
+//
+// Every function here is thread-safe (no shared mutable state).
+#pragma once
+
+#include <hiredis/hiredis.h>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/rule_eval.h"
+#include "floodgate/decision.h"
+#include "floodgate/limiter.h"
+#include "floodgate/status.h"
+
+namespace floodgate::redis {
+
+// The key holding one subject's state for a rule: fg:{rule:subject} for the
+// rule's own limits, fg:{rule:subject}:tier for a tier. The hash tag keeps a
+// subject's tiers on one Redis Cluster slot.
+std::string StateKey(std::string_view rule, std::string_view tier, std::string_view subject);
+
+// The key of CL.THROTTLE's state for `key`: fg:cl:{key}.
+std::string ThrottleKey(std::string_view key);
+
+// A short text (16 hex digits) naming the state-relevant definition of a
+// compiled rule: algorithm, limits, burst (as capacities), time zone and the
+// scripts' state layout. Scripts treat a state stored under another
+// fingerprint as empty, so a rule changed by a reload starts fresh, as on
+// the embedded store. Costs a SHA-1: compute it once per compiled rule.
+std::string Fingerprint(const core::CompiledRule& rule);
+
+enum class ScriptCall {
+  kEvalSha,  // EVALSHA <sha1>: the normal case
+  kEval,     // EVAL <source>: after a NOSCRIPT error (see IsNoScript)
+};
+
+// Appends the command for one decision of `rule` to *argv: "EVALSHA" and the
+// script's SHA-1 (or "EVAL" and its source), "1", `key`, then ARGV.
+//  - key: StateKey(rule.name, rule.tier, subject).
+//  - fingerprint: Fingerprint(rule), or "" to skip the check.
+//  - cost: in [0, kMaxLimitCount]; the caller checks, as for the embedded store.
+//  - now_ms: the decision's instant, or nullopt to let the script read
+//    Redis's TIME (the production case: servers with skewed clocks agree).
+//    Explicit instants must lie within years 1700..2255 (exact in a double).
+//  - clock_ms: the caller's clock, used only when now_ms is nullopt: a
+//    fixed_window calendar limit (day and longer) sends the windows before,
+//    around and after it, and the script refuses a TIME outside them (clock
+//    skew). With now_ms set, the windows are those around now_ms.
+void AppendCheckCall(ScriptCall call, const core::CompiledRule& rule, std::string_view fingerprint,
+                     std::string_view key, int64_t cost, std::optional<int64_t> now_ms,
+                     int64_t clock_ms, std::vector<std::string>* argv);
+
+// Turns the script's reply into *decision, exactly as EvaluateRule fills it
+// on the embedded store (binding limit, period_ms, shadow mode), and stores
+// the script's instant in *now_ms (when not null). An error reply (including
+// the script's "ERR floodgate: clock skew …") is UNAVAILABLE with Redis's
+// message; a reply of any other unexpected shape is INTERNAL. *decision is
+// unspecified on error.
+Status DecodeCheckReply(const core::CompiledRule& rule, const redisReply& reply, Decision* decision,
+                        int64_t* now_ms);
+
+// Appends the command for redis-cell's CL.THROTTLE on the gcra script:
+// `count` per `period_s` seconds with `max_burst`, spending `quantity`, on
+// ThrottleKey(key) (pass that as `throttle_key`). One state per key whatever
+// the parameters (no fingerprint). INVALID_ARGUMENT, with the messages of
+// Limiter::Throttle, for parameters it refuses; nothing is appended then.
+Status AppendThrottleCall(ScriptCall call, std::string_view throttle_key, int64_t max_burst,
+                          int64_t count, int64_t period_s, int64_t quantity,
+                          std::optional<int64_t> now_ms, std::vector<std::string>* argv);
+
+// Turns the gcra script's reply to AppendThrottleCall's command into what
+// Limiter::Throttle returns on the embedded store (redis-cell's rounding).
+// Errors as DecodeCheckReply.
+Status DecodeThrottleReply(const redisReply& reply, Limiter::ThrottleResult* result,
+                           int64_t* now_ms);
+
+// True for Redis's "NOSCRIPT …" error: the server does not have the script
+// (restarted, SCRIPT FLUSH, another node); send the same call with kEval.
+bool IsNoScript(const redisReply& reply);
+
+}  // namespace floodgate::redis

@@ -403,7 +403,7 @@ bool Connection::CheckTimers(int64_t now_ns) {
   return true;
 }
 
-void Connection::Fail(const std::string& why, int64_t now_ns) {
+void Connection::Fail(std::string why, int64_t now_ns) {
   if (state_ == State::kIdle) return;
   const bool was_ready = state_ == State::kReady;
   if (was_ready) loop_.state().counters.connections.fetch_sub(1, std::memory_order_relaxed);

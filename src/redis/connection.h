@@ -62,8 +62,8 @@ class Connection {
     if (stale_ > 0) --stale_;
   }
 
-  // Closes with `why` (see the banner).
-  void Fail(const std::string& why, int64_t now_ns);
+  // Closes with `why` (see the banner). By value: `why` may be a member this resets.
+  void Fail(std::string why, int64_t now_ns);
   // Closes for shutdown; returns what was in flight.
   std::deque<std::unique_ptr<Pending>> Shutdown();
 

@@ -151,11 +151,13 @@ Result<std::unique_ptr<Client>> Client::Create(ClientOptions options) {
   for (int i = 0; i < threads; ++i) {
     state->threads.push_back(std::make_unique<IoThread>(*state, i));
   }
-  // Read the slot map as soon as thread 0 runs.
-  if (state->options.url.mode == StoreMode::kCluster) state->RequestSlotRefresh();
   std::unique_ptr<Client> client(new Client(std::move(state)));
   for (auto& thread : client->state_->threads) {
     if (Status s = thread->Start(); !s.ok()) return s;  // ~Client stops the started ones
+  }
+  // Read the slot map at once.
+  if (client->state_->options.url.mode == StoreMode::kCluster) {
+    client->state_->RequestSlotRefresh();
   }
   return client;
 }

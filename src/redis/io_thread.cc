@@ -587,7 +587,7 @@ void IoThread::Finish(Pending& p, const Status& status, const redisReply* reply)
       if (reply->type == REDIS_REPLY_ERROR) Bump(counters.error_replies);
     } else if (status.code() == StatusCode::kDeadlineExceeded) {
       Bump(counters.timeouts);
-    } else {
+    } else if (status.code() == StatusCode::kUnavailable) {
       Bump(counters.unavailable);
     }
   }

@@ -345,6 +345,86 @@ TEST(ClientTest, PendingBoundGivesQueueFull) {
   EXPECT_EQ(Text(client->Call("k", {"GET", "k"})), "\"" + std::to_string(ok.load()) + "\"");
 }
 
+TEST(ClientTest, SeveralIoThreadsShareOneCircuitPerNode) {
+  RedisServer redis;
+  ASSERT_TRUE(redis.Start()) << redis.error();
+  ClientOptions options = OptionsFor(redis.url());
+  options.io_threads = 3;
+  auto client = MakeClient(options);
+  ASSERT_EQ(client->Masters(),
+            std::vector<std::string>{"127.0.0.1:" + std::to_string(redis.port())});
+  EXPECT_EQ(Text(client->CallNode(client->Masters()[0], {"PING"})), "PONG");
+
+  constexpr int kThreads = 6;
+  constexpr int kPerThread = 500;
+  std::atomic<int> bad{0};
+  Latch latch(kThreads * kPerThread);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      const std::string key = "io:" + std::to_string(t);
+      for (int i = 0; i < kPerThread; ++i) {
+        client->Send(key, {"INCR", key}, [&](Status s, const redisReply* r) {
+          if (!s.ok() || r->type != REDIS_REPLY_INTEGER) bad.fetch_add(1);
+          latch.CountDown();
+        });
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  ASSERT_TRUE(latch.Wait());
+  EXPECT_EQ(bad.load(), 0);
+  for (int t = 0; t < kThreads; ++t) {
+    const std::string key = "io:" + std::to_string(t);
+    EXPECT_EQ(Text(client->Call(key, {"GET", key})), "\"500\"");
+  }
+
+  // One node, one circuit, whichever threads saw the failures.
+  redis.Kill();
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> senders;
+  for (int t = 0; t < kThreads; ++t) {
+    senders.emplace_back([&] {
+      while (!stop.load()) {
+        client->Send("k", {"PING"}, [](Status, const redisReply*) {});
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      }
+    });
+  }
+  EXPECT_TRUE(Eventually([&] { return client->GetStats().open_circuits == 1; }));
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_EQ(client->GetStats().open_circuits, 1);
+  EXPECT_EQ(client->GetStats().circuit_opens, 1u);
+  ASSERT_TRUE(redis.RestartSamePort()) << redis.error();
+  EXPECT_TRUE(
+      Eventually([&] { return client->GetStats().open_circuits == 0; }, std::chrono::seconds(1)));
+  stop.store(true);
+  for (auto& th : senders) th.join();
+  EXPECT_TRUE(Eventually([&] { return Text(client->Call("", {"PING"})) == "PONG"; }));
+}
+
+TEST(ClientTest, ConnectionThatStopsAnsweringIsReset) {
+  RedisServer redis;
+  ASSERT_TRUE(redis.Start({"--enable-debug-command", "yes"})) << redis.error();
+  ClientOptions options = OptionsFor(redis.url(), 20);
+  options.connections_per_node = 1;
+  options.max_stale_per_connection = 5;
+  options.circuit_failure_threshold = 1000;  // keep sending: this is about the connection
+  auto client = MakeClient(options);
+  ASSERT_TRUE(Eventually([&] { return Text(client->Call("", {"PING"})) == "PONG"; }));
+  std::thread sleeper = SleepServer(redis.port(), 0.3);
+  std::this_thread::sleep_for(std::chrono::milliseconds(30));
+  int timed_out = 0;
+  for (int i = 0; i < 10; ++i) {
+    if (client->Call("", {"PING"}).status().code() == StatusCode::kDeadlineExceeded) ++timed_out;
+  }
+  EXPECT_GE(timed_out, 6);
+  EXPECT_TRUE(Eventually([&] { return client->GetStats().stale_resets >= 1; }));
+  sleeper.join();
+  EXPECT_TRUE(Eventually([&] { return Text(client->Call("", {"PING"})) == "PONG"; }));
+  EXPECT_GE(client->GetStats().connections_lost, 1u);
+}
+
 // --- Failures, with the production timeout (20 ms). ---
 
 struct Outcome {

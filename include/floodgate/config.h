@@ -28,6 +28,20 @@ struct EngineConfig {
   int64_t sweep_interval_ms = 1000;
 };
 
+// Tuning of the Redis store (any store URL but "memory").
+struct RedisConfig {
+  // A decision Redis has not answered within this long is answered by the
+  // rule's on_backend_error.
+  int64_t timeout_ms = 20;
+  int64_t connect_timeout_ms = 500;
+  int connections_per_node = 2;  // per I/O thread
+  int io_threads = 1;
+  // Subjects Redis denied until T are denied here until T without asking
+  // Redis again (never admits what Redis would deny).
+  bool local_cache = true;
+  int64_t local_cache_max_entries = 100'000;
+};
+
 // The server process (`floodgate serve`).
 struct ServerConfig {
   int threads = 0;                   // event loops; 0: one per core
@@ -44,6 +58,7 @@ struct Config {
   std::string store = "memory";
   ListenConfig listen;
   EngineConfig engine;
+  RedisConfig redis;
   ServerConfig server;
   std::vector<Rule> rules;  // in file order; names are unique
   // Top-level sections this version reads but does not act on yet

@@ -27,6 +27,9 @@ struct Decision {
   // in shadow mode: then `allowed` is true and `shadow_denied` tells the truth).
   bool allowed = false;
   bool shadow_denied = false;
+  // The store did not answer in time (or failed): `allowed` is the rule's
+  // on_backend_error, and the figures are the limits', not usage.
+  bool backend_error = false;
   // Figures of the binding limit: on a denial the denying limit with the
   // longest wait (-1, never, dominates); on an admission the limit with the
   // fewest units remaining (ties: the longest reset).

@@ -26,6 +26,12 @@ class Limiter {
     int64_t entries = 0;        // live (rule, subject) entries in the store
     int64_t rejected_full = 0;  // new subjects refused because the store was full
     int64_t expired_freed = 0;  // entries freed after expiring
+    // Remote stores only (zero on the embedded store):
+    int64_t backend_errors = 0;       // decisions answered by on_backend_error
+    int64_t local_cache_denials = 0;  // denials answered by the local over-limit cache
+    int64_t local_cache_entries = 0;  // subjects in that cache now
+    int64_t open_circuits = 0;        // Redis nodes given up on for now (circuit open)
+    int64_t backend_timeouts = 0;     // requests Redis did not answer in time
   };
 
   // Validates and compiles the config's rules. INVALID_ARGUMENT naming the

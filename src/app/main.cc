@@ -7,6 +7,7 @@
 #include <string>
 
 #include "CLI/CLI.hpp"
+#include "app/audit.h"
 #include "app/serve.h"
 #include "app/simulate.h"
 #include "floodgate/config.h"
@@ -70,7 +71,9 @@ int main(int argc, char** argv) {
   auto* serve = app.add_subcommand("serve", "Run the service (RESP and HTTP fronts)");
   serve->add_option("--config", serve_flags.config_path,
                     "YAML config file (default: examples/floodgate.yaml if present)");
-  serve->add_option("--store", serve_flags.store, "store URL (overrides the config): memory");
+  serve->add_option("--store", serve_flags.store,
+                    "store (overrides the config): memory, redis://[user:pass@]host:port, "
+                    "rediss://…, redis+cluster://h1:p1,h2:p2, redis+proxy://host:port");
   serve->add_option("--http", serve_flags.http, "HTTP listen address host:port, or off");
   serve->add_option("--resp", serve_flags.resp, "Redis-protocol listen address host:port, or off");
   serve->add_option("--grpc", serve_flags.grpc, "gRPC listen address host:port");
@@ -91,7 +94,23 @@ int main(int argc, char** argv) {
   sim->add_option("--tier", sim_options.tier, "tier of the rule");
   sim->add_option("--input", sim_input, "input file, or - for standard input (default)");
 
+  floodgate::app::AuditOptions audit_options;
+  auto* audit = app.add_subcommand(
+      "audit", "Find (and with --fix repair) Redis keys of the store that have no TTL");
+  audit
+      ->add_option("--redis", audit_options.redis_url,
+                   "Redis URL: redis://host:port, rediss://…, redis+cluster://h1:p1,… "
+                   "(every master is scanned)")
+      ->required();
+  audit->add_option("--prefix", audit_options.prefix, "scan keys starting with this (default fg:)");
+  audit->add_flag("--fix", audit_options.fix, "give keys without a TTL one");
+  audit
+      ->add_option("--ttl", audit_options.fix_ttl_s,
+                   "seconds of TTL --fix gives (default 86400; at least your longest window)")
+      ->check(CLI::Range(int64_t{1}, int64_t{10} * 365 * 86400));
+
   CLI11_PARSE(app, argc, argv);
+  if (*audit) return floodgate::app::RunAudit(audit_options, std::cout, std::cerr);
   if (*serve) return floodgate::app::RunServe(serve_flags);
   if (*check) return CheckConfig(check_path);
   if (*sim) return Simulate(sim_config, sim_options, sim_input);

@@ -15,6 +15,7 @@
 #include "common/log.h"
 #include "floodgate/config.h"
 #include "floodgate/limiter.h"
+#include "redis/url.h"
 #include "server/server.h"
 
 namespace floodgate::app {
@@ -36,10 +37,17 @@ Result<Config> Load(const ServeFlags& flags) {
   if (!flags.resp.empty()) config->listen.resp = flags.resp;
   if (!flags.grpc.empty()) config->listen.grpc = flags.grpc;
   if (config->store != "memory") {
-    return InvalidArgumentError("store '" + config->store +
-                                "' is not available in this version; use 'memory'");
+    // --store bypasses the file's validation.
+    if (auto url = redis::ParseStoreUrl(config->store); !url.ok()) return url.status();
   }
   return config;
+}
+
+// The store URL without its password.
+std::string StoreForLog(const std::string& store) {
+  if (store == "memory") return store;
+  auto url = redis::ParseStoreUrl(store);
+  return url.ok() ? url->Redacted() : "?";
 }
 
 // "off" disables a front.
@@ -96,7 +104,7 @@ int RunServe(const ServeFlags& flags) {
       {{"resp", (*server)->resp_address()},
        {"http", (*server)->http_address()},
        {"threads", std::to_string(options.threads)},
-       {"store", config->store},
+       {"store", StoreForLog(config->store)},
        {"rules", std::to_string(config->rules.size())},
        {"auth", options.auth_token.empty() ? "off" : "token"}});
   if (!config->listen.grpc.empty() && flags.grpc.size() > 0) {

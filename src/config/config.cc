@@ -26,6 +26,7 @@
 #include "common/text.h"
 #include "core/calendar.h"
 #include "floodgate/config.h"
+#include "redis/url.h"
 #include "yaml-cpp/eventhandler.h"
 #include "yaml-cpp/yaml.h"
 
@@ -136,14 +137,6 @@ bool IsEnvironmentVariableName(std::string_view name) {
     if (!ok) return false;
   }
   return true;
-}
-
-bool IsValidStore(std::string_view store) {
-  if (store == "memory") return true;
-  for (std::string_view scheme : {"redis://", "rediss://", "redis+cluster://", "redis+proxy://"}) {
-    if (store.size() > scheme.size() && store.substr(0, scheme.size()) == scheme) return true;
-  }
-  return false;
 }
 
 // A limit or burst value as written, kept with its node for cross-field
@@ -286,6 +279,7 @@ class ConfigParser {
     if (name == "store") return ParseStore(key, value, config);
     if (name == "listen") return ParseListen(key, value, config.listen);
     if (name == "engine") return ParseEngine(key, value, config.engine);
+    if (name == "redis") return ParseRedis(key, value, config.redis);
     if (name == "server") return ParseServer(key, value, config.server);
     if (name == "rules") return ParseRules(key, value, config);
     if (name == "otp" || name == "envoy_ratelimit") {
@@ -294,7 +288,7 @@ class ConfigParser {
     }
     return Fail(key.Mark(),
                 "unknown key '" + name +
-                    "' at top level; expected store, listen, engine, server, rules, otp or "
+                    "' at top level; expected store, listen, engine, redis, server, rules, otp or "
                     "envoy_ratelimit",
                 name);
   }
@@ -302,11 +296,15 @@ class ConfigParser {
   Status ParseStore(const YAML::Node& key, const YAML::Node& value, Config& config) const {
     Result<std::string> store = String(key, value, "store");
     if (!store.ok()) return store.status();
-    if (!IsValidStore(*store)) {
-      return FailAt(key, value,
-                    "unknown store; expected memory, redis://host:port, rediss://host:port, "
-                    "redis+cluster://host:port,... or redis+proxy://host:port",
-                    *store);
+    if (*store != "memory") {
+      if (auto url = redis::ParseStoreUrl(*store); !url.ok()) {
+        // The message quotes only the faulty part, never a password.
+        return Fail(value.Mark(),
+                    "invalid store: " + url.status().message() +
+                        "; use memory or a Redis URL (redis://host:port, rediss://…, "
+                        "redis+cluster://h1:p1,h2:p2, redis+proxy://host:port)",
+                    "store");
+      }
     }
     config.store = *std::move(store);
     return Status::Ok();
@@ -374,6 +372,52 @@ class ConfigParser {
           name);
     }
     return Status::Ok();
+  }
+
+  Status ParseRedis(const YAML::Node& key, const YAML::Node& value, RedisConfig& redis) const {
+    if (value.IsNull()) return Status::Ok();
+    if (!value.IsMap()) return WrongType(key, value, "redis", "a map");
+    return ForEachEntry(value, "key",
+                        [&](const std::string& name, const YAML::Node& k, const YAML::Node& v) {
+                          return ParseRedisEntry(name, k, v, redis);
+                        });
+  }
+
+  Status ParseRedisEntry(const std::string& name, const YAML::Node& key, const YAML::Node& value,
+                         RedisConfig& redis) const {
+    struct IntField {
+      const char* name;
+      int64_t min, max;
+      int64_t* target;
+    };
+    int64_t connections = redis.connections_per_node, threads = redis.io_threads;
+    const IntField ints[] = {
+        {"timeout_ms", 1, 60'000, &redis.timeout_ms},
+        {"connect_timeout_ms", 1, 60'000, &redis.connect_timeout_ms},
+        {"connections_per_node", 1, 64, &connections},
+        {"io_threads", 1, 64, &threads},
+        {"local_cache_max_entries", 1, 100'000'000, &redis.local_cache_max_entries},
+    };
+    for (const IntField& f : ints) {
+      if (name != f.name) continue;
+      Result<int64_t> n = Int(key, value, "redis." + name, f.min, f.max);
+      if (!n.ok()) return n.status();
+      *f.target = *n;
+      redis.connections_per_node = static_cast<int>(connections);
+      redis.io_threads = static_cast<int>(threads);
+      return Status::Ok();
+    }
+    if (name == "local_cache") {
+      Result<bool> b = Bool(key, value, "redis.local_cache");
+      if (!b.ok()) return b.status();
+      redis.local_cache = *b;
+      return Status::Ok();
+    }
+    return Fail(key.Mark(),
+                "unknown key '" + name +
+                    "' in redis; expected timeout_ms, connect_timeout_ms, connections_per_node, "
+                    "io_threads, local_cache or local_cache_max_entries",
+                name);
   }
 
   Status ParseServer(const YAML::Node& key, const YAML::Node& value, ServerConfig& server) const {
@@ -834,7 +878,12 @@ Result<Config> LoadConfigFile(const std::string& path) {
 }
 
 std::string DescribeConfig(const Config& config) {
-  std::string out = "store: " + config.store + "\n";
+  std::string store = config.store;
+  if (store != "memory") {
+    auto url = redis::ParseStoreUrl(store);
+    store = url.ok() ? url->Redacted() : "?";  // never print a password
+  }
+  std::string out = "store: " + store + "\n";
   out += "rules (" + std::to_string(config.rules.size()) + "):\n";
   for (const Rule& rule : config.rules) {
     out += "  " + rule.name + ": " + std::string(AlgorithmName(rule.algorithm)) + " " +

@@ -166,6 +166,32 @@ void MetricsPage(LoopContext& loop, const http::Request& req, std::string* out) 
   AppendMetricHeader(&body, "floodgate_store_expired_total", "counter",
                      "Entries freed after expiring.");
   body += "floodgate_store_expired_total " + std::to_string(stats.expired_freed) + "\n";
+  if (s.limiter->remote()) {
+    const struct {
+      const char* name;
+      const char* type;
+      const char* help;
+      int64_t value;
+    } remote[] = {
+        {"floodgate_backend_errors_total", "counter",
+         "Decisions answered by the rule's on_backend_error because Redis failed or was late.",
+         stats.backend_errors},
+        {"floodgate_backend_timeouts_total", "counter",
+         "Redis requests not answered within the timeout.", stats.backend_timeouts},
+        {"floodgate_backend_open_circuits", "gauge",
+         "Redis nodes whose circuit is open (requests fail at once until a probe succeeds).",
+         stats.open_circuits},
+        {"floodgate_local_cache_denials_total", "counter",
+         "Denials answered by the local over-limit cache, without a Redis round trip.",
+         stats.local_cache_denials},
+        {"floodgate_local_cache_entries", "gauge", "Subjects in the local over-limit cache.",
+         stats.local_cache_entries},
+    };
+    for (const auto& m : remote) {
+      AppendMetricHeader(&body, m.name, m.type, m.help);
+      body += std::string(m.name) + " " + std::to_string(m.value) + "\n";
+    }
+  }
   if (s.render_connections) s.render_connections(&body);
   const http::HeaderField text[] = {{"Content-Type", "text/plain; version=0.0.4"}};
   http::AppendResponse(out, 200, "OK", text, body, req.keep_alive);

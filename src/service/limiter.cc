@@ -8,7 +8,9 @@
 #include "floodgate/limiter.h"
 
 #include <atomic>
+#include <future>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -16,6 +18,9 @@
 #include "core/gcra.h"
 #include "core/rule_eval.h"
 #include "engine/memory_store.h"
+#include "redis/redis_store.h"
+#include "redis/script_call.h"
+#include "service/local_deny_cache.h"
 
 namespace floodgate {
 namespace {
@@ -39,12 +44,14 @@ constexpr uint32_t kThrottleVariant = 0;
 
 struct Variant {
   core::CompiledRule compiled;
-  uint32_t id = 0;  // the store's variant: which state this rule (tier) uses
+  uint32_t id = 0;          // the store's variant: which state this rule (tier) uses
+  std::string fingerprint;  // remote stores: redis::Fingerprint(compiled)
 };
 
 struct RuleEntry {
   Variant base;
   absl::flat_hash_map<std::string, Variant> tiers;
+  std::vector<std::string> tier_names;
 };
 
 // An immutable snapshot of the rules.
@@ -66,10 +73,43 @@ std::string DefinitionKey(const Rule& rule, const std::string& tier,
 
 std::atomic<uint64_t> next_instance_id{1};
 
+// The answer when the store failed: the rule's on_backend_error, with the
+// limits' figures (usage is unknown). A denial asks to retry in a second.
+Decision BackendErrorDecision(const core::CompiledRule& rule) {
+  Decision d;
+  const bool allow = rule.on_backend_error == OnBackendError::kAllow;
+  d.num_limits = static_cast<int>(rule.limits.size());
+  for (int i = 0; i < d.num_limits; ++i) {
+    LimitStatus& st = d.limits[i];
+    st = LimitStatus{};
+    st.allowed = allow;
+    st.limit = rule.limits[i].capacity;
+    st.retry_after_ms = allow ? 0 : 1000;
+  }
+  core::FinishDecision(rule, allow, &d);
+  d.backend_error = true;
+  return d;
+}
+
+redis::ClientOptions RedisOptions(const redis::StoreUrl& url, const RedisConfig& c) {
+  redis::ClientOptions o;
+  o.url = url;
+  o.timeout_ms = c.timeout_ms;
+  o.connect_timeout_ms = c.connect_timeout_ms;
+  o.connections_per_node = c.connections_per_node;
+  o.io_threads = c.io_threads;
+  return o;
+}
+
+void Bump(std::atomic<int64_t>& counter) { counter.fetch_add(1, std::memory_order_relaxed); }
+
 }  // namespace
 
 struct Limiter::Impl {
   Impl(const Clock& clk) : clock(clk), instance_id(next_instance_id.fetch_add(1)) {}
+  // The client first: its shutdown answers requests in flight, whose
+  // callbacks use the members below.
+  ~Impl() { redis.reset(); }
 
   // The current RuleSet, from this thread's cache when still current. The
   // cache keeps it alive until this thread's next call, so no reference
@@ -121,15 +161,29 @@ struct Limiter::Impl {
   Result<std::shared_ptr<const RuleSet>> Build(const Config& config,
                                                std::vector<engine::VariantLayout>* layouts);
 
+  // The remote path of CheckAsync, once the request is known valid.
+  void DecideRemote(std::shared_ptr<const RuleSet> rules, const Variant& variant,
+                    std::string_view key, int64_t cost, std::optional<int64_t> at_ms,
+                    CheckCallback done);
+  // Checks rule, tier, key and cost; the variant to decide with.
+  Status Resolve(std::string_view rule, std::string_view key, int64_t cost, std::string_view tier,
+                 const Variant** variant) const;
+
   const Clock& clock;
   const uint64_t instance_id;
   std::unique_ptr<engine::MemoryStore> store;
+  // A remote store (store: redis…), or null for the embedded one.
+  std::unique_ptr<redis::RedisStore> redis;
+  std::unique_ptr<service::LocalDenyCache> deny_cache;  // null when disabled
+  std::atomic<int64_t> backend_errors{0};
+  std::atomic<int64_t> local_cache_denials{0};
 
   mutable std::mutex mu;
   std::shared_ptr<const RuleSet> current;                  // guarded by mu
   std::atomic<uint64_t> generation{1};                     // bumped under mu
   absl::flat_hash_map<std::string, uint32_t> variant_ids;  // definition -> id; guarded by mu
   uint32_t num_variants = 1;                               // guarded by mu; 0 is CL.THROTTLE
+  bool remote_build = false;  // Create() for a remote store, before `redis` exists
 };
 
 Result<std::shared_ptr<const RuleSet>> Limiter::Impl::Build(
@@ -159,6 +213,7 @@ Result<std::shared_ptr<const RuleSet>> Limiter::Impl::Build(
       added.emplace_back(v.id, layout);
     }
     v.compiled = std::move(*compiled);
+    if (redis != nullptr || remote_build) v.fingerprint = redis::Fingerprint(v.compiled);
     return v;
   };
   for (const Rule& rule : config.rules) {
@@ -173,6 +228,7 @@ Result<std::shared_ptr<const RuleSet>> Limiter::Impl::Build(
       auto v = make(rule, tier, limits);
       if (!v.ok()) return v.status();
       entry.tiers.emplace(tier, std::move(*v));
+      entry.tier_names.push_back(tier);
     }
     set->rules.emplace(rule.name, std::move(entry));
   }
@@ -192,6 +248,13 @@ Result<std::shared_ptr<const RuleSet>> Limiter::Impl::Build(
 
 Result<std::unique_ptr<Limiter>> Limiter::Create(const Config& config, const Clock& clock) {
   auto impl = std::make_unique<Impl>(clock);
+  std::optional<redis::StoreUrl> url;
+  if (config.store != "memory") {
+    auto parsed = redis::ParseStoreUrl(config.store);
+    if (!parsed.ok()) return parsed.status();
+    url = std::move(*parsed);
+    impl->remote_build = true;
+  }
   std::vector<engine::VariantLayout> layouts(1);
   layouts[kThrottleVariant].state_words = 1;  // a TAT
   std::shared_ptr<const RuleSet> rules;
@@ -203,6 +266,15 @@ Result<std::unique_ptr<Limiter>> Limiter::Create(const Config& config, const Clo
     impl->current = rules;
   }
   impl->store = std::make_unique<engine::MemoryStore>(config.engine, std::move(layouts), clock);
+  if (url.has_value()) {
+    auto store = redis::RedisStore::Create(RedisOptions(*url, config.redis));
+    if (!store.ok()) return store.status();
+    impl->redis = std::move(*store);
+    if (config.redis.local_cache) {
+      impl->deny_cache = std::make_unique<service::LocalDenyCache>(
+          static_cast<size_t>(config.redis.local_cache_max_entries));
+    }
+  }
   return std::unique_ptr<Limiter>(new Limiter(std::move(impl)));
 }
 
@@ -237,30 +309,67 @@ Status Limiter::CheckAt(int64_t now_ms, std::string_view rule, std::string_view 
 
 void Limiter::CheckAsync(std::string_view rule, std::string_view key, int64_t cost,
                          std::string_view tier, CheckCallback done) {
+  if (impl_->redis != nullptr) {
+    const Variant* variant = nullptr;
+    if (Status s = impl_->Resolve(rule, key, cost, tier, &variant); !s.ok()) {
+      return done(s, Decision{});
+    }
+    impl_->DecideRemote(impl_->Cache().rules, *variant, key, cost, std::nullopt, std::move(done));
+    return;
+  }
   Decision decision;
   const Status s = impl_->Decide(rule, key, cost, tier, /*at_ms=*/nullptr, &decision);
   done(s, s.ok() ? decision : Decision{});
 }
 
-bool Limiter::remote() const { return false; }
+bool Limiter::remote() const { return impl_->redis != nullptr; }
 
-Status Limiter::Impl::Decide(std::string_view rule, std::string_view key, int64_t cost,
-                             std::string_view tier, const int64_t* at_ms, Decision* decision) {
+Status Limiter::Impl::Resolve(std::string_view rule, std::string_view key, int64_t cost,
+                              std::string_view tier, const Variant** variant) const {
   const RuleEntry* entry = FindRule(rule);
   if (entry == nullptr) return NotFoundError("unknown rule '" + std::string(rule) + "'");
-  const Variant* variant = &entry->base;
+  *variant = &entry->base;
   if (!tier.empty()) {
     auto t = entry->tiers.find(View(tier));
     if (t == entry->tiers.end()) {
       return NotFoundError("rule '" + std::string(rule) + "' has no tier '" + std::string(tier) +
                            "'");
     }
-    variant = &t->second;
+    *variant = &t->second;
   }
   if (Status s = KeyError(key); !s.ok()) return s;
   if (cost < 0 || cost > kMaxLimitCount) {
     return InvalidArgumentError("cost " + std::to_string(cost) + " is out of range [0, " +
                                 std::to_string(kMaxLimitCount) + "]");
+  }
+  return Status::Ok();
+}
+
+// Waits for an asynchronous answer: the blocking API over a remote store.
+template <typename T>
+class Waiter {
+ public:
+  std::function<void(const Status&, const T&)> Callback() {
+    return [this](const Status& s, const T& value) { promise_.set_value({s, value}); };
+  }
+  std::pair<Status, T> Wait() { return promise_.get_future().get(); }
+
+ private:
+  std::promise<std::pair<Status, T>> promise_;
+};
+
+Status Limiter::Impl::Decide(std::string_view rule, std::string_view key, int64_t cost,
+                             std::string_view tier, const int64_t* at_ms, Decision* decision) {
+  const Variant* variant = nullptr;
+  if (Status s = Resolve(rule, key, cost, tier, &variant); !s.ok()) return s;
+  if (redis != nullptr) {
+    Waiter<Decision> waiter;
+    DecideRemote(Cache().rules, *variant, key, cost,
+                 at_ms != nullptr ? std::optional<int64_t>(*at_ms) : std::nullopt,
+                 waiter.Callback());
+    auto [status, d] = waiter.Wait();
+    *decision = d;
+    return status;
   }
   const core::CompiledRule& compiled = variant->compiled;
   // Hash once and start the entry's cache miss before reading the clock:
@@ -272,9 +381,43 @@ Status Limiter::Impl::Decide(std::string_view rule, std::string_view key, int64_
   });
 }
 
+void Limiter::Impl::DecideRemote(std::shared_ptr<const RuleSet> rules, const Variant& variant,
+                                 std::string_view key, int64_t cost, std::optional<int64_t> at_ms,
+                                 CheckCallback done) {
+  // The instant the request leaves: a denial until T is remembered from
+  // here, so a slow reply can only shorten the local denial.
+  const int64_t sent_ms = at_ms.has_value() ? *at_ms : clock.NowMs();
+  std::string cache_key;
+  if (deny_cache != nullptr) {
+    cache_key = redis::StateKey(variant.compiled.name, variant.compiled.tier, key);
+    Decision d;
+    if (deny_cache->Lookup(cache_key, cost, sent_ms, &d)) {
+      Bump(local_cache_denials);
+      done(Status::Ok(), d);
+      return;
+    }
+  }
+  // `rules` keeps `compiled` alive until the answer, across a Reload.
+  const core::CompiledRule* compiled = &variant.compiled;
+  redis->Check(*compiled, variant.fingerprint, key, cost, at_ms, sent_ms,
+               [this, rules = std::move(rules), compiled, cache_key = std::move(cache_key), cost,
+                sent_ms, done = std::move(done)](const Status& s, const Decision& d) {
+                 if (!s.ok()) {
+                   Bump(backend_errors);
+                   done(Status::Ok(), BackendErrorDecision(*compiled));
+                   return;
+                 }
+                 if (deny_cache != nullptr && !d.allowed) {
+                   deny_cache->Remember(cache_key, cost, sent_ms, d);
+                 }
+                 done(Status::Ok(), d);
+               });
+}
+
 int64_t Limiter::NowMs() const { return impl_->clock.NowMs(); }
 
 void Limiter::Prefetch(std::string_view rule, std::string_view key, std::string_view tier) {
+  if (impl_->redis != nullptr) return;
   const RuleSet& rules = impl_->Rules();
   auto it = rules.rules.find(View(rule));
   if (it == rules.rules.end()) return;
@@ -288,6 +431,7 @@ void Limiter::Prefetch(std::string_view rule, std::string_view key, std::string_
 }
 
 void Limiter::PrefetchThrottle(std::string_view key) {
+  if (impl_->redis != nullptr) return;
   impl_->store->Prefetch(kThrottleVariant, key);
 }
 
@@ -305,6 +449,17 @@ Result<Limiter::ThrottleResult> Limiter::ThrottleAt(int64_t now_ms, std::string_
 
 void Limiter::ThrottleAsync(std::string_view key, int64_t max_burst, int64_t count,
                             int64_t period_s, int64_t quantity, ThrottleCallback done) {
+  if (impl_->redis != nullptr) {
+    if (Status s = KeyError(key); !s.ok()) return done(s, ThrottleResult{});
+    // No rule, so no on_backend_error: a failed backend is an error reply.
+    impl_->redis->Throttle(
+        key, max_burst, count, period_s, quantity, std::nullopt,
+        [this, done = std::move(done)](const Status& s, const ThrottleResult& r) {
+          if (!s.ok()) Bump(impl_->backend_errors);
+          done(s, r);
+        });
+    return;
+  }
   auto r = impl_->Throttle(key, max_burst, count, period_s, quantity, /*at_ms=*/nullptr);
   done(r.status(), r.ok() ? *r : ThrottleResult{});
 }
@@ -313,6 +468,15 @@ Result<Limiter::ThrottleResult> Limiter::Impl::Throttle(std::string_view key, in
                                                         int64_t count, int64_t period_s,
                                                         int64_t quantity, const int64_t* at_ms) {
   if (Status s = KeyError(key); !s.ok()) return s;
+  if (redis != nullptr) {
+    Waiter<ThrottleResult> waiter;
+    redis->Throttle(key, max_burst, count, period_s, quantity,
+                    at_ms != nullptr ? std::optional<int64_t>(*at_ms) : std::nullopt,
+                    waiter.Callback());
+    auto [status, r] = waiter.Wait();
+    if (!status.ok()) return status;
+    return r;
+  }
   if (max_burst < 0 || max_burst >= kMaxLimitCount) {
     return InvalidArgumentError("max_burst must be between 0 and " +
                                 std::to_string(kMaxLimitCount - 1));
@@ -362,6 +526,11 @@ Result<Limiter::ThrottleResult> Limiter::Impl::Throttle(std::string_view key, in
 }
 
 Status Limiter::Reset(std::string_view rule, std::string_view key) {
+  if (impl_->redis != nullptr) {
+    std::promise<Status> done;
+    ResetAsync(rule, key, [&done](const Status& s) { done.set_value(s); });
+    return done.get_future().get();
+  }
   const RuleSet& rules = impl_->Rules();
   auto it = rules.rules.find(View(rule));
   if (it == rules.rules.end()) return NotFoundError("unknown rule '" + std::string(rule) + "'");
@@ -372,14 +541,38 @@ Status Limiter::Reset(std::string_view rule, std::string_view key) {
 }
 
 void Limiter::ResetAsync(std::string_view rule, std::string_view key, ResetCallback done) {
-  done(Reset(rule, key));
+  if (impl_->redis == nullptr) return done(Reset(rule, key));
+  const RuleSet& rules = impl_->Rules();
+  auto it = rules.rules.find(View(rule));
+  if (it == rules.rules.end())
+    return done(NotFoundError("unknown rule '" + std::string(rule) + "'"));
+  if (Status s = KeyError(key); !s.ok()) return done(s);
+  const RuleEntry& entry = it->second;
+  if (impl_->deny_cache != nullptr) {
+    impl_->deny_cache->Forget(redis::StateKey(rule, "", key));
+    for (const std::string& tier : entry.tier_names) {
+      impl_->deny_cache->Forget(redis::StateKey(rule, tier, key));
+    }
+  }
+  impl_->redis->Reset(rule, entry.tier_names, key,
+                      [done = std::move(done)](const Status& s) { done(s); });
 }
 
 int64_t Limiter::SweepExpired() { return impl_->store->SweepExpired(impl_->clock.NowMs()); }
 
 Limiter::Stats Limiter::GetStats() const {
   const auto s = impl_->store->GetStats();
-  return Stats{s.entries, s.rejected_full, s.expired_freed};
+  Stats stats{s.entries, s.rejected_full, s.expired_freed};
+  if (impl_->redis != nullptr) {
+    const auto c = impl_->redis->client().GetStats();
+    stats.backend_errors = impl_->backend_errors.load(std::memory_order_relaxed);
+    stats.local_cache_denials = impl_->local_cache_denials.load(std::memory_order_relaxed);
+    stats.local_cache_entries =
+        impl_->deny_cache != nullptr ? static_cast<int64_t>(impl_->deny_cache->size()) : 0;
+    stats.open_circuits = c.open_circuits;
+    stats.backend_timeouts = static_cast<int64_t>(c.timeouts);
+  }
+  return stats;
 }
 
 Config Limiter::config() const { return impl_->Rules().config; }

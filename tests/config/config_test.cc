@@ -170,11 +170,34 @@ TEST(ParseConfigTest, StoreSchemes) {
                             "redis+cluster://h1:1,h2:2", "redis+proxy://twemproxy:22121"}) {
     EXPECT_EQ(Parse(std::string("store: \"") + store + "\"\n").store, store);
   }
-  EXPECT_EQ(Error("store: mysql://db\n"),
-            "test.yaml:1:8: unknown store; expected memory, redis://host:port, rediss://host:port, "
-            "redis+cluster://host:port,... or redis+proxy://host:port (near 'mysql://db')");
-  EXPECT_THAT(Error("store: redis://\n"), StartsWith("test.yaml:1:8: unknown store;"));
-  EXPECT_THAT(Error("store: Memory\n"), StartsWith("test.yaml:1:8: unknown store;"));
+  EXPECT_THAT(Error("store: mysql://db\n"),
+              AllOf(StartsWith("test.yaml:1:8: invalid store: "), HasSubstr("'mysql'"),
+                    HasSubstr("use memory or a Redis URL")));
+  EXPECT_THAT(Error("store: redis://\n"), StartsWith("test.yaml:1:8: invalid store: "));
+  EXPECT_THAT(Error("store: Memory\n"), StartsWith("test.yaml:1:8: invalid store: "));
+  EXPECT_THAT(Error("store: redis://localhost\n"), HasSubstr("port"));
+  // A password never appears in an error.
+  EXPECT_THAT(Error("store: redis://u:sekrit@host\n"), Not(HasSubstr("sekrit")));
+}
+
+TEST(ParseConfigTest, RedisSection) {
+  const Config defaults = Parse("store: redis://127.0.0.1:6379\n");
+  EXPECT_EQ(defaults.redis.timeout_ms, 20);
+  EXPECT_TRUE(defaults.redis.local_cache);
+  const Config c = Parse(
+      "redis: { timeout_ms: 50, connect_timeout_ms: 300, connections_per_node: 4, "
+      "io_threads: 2, local_cache: false, local_cache_max_entries: 10 }\n");
+  EXPECT_EQ(c.redis.timeout_ms, 50);
+  EXPECT_EQ(c.redis.connect_timeout_ms, 300);
+  EXPECT_EQ(c.redis.connections_per_node, 4);
+  EXPECT_EQ(c.redis.io_threads, 2);
+  EXPECT_FALSE(c.redis.local_cache);
+  EXPECT_EQ(c.redis.local_cache_max_entries, 10);
+  EXPECT_THAT(Error("redis: { timeout_ms: 0 }\n"), HasSubstr("redis.timeout_ms"));
+  EXPECT_THAT(Error("redis: { local_cache: maybe }\n"), HasSubstr("redis.local_cache"));
+  EXPECT_THAT(Error("redis: { timeout: 5 }\n"),
+              HasSubstr("unknown key 'timeout' in redis; expected timeout_ms"));
+  EXPECT_THAT(Error("redis: 5\n"), HasSubstr("redis"));
 }
 
 TEST(ParseConfigTest, LimitsMayBeOneString) {
@@ -316,7 +339,7 @@ TEST(ParseConfigErrorTest, KeysMustBeStrings) {
 TEST(ParseConfigErrorTest, UnknownKeys) {
   EXPECT_EQ(Error("store: memory\nstorage: memory\n"),
             "test.yaml:2:1: unknown key 'storage' at top level; expected store, listen, engine, "
-            "server, rules, otp or envoy_ratelimit (near 'storage')");
+            "redis, server, rules, otp or envoy_ratelimit (near 'storage')");
   EXPECT_EQ(Error("rules:\n  api:\n    limits: 10/s\n    limit: 10/s\n"),
             "test.yaml:4:5: unknown key 'limit' in rule 'api'; expected algorithm, limits, burst, "
             "tiers, timezone, shadow, on_backend_error or alerts (near 'limit')");

@@ -501,3 +501,71 @@ def metric_value(text: str, name: str, labels: dict[str, str] | None = None) -> 
         if got == want:
             return float(m.group(4))
     return None
+
+
+# --------------------------------------------------------------------------
+# Real redis-server processes (the Redis store's backend)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class RedisServer:
+    """A redis-server on a free port in its own directory; stop()/start()
+    to simulate an outage on the same port."""
+
+    def __init__(self, directory: Path):
+        self.binary = require_tool("redis-server", "redis-server")
+        self.dir = directory
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.port = free_port()
+        self.proc = None
+        self.start()
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}"
+
+    def start(self) -> None:
+        self.proc = subprocess.Popen(
+            [self.binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
+             "--appendonly", "no", "--dir", str(self.dir), "--logfile", str(self.dir / "log")],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while time.monotonic() < deadline:
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=0.5) as s:
+                    s.sendall(b"PING\r\n")
+                    if s.recv(16).startswith(b"+PONG"):
+                        return
+            except OSError:
+                pass
+            time.sleep(0.02)
+        pytest.fail(f"redis-server did not start on port {self.port}", pytrace=False)
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(STOP_TIMEOUT_S)
+        self.proc = None
+
+    def client(self):
+        import redis  # python3-redis
+        return redis.Redis(host="127.0.0.1", port=self.port, socket_timeout=10)
+
+
+@pytest.fixture
+def redis_server(tmp_dir):
+    servers: list[RedisServer] = []
+
+    def make() -> RedisServer:
+        server = RedisServer(tmp_dir / f"redis-{len(servers)}")
+        servers.append(server)
+        return server
+
+    yield make
+    for server in servers:
+        server.stop()

@@ -1,0 +1,102 @@
+// The golden vectors through the public Limiter on the Redis store, in the
+// three deployments it supports: one redis-server, a 3-master Redis Cluster
+// and nutcracker (Twemproxy) in front of two redis-servers. Each step is
+// decided at the vector's instant (CheckAt passes it to the script).
+#include <gtest/gtest.h>
+#include <hiredis/hiredis.h>
+
+#include <string>
+
+#include "floodgate/limiter.h"
+#include "testing/nutcracker.h"
+#include "testing/redis_cluster.h"
+#include "testing/redis_server.h"
+#include "testing/vectors.h"
+
+namespace floodgate {
+namespace {
+
+// Runs every vector on a Limiter with store `url`. Subjects are prefixed per
+// case, so cases sharing a definition never share state. The local
+// over-limit cache is off: it answers denials with the figures Redis gave
+// earlier, and the vectors check every figure of every step.
+void RunVectors(const std::string& url) {
+  const auto cases = testing::LoadVectors(testing::VectorsDir());
+  ASSERT_GE(cases.size(), 10u);
+  int steps = 0, index = 0;
+  for (const auto& vc : cases) {
+    SCOPED_TRACE(vc.file + ": " + vc.name);
+    Config config;
+    config.store = url;
+    config.redis.local_cache = false;
+    config.redis.timeout_ms = 2000;  // correctness here, not latency
+    config.rules.push_back(vc.rule);
+    config.engine.sweep_interval_ms = 0;
+    ManualClock clock;
+    auto limiter = Limiter::Create(config, clock);
+    ASSERT_TRUE(limiter.ok()) << limiter.status().ToString();
+    ASSERT_TRUE((*limiter)->remote());
+    const std::string prefix = "case" + std::to_string(index++) + ":";
+    for (size_t i = 0; i < vc.steps.size(); ++i) {
+      SCOPED_TRACE("step " + std::to_string(i));
+      const auto& step = vc.steps[i];
+      Decision d;
+      const Status s =
+          (*limiter)->CheckAt(step.t_ms, "r", prefix + step.key, step.cost, step.tier, &d);
+      ASSERT_TRUE(s.ok()) << s.ToString();
+      EXPECT_FALSE(d.backend_error) << "the store failed at step " << i;
+      testing::ExpectMatches(step, d);
+      ++steps;
+    }
+  }
+  EXPECT_GE(steps, 60);
+}
+
+// Keys of one redis-server without an expiry (SCAN, then PTTL each).
+int KeysWithoutTtl(int port) {
+  redisContext* c = redisConnect("127.0.0.1", port);
+  EXPECT_TRUE(c != nullptr && c->err == 0);
+  int missing = 0, seen = 0;
+  std::string cursor = "0";
+  do {
+    auto* page =
+        static_cast<redisReply*>(redisCommand(c, "SCAN %s COUNT 1000", cursor.c_str()));
+    EXPECT_TRUE(page != nullptr && page->type == REDIS_REPLY_ARRAY);
+    cursor.assign(page->element[0]->str, page->element[0]->len);
+    for (size_t i = 0; i < page->element[1]->elements; ++i) {
+      const redisReply* key = page->element[1]->element[i];
+      auto* ttl = static_cast<redisReply*>(redisCommand(c, "PTTL %b", key->str, key->len));
+      if (ttl->integer == -1) ++missing;
+      ++seen;
+      freeReplyObject(ttl);
+    }
+    freeReplyObject(page);
+  } while (cursor != "0");
+  redisFree(c);
+  return missing;
+}
+
+TEST(RedisStoreVectorsTest, Standalone) {
+  testing::RedisServer redis;
+  ASSERT_TRUE(redis.Start()) << redis.error();
+  RunVectors(redis.url());
+  EXPECT_EQ(KeysWithoutTtl(redis.port()), 0);
+}
+
+TEST(RedisStoreVectorsTest, Cluster) {
+  testing::RedisCluster cluster;
+  ASSERT_TRUE(cluster.Start(3)) << cluster.error();
+  RunVectors(cluster.url());
+  for (size_t i = 0; i < cluster.size(); ++i) {
+    EXPECT_EQ(KeysWithoutTtl(cluster.server(i).port()), 0) << "node " << i;
+  }
+}
+
+TEST(RedisStoreVectorsTest, BehindTwemproxy) {
+  testing::Nutcracker proxy;
+  ASSERT_TRUE(proxy.Start(2)) << proxy.error();
+  RunVectors(proxy.url());
+}
+
+}  // namespace
+}  // namespace floodgate

@@ -117,6 +117,9 @@ int RunSimulate(const Config& config, const SimulateOptions& options, std::istre
                 const std::string& input_name, FILE* out, FILE* summary) {
   Config sim_config = config;
   sim_config.engine.sweep_interval_ms = 0;  // the virtual clock drives sweeps below
+  // A replay runs on its own virtual clock, in memory: never against the
+  // production Redis the config may name (and the log's times, not TIME).
+  sim_config.store = "memory";
   ManualClock clock;
   auto limiter = Limiter::Create(sim_config, clock);
   if (!limiter.ok()) {

@@ -121,6 +121,23 @@ TEST_F(CliTest, SimulateCsvReplaysOnAVirtualClock) {
   EXPECT_NE(r.err.find("top denied key +62811: 1"), std::string::npos) << r.err;
 }
 
+TEST_F(CliTest, SimulateRunsInMemoryWhateverTheConfigsStore) {
+  // A config for production on Redis: the replay must not touch it (port 1
+  // has no Redis) and must decide on the log's own clock.
+  const std::string redis_config = TempPath("redis.yaml");
+  WriteFile(redis_config, std::string("store: redis://127.0.0.1:1\n") + kConfig);
+  CliRun r = Floodgate("simulate --config " + redis_config + " --rule api",
+                       "1000,k\n1001,k\n1002,k\n2000,k\n");
+  std::filesystem::remove(redis_config);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out,
+            "timestamp_ms,key,cost,allowed,remaining,retry_after_ms\n"
+            "1000,k,1,1,1,0\n"
+            "1001,k,1,1,0,0\n"
+            "1002,k,1,0,0,998\n"
+            "2000,k,1,1,1,0\n");
+}
+
 TEST_F(CliTest, SimulateJsonLinesAndTier) {
   const std::string log =
       "{\"timestamp_ms\": 0, \"key\": \"u\"}\n"

@@ -227,6 +227,8 @@ void AppendDecisionJson(std::string& j, std::string_view rule, std::string_view 
   j += "{\"allowed\":";
   j += d.allowed ? "true" : "false";
   if (d.shadow_denied) j += ",\"shadow_denied\":true";
+  // The store failed: `allowed` is the rule's on_backend_error, not a count.
+  if (d.backend_error) j += ",\"backend_error\":true";
   j += ",\"rule\":\"";
   http::AppendJsonEscaped(&j, rule);
   j += "\",\"key\":\"";

@@ -216,6 +216,11 @@ def test_redis_down_answers_by_on_backend_error_within_the_timeout(start_server,
     # 20 ms timeout: generous slack for a loaded 2-core machine, far below
     # what waiting on a dead backend would cost.
     assert worst < 0.5, worst
+    # HTTP says the answer came from on_backend_error.
+    with urllib.request.urlopen(
+            f"http://127.0.0.1:{server.http_port}/v1/check?rule=open&key=gina", timeout=5) as f:
+        body = json.loads(f.read())
+    assert body["allowed"] is True and body["backend_error"] is True
     assert metric(server, "floodgate_backend_errors_total") >= answered
     assert metric(server, "floodgate_backend_open_circuits") >= 1
 

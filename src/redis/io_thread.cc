@@ -562,11 +562,17 @@ void IoThread::StartSlotRefresh(int64_t now_ns) {
     Result<SlotMap> map =
         status.ok() ? SlotMap::FromClusterSlots(reply, queried) : Result<SlotMap>(status);
     if (!map.ok()) {
-      Log(LogLevel::kWarn, "redis cluster slot map refresh failed",
-          {{"node", queried.ToString()}, {"error", map.status().message()}});
+      // Logged once per run of failures: a cluster that is down would
+      // otherwise log ten lines a second.
+      if (!refresh_failing_) {
+        refresh_failing_ = true;
+        Log(LogLevel::kWarn, "redis cluster slot map refresh failed",
+            {{"node", queried.ToString()}, {"error", map.status().message()}});
+      }
       state_.RequestSlotRefresh();  // again, from the next candidate
       return;
     }
+    refresh_failing_ = false;
     state_.PublishSlotMap(std::move(map).value());
   };
   refresh_in_flight_ = true;

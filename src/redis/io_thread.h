@@ -128,6 +128,7 @@ class IoThread {
   Pending* timers_head_ = nullptr;
   Pending* timers_tail_ = nullptr;
   bool refresh_in_flight_ = false;
+  bool refresh_failing_ = false;
   int64_t next_refresh_ns_ = 0;
   size_t refresh_rotation_ = 0;
   uint64_t random_state_;

@@ -4,7 +4,9 @@
 // (Twemproxy) in front of two redis-servers.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <map>
 #include <random>
 #include <string>
@@ -203,6 +205,67 @@ TEST_F(ClientClusterTest, PinnedCommandsSeeRedirectsAsReplies) {
   EXPECT_EQ(moved_replies, 2);
   Result<OwnedReply> bad = client_->CallNode("no-port", {"PING"});
   EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
+}
+
+// A master killed and restarted (same port, same nodes.conf): only its slots
+// fail, fast, and they work again within a second of its return.
+TEST(ClientClusterFailureTest, DeadMasterFailsOnlyItsSlotsAndRecovers) {
+  floodgate::testing::RedisCluster cluster;
+  ASSERT_TRUE(cluster.Start()) << cluster.error();
+  ClientOptions options = OptionsFor(cluster.url(), 20);
+  auto client = MakeClient(options);
+  ASSERT_EQ(client->Masters().size(), 3u);
+  const std::string dead = "127.0.0.1:" + std::to_string(cluster.server(0).port());
+
+  // 60 keys, and which master holds each.
+  std::vector<std::string> keys;
+  std::vector<bool> on_dead;
+  for (int i = 0; i < 60; ++i) {
+    const std::string key = "k" + std::to_string(i);
+    ASSERT_EQ(Text(client->Call(key, {"SET", key, "1"})), "OK");
+    keys.push_back(key);
+    on_dead.push_back(Text(client->CallNode(dead, {"EXISTS", key})) == "(integer) 1");
+  }
+  ASSERT_GT(std::count(on_dead.begin(), on_dead.end(), true), 5);
+
+  cluster.server(0).Kill();
+  using Clock = std::chrono::steady_clock;
+  int live_failed = 0, dead_ok = 0, late = 0;
+  const auto until = Clock::now() + std::chrono::milliseconds(400);
+  while (Clock::now() < until) {
+    for (size_t i = 0; i < keys.size(); ++i) {
+      const auto start = Clock::now();
+      Result<OwnedReply> r = client->Call(keys[i], {"GET", keys[i]});
+      if (Clock::now() - start > std::chrono::milliseconds(options.timeout_ms + 60)) ++late;
+      if (on_dead[i] && r.ok()) ++dead_ok;
+      if (!on_dead[i] && !r.ok()) ++live_failed;
+    }
+  }
+  EXPECT_EQ(late, 0);
+  EXPECT_EQ(dead_ok, 0);
+  EXPECT_EQ(live_failed, 0);
+  EXPECT_EQ(client->GetStats().open_circuits, 1);
+
+  ASSERT_TRUE(cluster.server(0).RestartSamePort()) << cluster.server(0).error();
+  const auto back = Clock::now();
+  // Within a second its slots are answered by it again...
+  auto answered = [&] {
+    for (size_t i = 0; i < keys.size(); ++i) {
+      if (on_dead[i] && !client->Call(keys[i], {"GET", keys[i]}).ok()) return false;
+    }
+    return true;
+  };
+  EXPECT_TRUE(client_testing::Eventually(answered, std::chrono::seconds(1)));
+  EXPECT_LT(Clock::now() - back, std::chrono::seconds(1));
+  // ... first with CLUSTERDOWN (a restarted master waits ~2 s before it
+  // serves again), then normally (its data is gone: no persistence here).
+  EXPECT_TRUE(client_testing::Eventually([&] {
+    for (size_t i = 0; i < keys.size(); ++i) {
+      if (on_dead[i] && Text(client->Call(keys[i], {"GET", keys[i]})) != "(nil)") return false;
+    }
+    return true;
+  }));
+  EXPECT_EQ(client->GetStats().open_circuits, 0);
 }
 
 TEST(ClientProxyTest, CommandsAndEvalThroughNutcracker) {

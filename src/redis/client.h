@@ -17,6 +17,7 @@
 #include <hiredis/hiredis.h>
 
 #include <cstdint>
+#include <initializer_list>
 #include <memory>
 #include <span>
 #include <string>
@@ -129,6 +130,10 @@ class Client {
   void SendToNode(const std::string& node, std::span<const std::string_view> args,
                   ReplyCallback done);
   void SendToNode(const std::string& node, std::span<const std::string> args, ReplyCallback done);
+  void SendToNode(const std::string& node, std::initializer_list<std::string_view> args,
+                  ReplyCallback done) {
+    SendToNode(node, std::span<const std::string_view>(args.begin(), args.size()), std::move(done));
+  }
 
   // Blocking forms for the command line and tests: the reply (possibly an
   // error reply) or the failure status. Must not run on an I/O thread.

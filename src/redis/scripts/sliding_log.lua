@@ -15,13 +15,14 @@
 --         remaining, retry_after_ms, reset_after_ms}
 --
 -- State (one string): a byte with the fingerprint's length, the fingerprint,
--- then one MessagePack array {n, cursor_1 .. cursor_n, t_1, u_1, dt_2, u_2,
--- ...}: the logged events (time, units) in time order, the first time
--- absolute and the others as deltas (small integers pack in 1 to 3 bytes),
--- and per limit the 0-based index of its first event still inside its window.
--- The log holds only events inside the longest window, so never more events
--- than that limit's count (configuration caps it at 100000): decoding and
--- re-encoding are O(events in the window).
+-- a byte with n, per limit a header '<I4I4' (the 0-based index of its first
+-- event still inside its window, the units it counts from there), then the
+-- logged events in time order, 9 bytes each, '<i6I3': time in ms (signed 48
+-- bits) and units. Fixed-width events are read by position (GETRANGE), so
+-- a decision reads only the events that age out (or that a retry walks
+-- past); a write copies the log as one string, never decoding it. It holds
+-- only events inside the longest window, so never more than that limit's
+-- count (configuration caps it at 100000): at most 900 KB.
 --
 -- Writes: SET PX when a request with cost > 0 is admitted. As in the C++ log,
 -- a cursor that moves past an aged-out event never moves back, even when a
@@ -53,74 +54,71 @@ for i = 1, n do
   if period[i] > longest then longest = period[i] end
 end
 
--- The log: events T[k], U[k] for k in 1..E, and each limit's cursor C[i]
--- (the index of its first counted event; E + 1 when none is counted).
-local T, U, C = {}, {}, {}
-local E = 0
-for i = 1, n do C[i] = 1 end
-local raw = redis.call('GET', KEYS[1])
-if raw then
-  local fl = string.byte(raw, 1) or 0
-  if fp == '' or string.sub(raw, 2, 1 + fl) == fp then
-    local ok, arr = pcall(cmsgpack.unpack, string.sub(raw, 2 + fl))
-    if ok and type(arr) == 'table' and arr[1] == n and (#arr - 1 - n) >= 0 and
-        (#arr - 1 - n) % 2 == 0 then
-      local e = (#arr - 1 - n) / 2
-      local valid = true
-      local t = 0
-      for k = 1, e do
-        local d, u = arr[n + 2 * k], arr[n + 2 * k + 1]
-        if type(d) ~= 'number' or type(u) ~= 'number' or u < 1 or (k > 1 and d < 0) then
-          valid = false
-          break
-        end
-        if k == 1 then t = d else t = t + d end
-        T[k], U[k] = t, u
-      end
-      for i = 1, n do
-        local c = arr[1 + i]
-        if type(c) == 'number' and c >= 0 and c <= e and math.floor(c) == c then
-          C[i] = c + 1
-        else
-          valid = false
-        end
-      end
-      if valid then
-        E = e
-      else
-        T, U, C = {}, {}, {}
-        for i = 1, n do C[i] = 1 end
-      end
+local EVENT = 9  -- bytes per event
+
+-- The log: E events from byte offset `base` of the value, and per limit its
+-- cursor C[i] (index of its first counted event; E when none) and sum S[i].
+-- Only the header and the events a decision touches are read (GETRANGE), so
+-- a denial or a peek costs the same whatever the log's length.
+local size = redis.call('STRLEN', KEYS[1])
+local base, E = 0, 0
+local C, S = {}, {}
+for i = 1, n do C[i], S[i] = 0, 0 end
+if size > 0 then
+  local head = redis.call('GETRANGE', KEYS[1], 0, 1 + 255 + 1 + 8 * n - 1)
+  local fl = string.byte(head, 1)
+  local start = 2 + fl + 8 * n  -- header bytes
+  if (fp == '' or string.sub(head, 2, 1 + fl) == fp) and string.byte(head, 2 + fl) == n and
+      size >= start and (size - start) % EVENT == 0 then
+    local e = (size - start) / EVENT
+    local valid = true
+    for i = 1, n do
+      C[i], S[i] = struct.unpack('<I4I4', head, 3 + fl + 8 * (i - 1))
+      if C[i] > e then valid = false end
+    end
+    if valid then
+      base, E = start, e
+    else
+      for i = 1, n do C[i], S[i] = 0, 0 end
     end
   end
 end
 
+local cache = {}
+local function event(k)  -- time, units of event k
+  local ev = cache[k]
+  if not ev then
+    local at = base + EVENT * k
+    ev = {struct.unpack('<i6I3', redis.call('GETRANGE', KEYS[1], at, at + EVENT - 1))}
+    cache[k] = ev
+  end
+  return ev[1], ev[2]
+end
+
 -- A clock step back refunds nothing: decide at the newest event at least.
 local t = now
-if E > 0 and t < T[E] then t = T[E] end
+local newest = nil
+if E > 0 then
+  newest = event(E - 1)
+  if t < newest then t = newest end
+end
 
 -- Move each limit's cursor past the events its window no longer covers.
 local moved = false
 for i = 1, n do
-  local c = C[i]
-  while c <= E and T[c] + period[i] <= t do c = c + 1 end
-  if c ~= C[i] then
+  while C[i] < E do
+    local et, eu = event(C[i])
+    if et + period[i] > t then break end
+    S[i] = S[i] - eu
+    C[i] = C[i] + 1
     moved = true
-    C[i] = c
   end
 end
--- Events before every cursor are dropped: the log is lo..E.
-local lo = E + 1
+-- Events before every cursor are dropped: the log is lo..E-1.
+local lo = E
 for i = 1, n do
   if C[i] < lo then lo = C[i] end
 end
-
--- Units each limit counts: suffix sums from its cursor.
-local suffix = {}
-suffix[E + 1] = 0
-for k = E, lo, -1 do suffix[k] = suffix[k + 1] + U[k] end
-local sum = {}
-for i = 1, n do sum[i] = suffix[C[i]] end
 
 local res = {}
 local admitted = true
@@ -128,15 +126,16 @@ for i = 1, n do
   local r = {allowed = 0, limit = count[i], retry = 0}
   if cost > count[i] then
     r.retry = -1
-  elseif sum[i] + cost <= count[i] then
+  elseif S[i] + cost <= count[i] then
     r.allowed = 1
   else
     -- Walk from the oldest counted event until enough units have aged out.
-    local still = sum[i]
-    for k = C[i], E do
-      still = still - U[k]
+    local still = S[i]
+    for k = C[i], E - 1 do
+      local et, eu = event(k)
+      still = still - eu
       if still + cost <= count[i] then
-        r.retry = T[k] + period[i] - t
+        r.retry = et + period[i] - t
         break
       end
     end
@@ -145,47 +144,47 @@ for i = 1, n do
   res[i] = r
 end
 
+local kept = nil  -- the new log's events, when it is written
+if (admitted and cost > 0) or moved then
+  kept = ''
+  if lo < E then kept = redis.call('GETRANGE', KEYS[1], base + EVENT * lo, size - 1) end
+end
 if admitted and cost > 0 then
-  for i = 1, n do sum[i] = sum[i] + cost end
+  for i = 1, n do S[i] = S[i] + cost end
   -- Same instant: one event, so the log stays small; but not when a cursor
   -- has already passed that event (a step back after a later request): the
   -- units would be summed by a limit whose cursor never subtracts them.
-  local merge = lo <= E and T[E] == t
+  local merge = lo < E and newest == t
   for i = 1, n do
-    if C[i] > E then merge = false end
+    if C[i] >= E then merge = false end
   end
   if merge then
-    U[E] = U[E] + cost
+    local et, eu = event(E - 1)
+    kept = string.sub(kept, 1, #kept - EVENT) .. struct.pack('<i6I3', et, eu + cost)
   else
-    E = E + 1
-    T[E], U[E] = t, cost
+    kept = kept .. struct.pack('<i6I3', t, cost)
+    -- Cursors past every event now point at the new one.
   end
+  newest = t
+elseif lo >= E then
+  newest = nil  -- every event aged out
 end
 
-local newest = 0
-if lo <= E then newest = T[E] end
 for i = 1, n do
   local r = res[i]
-  r.remaining = count[i] > sum[i] and count[i] - sum[i] or 0
-  r.reset = sum[i] > 0 and newest + period[i] - t or 0
+  r.remaining = count[i] > S[i] and count[i] - S[i] or 0
+  r.reset = (S[i] > 0 and newest) and newest + period[i] - t or 0
 end
 
-if (admitted and cost > 0) or moved then
-  if lo > E then
+if kept then
+  if #kept == 0 then
     redis.call('DEL', KEYS[1])
   else
-    local arr = {n}
-    for i = 1, n do arr[1 + i] = C[i] - lo end
-    local k = n + 1
-    arr[k + 1], arr[k + 2] = T[lo], U[lo]
-    for j = lo + 1, E do
-      k = k + 2
-      arr[k + 1], arr[k + 2] = T[j] - T[j - 1], U[j]
-    end
+    local head = {string.char(#fp), fp, string.char(n)}
+    for i = 1, n do head[#head + 1] = struct.pack('<I4I4', C[i] - lo, S[i]) end
     local ttl = newest + longest - now
     if ttl < 1 then ttl = 1 end
-    redis.call('SET', KEYS[1], string.char(#fp) .. fp .. cmsgpack.pack(arr), 'PX',
-      string.format('%d', ttl))
+    redis.call('SET', KEYS[1], table.concat(head) .. kept, 'PX', string.format('%d', ttl))
   end
 end
 

@@ -140,6 +140,7 @@ void FinishDecision(const CompiledRule& rule, bool admitted, Decision* decision)
   }
   d.allowed = admitted;
   d.shadow_denied = false;
+  d.backend_error = false;  // a store answered (a caller may reuse a Decision)
   d.binding = BindingLimit(d);
   const LimitStatus& b = d.limits[d.binding];
   d.limit = b.limit;

@@ -31,7 +31,14 @@ void SlidingLog::Append(int64_t now_ms, int64_t units) {
   for (Cursor& c : cursors_) c.sum += units;
   if (size_ > 0) {
     Event& newest = ring_[(head_ + size_ - 1) % ring_.size()];
-    if (newest.t_ms == now_ms) {  // same instant: one event, so the log stays small
+    // Same instant: one event, so the log stays small. Not when a cursor has
+    // already passed that event (it aged out of a short window before the
+    // clock stepped back to its instant): that cursor would count the merged
+    // units but never subtract them.
+    const uint64_t newest_seq = first_seq_ + size_ - 1;
+    const bool covered = std::all_of(cursors_.begin(), cursors_.end(),
+                                     [&](const Cursor& c) { return c.seq <= newest_seq; });
+    if (newest.t_ms == now_ms && covered) {
       newest.units += units;
       return;
     }

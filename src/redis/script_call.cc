@@ -104,7 +104,15 @@ bool IsFlag(int64_t v) { return v == 0 || v == 1; }
 std::string StateKey(std::string_view rule, std::string_view tier, std::string_view subject) {
   std::string key;
   key.reserve(6 + rule.size() + subject.size() + (tier.empty() ? 0 : 1 + tier.size()));
-  key.append("fg:{").append(rule).append(":").append(subject).append("}");
+  key.append("fg:{");
+  for (char c : rule) {
+    if (c == ':') {
+      key.append("%3A");
+    } else {
+      key.push_back(c);
+    }
+  }
+  key.append(":").append(subject).append("}");
   if (!tier.empty()) key.append(":").append(tier);
   return key;
 }

@@ -36,7 +36,10 @@ namespace floodgate::redis {
 
 // The key holding one subject's state for a rule: fg:{rule:subject} for the
 // rule's own limits, fg:{rule:subject}:tier for a tier. The hash tag keeps a
-// subject's tiers on one Redis Cluster slot.
+// subject's tiers on one Redis Cluster slot. A ':' in the rule name is
+// written %3A (rule names cannot hold '%'), so the rule part ends at the
+// first ':' and rule "a:b" with subject "c" never meets rule "a" with
+// subject "b:c".
 std::string StateKey(std::string_view rule, std::string_view tier, std::string_view subject);
 
 // The key of CL.THROTTLE's state for `key`: fg:cl:{key}.

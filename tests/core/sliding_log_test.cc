@@ -69,6 +69,21 @@ TEST(SlidingLogTest, AllLimitsShareOneLogAllOrNothing) {
   EXPECT_EQ(per_minute.retry_after_ms, 58'000);
 }
 
+TEST(SlidingLogTest, AStepBackToAnAgedOutInstantDoesNotLockOut) {
+  // The 1/s window saw the event at 0 age out (peek at 1500); the clock then
+  // steps back to 0. The new unit must be logged so that the short window
+  // can see it leave again: merged into the old event, the 1/s cursor (past
+  // it) would count it forever.
+  Subject s(MakeRule(Algorithm::kSlidingLog, {"1/s", "5/minute"}));
+  EXPECT_TRUE(s.At(0).allowed);
+  EXPECT_TRUE(s.At(1'500, 0).allowed);
+  EXPECT_TRUE(s.At(0).allowed);  // clamped to the newest event, t = 0
+  Decision d = s.At(1'000, 0);
+  EXPECT_EQ(d.limits[0].remaining, 1);  // both units at 0 have left the 1/s window
+  EXPECT_EQ(d.limits[0].reset_after_ms, 0);
+  EXPECT_TRUE(s.At(200'000).allowed);
+}
+
 TEST(SlidingLogTest, DenialOnNewSubjectAllocatesNothing) {
   Subject s(MakeRule(Algorithm::kSlidingLog, {"2/s"}));
   EXPECT_FALSE(s.At(0, 3).allowed);

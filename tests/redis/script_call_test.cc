@@ -28,6 +28,13 @@ TEST(StateKeyTest, HashTagsTheRuleAndSubject) {
   EXPECT_EQ(StateKey("r", "", subject), std::string("fg:{r:a\0b}", 10));
 }
 
+TEST(StateKeyTest, RuleNamesWithColonsNeverCollideWithSubjects) {
+  EXPECT_EQ(StateKey("a:b", "", "c"), "fg:{a%3Ab:c}");
+  EXPECT_EQ(StateKey("a", "", "b:c"), "fg:{a:b:c}");
+  EXPECT_NE(StateKey("a:b", "", "c"), StateKey("a", "", "b:c"));
+  EXPECT_NE(StateKey("a:b", "t", "c"), StateKey("a", "t", "b:c"));
+}
+
 TEST(StateKeyTest, TiersShareTheSubjectsHashTag) {
   // Redis Cluster hashes what lies between the first '{' and the next '}'.
   auto tag = [](const std::string& key) {

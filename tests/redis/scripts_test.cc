@@ -350,12 +350,6 @@ TEST_F(ScriptsTest, RandomSequencesMatchTheEngineFieldByField) {
     }
     // 2023-11-14 plus a random offset of up to ~3 years.
     int64_t t = 1'700'000'000'000 + static_cast<int64_t>(rng() % 100'000'000'000);
-    // core::SlidingLog merges a request into the newest event even when a
-    // cursor has passed it (possible only after a step back with several
-    // limits), leaving units that cursor never subtracts; the script does
-    // not (SlidingLogDoesNotLockOutAfterAStepBack). Until the engine is
-    // fixed, multi-limit sliding_log sequences move forward only here.
-    const bool forward_only = rule->algorithm == Algorithm::kSlidingLog && rule->limits.size() > 1;
     bool failed = false;
     for (int i = 0; i < 40 && !failed; ++i) {
       const uint64_t kind = rng() % 20;
@@ -365,8 +359,6 @@ TEST_F(ScriptsTest, RandomSequencesMatchTheEngineFieldByField) {
         t += static_cast<int64_t>(rng() % (static_cast<uint64_t>(shortest) / 4 + 2));
       } else if (kind < 16) {
         t += static_cast<int64_t>(rng() % (static_cast<uint64_t>(longest) + 1));
-      } else if (forward_only) {
-        // no step back
       } else if (kind < 19) {
         t -= static_cast<int64_t>(rng() % (2 * static_cast<uint64_t>(shortest) + 1));
         ++steps_back;

@@ -10,6 +10,8 @@
 // Config guarantees T >= 1 us and T * limit <= 2^52.
 #include "core/gcra.h"
 
+#include <string>
+
 #include "core/int_math.h"
 
 namespace floodgate::core {
@@ -42,6 +44,39 @@ GcraFigures GcraStep(const LimitParams& p, GcraState& s, int64_t now_ms, int64_t
   const int64_t next = tolerance_us - f.ttl_us;
   f.remaining = next > 0 ? next / emission_us : 0;
   return f;
+}
+
+Result<LimitParams> ThrottleParams(int64_t max_burst, int64_t count, int64_t period_s,
+                                   int64_t quantity) {
+  if (max_burst < 0 || max_burst >= kMaxLimitCount) {
+    return InvalidArgumentError("max_burst must be between 0 and " +
+                                std::to_string(kMaxLimitCount - 1));
+  }
+  if (count < 1 || count > kMaxLimitCount) {
+    return InvalidArgumentError("count must be between 1 and " + std::to_string(kMaxLimitCount));
+  }
+  if (period_s < 1 || period_s > kMaxPeriodMs / 1000) {
+    return InvalidArgumentError("period must be between 1 and " +
+                                std::to_string(kMaxPeriodMs / 1000) + " seconds");
+  }
+  if (quantity < 0 || quantity > kMaxLimitCount) {
+    return InvalidArgumentError("quantity must be between 0 and " + std::to_string(kMaxLimitCount));
+  }
+  LimitParams p;
+  p.count = count;
+  p.period_ms = period_s * 1000;
+  p.capacity = max_burst + 1;
+  p.emission_us = period_s * 1'000'000 / count;
+  if (p.emission_us < 1) {
+    return InvalidArgumentError("rate too high: " + std::to_string(count) + " per " +
+                                std::to_string(period_s) + " s is under 1 microsecond per unit");
+  }
+  if (p.capacity > (int64_t{1} << 52) / p.emission_us) {
+    return InvalidArgumentError(
+        "max_burst too large for this rate (burst x period / count must "
+        "stay under 2^52 microseconds)");
+  }
+  return p;
 }
 
 Outcome ApplyGcra(const LimitParams& p, GcraState& s, int64_t now_ms, int64_t cost) {

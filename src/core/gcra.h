@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "core/algorithms.h"
+#include "floodgate/status.h"
 
 namespace floodgate::core {
 
@@ -19,6 +20,13 @@ struct GcraFigures {
 
 // Same contract as ApplyGcra. p.emission_us and p.capacity must be set.
 GcraFigures GcraStep(const LimitParams& p, GcraState& s, int64_t now_ms, int64_t cost);
+
+// CL.THROTTLE's parameters (redis-cell: `count` per `period_s` seconds with
+// `max_burst`, spending `quantity`) as one gcra limit, checked before any
+// arithmetic. INVALID_ARGUMENT naming the parameter; both stores use it, so
+// both refuse alike.
+Result<LimitParams> ThrottleParams(int64_t max_burst, int64_t count, int64_t period_s,
+                                   int64_t quantity);
 
 // redis-cell's rounding of a duration to whole seconds for CL.THROTTLE:
 // truncate, then add one if at least a millisecond was cut off.

@@ -248,31 +248,10 @@ Status AppendThrottleCall(ScriptCall call, std::string_view throttle_key, int64_
                           int64_t count, int64_t period_s, int64_t quantity,
                           std::optional<int64_t> now_ms, std::vector<std::string>* argv) {
   // The checks and messages of Limiter::Throttle, so both stores refuse alike.
-  if (max_burst < 0 || max_burst >= kMaxLimitCount) {
-    return InvalidArgumentError("max_burst must be between 0 and " +
-                                std::to_string(kMaxLimitCount - 1));
-  }
-  if (count < 1 || count > kMaxLimitCount) {
-    return InvalidArgumentError("count must be between 1 and " + std::to_string(kMaxLimitCount));
-  }
-  if (period_s < 1 || period_s > kMaxPeriodMs / 1000) {
-    return InvalidArgumentError("period must be between 1 and " +
-                                std::to_string(kMaxPeriodMs / 1000) + " seconds");
-  }
-  if (quantity < 0 || quantity > kMaxLimitCount) {
-    return InvalidArgumentError("quantity must be between 0 and " + std::to_string(kMaxLimitCount));
-  }
-  const int64_t capacity = max_burst + 1;
-  const int64_t emission_us = period_s * 1'000'000 / count;
-  if (emission_us < 1) {
-    return InvalidArgumentError("rate too high: " + std::to_string(count) + " per " +
-                                std::to_string(period_s) + " s is under 1 microsecond per unit");
-  }
-  if (capacity > (int64_t{1} << 52) / emission_us) {
-    return InvalidArgumentError(
-        "max_burst too large for this rate (burst x period / count must "
-        "stay under 2^52 microseconds)");
-  }
+  auto p = core::ThrottleParams(max_burst, count, period_s, quantity);
+  if (!p.ok()) return p.status();
+  const int64_t capacity = p->capacity;
+  const int64_t emission_us = p->emission_us;
   argv->reserve(argv->size() + 10);
   AppendHead(call, Algorithm::kGcra, throttle_key, /*fingerprint=*/"", now_ms, quantity, 1, argv);
   AppendNumber(emission_us, argv);

@@ -477,34 +477,9 @@ Result<Limiter::ThrottleResult> Limiter::Impl::Throttle(std::string_view key, in
     if (!status.ok()) return status;
     return r;
   }
-  if (max_burst < 0 || max_burst >= kMaxLimitCount) {
-    return InvalidArgumentError("max_burst must be between 0 and " +
-                                std::to_string(kMaxLimitCount - 1));
-  }
-  if (count < 1 || count > kMaxLimitCount) {
-    return InvalidArgumentError("count must be between 1 and " + std::to_string(kMaxLimitCount));
-  }
-  if (period_s < 1 || period_s > kMaxPeriodMs / 1000) {
-    return InvalidArgumentError("period must be between 1 and " +
-                                std::to_string(kMaxPeriodMs / 1000) + " seconds");
-  }
-  if (quantity < 0 || quantity > kMaxLimitCount) {
-    return InvalidArgumentError("quantity must be between 0 and " + std::to_string(kMaxLimitCount));
-  }
-  core::LimitParams p;
-  p.count = count;
-  p.period_ms = period_s * 1000;
-  p.capacity = max_burst + 1;
-  p.emission_us = period_s * 1'000'000 / count;
-  if (p.emission_us < 1) {
-    return InvalidArgumentError("rate too high: " + std::to_string(count) + " per " +
-                                std::to_string(period_s) + " s is under 1 microsecond per unit");
-  }
-  if (p.capacity > (int64_t{1} << 52) / p.emission_us) {
-    return InvalidArgumentError(
-        "max_burst too large for this rate (burst x period / count must "
-        "stay under 2^52 microseconds)");
-  }
+  auto params = core::ThrottleParams(max_burst, count, period_s, quantity);
+  if (!params.ok()) return params.status();
+  const core::LimitParams& p = *params;
   // As in Decide: hash once and prefetch before the clock read.
   const engine::MemoryStore::PreparedKey prepared = store->Prepare(kThrottleVariant, key);
   const int64_t now_ms = at_ms != nullptr ? *at_ms : clock.NowMs();

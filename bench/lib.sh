@@ -310,8 +310,9 @@ bench_start_redis() {
 }
 
 # ---------------------------------------------------------------------------
-# floodgate. bench_start_floodgate THREADS. Sets FLOODGATE_PID,
+# floodgate. bench_start_floodgate THREADS [STORE_URL]. Sets FLOODGATE_PID,
 # FLOODGATE_RESP_PORT, FLOODGATE_HTTP_PORT, FLOODGATE_CMD, FLOODGATE_CONFIG.
+# With STORE_URL (redis://127.0.0.1:PORT), state lives there (--store).
 bench_write_floodgate_config() {
   FLOODGATE_CONFIG=$BENCH_TMP/floodgate.yaml
   cat >"$FLOODGATE_CONFIG" <<'EOF'
@@ -330,12 +331,13 @@ EOF
 }
 
 bench_start_floodgate() {
-  local threads=$1 log i line
+  local threads=$1 store=${2:-} log i line
   bench_require_floodgate
   bench_write_floodgate_config
   log=$BENCH_TMP/floodgate.log
   local -a argv=("$FLOODGATE_BIN" serve --config "$FLOODGATE_CONFIG" --resp 127.0.0.1:0
     --http 127.0.0.1:0 --threads "$threads")
+  if [[ -n $store ]]; then argv+=(--store "$store"); fi
   FLOODGATE_CMD=$(bench_quote "${argv[@]}")
   bench_spawn "$log" "${argv[@]}"
   FLOODGATE_PID=$BENCH_SPAWNED_PID
@@ -353,7 +355,7 @@ bench_start_floodgate() {
     bench_die "cannot parse the ports from: $line"
   bench_wait_tcp "$FLOODGATE_RESP_PORT" 5 "$FLOODGATE_PID" || bench_die "floodgate RESP port not reachable"
   bench_wait_tcp "$FLOODGATE_HTTP_PORT" 5 "$FLOODGATE_PID" || bench_die "floodgate HTTP port not reachable"
-  bench_log "floodgate pid $FLOODGATE_PID: resp 127.0.0.1:$FLOODGATE_RESP_PORT http 127.0.0.1:$FLOODGATE_HTTP_PORT threads $threads"
+  bench_log "floodgate pid $FLOODGATE_PID: resp 127.0.0.1:$FLOODGATE_RESP_PORT http 127.0.0.1:$FLOODGATE_HTTP_PORT threads $threads${store:+ store $store}"
 }
 
 # bench_floodgate_decisions RULE: prints "allowed denied" from /metrics.

@@ -16,7 +16,10 @@ try:
 except ImportError:  # FAIL, do not skip: the client is part of the contract
     redis = None
 
+# A generous timeout: these tests are about decisions, not latency, and must
+# hold in slow (sanitizer) builds. The outage test sets its own.
 CONFIG = """\
+redis: { timeout_ms: 2000 }
 rules:
   api:     { algorithm: fixed_window, limits: [5/hour] }
   tiered:  { algorithm: fixed_window, limits: [2/hour], tiers: { pro: [4/hour] } }
@@ -155,7 +158,11 @@ def test_two_servers_on_one_redis_admit_exactly_the_limit_window_after_window(
         start_server, backend):
     """64 concurrent clients over two floodgate processes: in each full
     window exactly `limit` requests are admitted, never one more."""
-    config = "rules:\n  shared: { algorithm: fixed_window, limits: [40/2s] }\n"
+    # Exactness is Redis's answer: a late one must not be counted as an
+    # admission (on_backend_error: deny, a timeout no slow build reaches).
+    config = ("redis: { timeout_ms: 5000 }\n"
+              "rules:\n  shared: { algorithm: fixed_window, limits: [40/2s], "
+              "on_backend_error: deny }\n")
     servers = [start_server(config, extra_args=["--store", backend.url]) for _ in range(2)]
     avoid_window_edge(2.0, margin_s=1.9)
     stop_at = time.time() + 7.0
@@ -194,11 +201,13 @@ def test_two_servers_on_one_redis_admit_exactly_the_limit_window_after_window(
     for end in full:
         assert per_window[end] == 40, per_window
     assert max(per_window.values()) == 40
+    assert all(metric(s, "floodgate_backend_errors_total") == 0 for s in servers)
     assert keys_without_ttl(backend.client()) == []
 
 
 def test_redis_down_answers_by_on_backend_error_within_the_timeout(start_server, backend):
-    server = start_server(CONFIG, extra_args=["--store", backend.url])
+    config = CONFIG.replace("timeout_ms: 2000", "timeout_ms: 20")  # the default
+    server = start_server(config, extra_args=["--store", backend.url])
     c = client(server.resp_port)
     assert c.execute_command("FG.CHECK", "open", "gina")[0] == 1
     backend.stop()
@@ -255,7 +264,7 @@ def test_local_cache_denies_without_a_round_trip(start_server, backend):
 
 
 def test_local_cache_can_be_disabled(start_server, backend):
-    server = start_server("redis:\n  local_cache: false\n" + CONFIG,
+    server = start_server(CONFIG.replace("timeout_ms: 2000", "timeout_ms: 2000, local_cache: false"),
                           extra_args=["--store", backend.url])
     c = client(server.resp_port)
     for _ in range(10):

@@ -60,6 +60,11 @@ struct ClientOptions {
   int64_t stale_reset_ms = 2000;
   // Cluster: MOVED/ASK redirects followed per request before giving up.
   int max_redirects = 5;
+  // Lua sources sent with SCRIPT LOAD as part of every connection's
+  // handshake (not through a proxy, which has no SCRIPT LOAD), so EVALSHA
+  // finds them: requests then never need the NOSCRIPT -> EVAL fallback,
+  // whose resend would run after later requests already sent.
+  std::vector<std::string> preload_scripts;
 };
 
 // The outcome of a request. OK: `reply` is non-null; an error reply

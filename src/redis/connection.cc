@@ -201,6 +201,13 @@ void Connection::StartHandshake(int64_t now_ns) {
     AppendCommand(out_, args);
     handshake_.push_back("SELECT " + db);
   }
+  if (url.mode != StoreMode::kProxy) {
+    for (const std::string& script : loop_.state().options.preload_scripts) {
+      const std::string_view args[] = {"SCRIPT", "LOAD", script};
+      AppendCommand(out_, args);
+      handshake_.push_back("SCRIPT LOAD");
+    }
+  }
   if (handshake_.empty()) {
     BecomeReady(now_ns);
     return;

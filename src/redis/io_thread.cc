@@ -314,8 +314,17 @@ void IoThread::SyncSlotMap() {
   }
 }
 
-static Connection* NextReady(Node& node) {
+// The connection for a request on `slot` (its key's slot, in every mode):
+// the same one for every request on a key while it is up, so that a
+// client's pipelined requests on one key run in Redis in the order sent
+// (requests on two connections run in whatever order Redis reads them).
+// Another ready one only while that one is down.
+static Connection* NextReady(Node& node, int slot) {
   const size_t n = node.conns.size();
+  if (n == 0) return nullptr;
+  if (Connection* home = node.conns[static_cast<size_t>(slot) % n].get(); home->ready()) {
+    return home;
+  }
   for (size_t i = 0; i < n; ++i) {
     const size_t index = (node.next_conn + i) % n;
     if (node.conns[index]->ready()) {
@@ -358,7 +367,7 @@ void IoThread::Route(std::unique_ptr<Pending> p, int64_t now_ns) {
            nullptr);
     return;
   }
-  if (Connection* conn = NextReady(*node); conn != nullptr) {
+  if (Connection* conn = NextReady(*node, p->slot); conn != nullptr) {
     conn->Enqueue(std::move(p));
     // Bring the node's other connections back when their backoff allows.
     for (auto& c : node->conns) {
@@ -404,7 +413,8 @@ void IoThread::OnConnectionReady(Connection& conn, int64_t now_ns) {
   waiting.swap(node.waiting);
   for (auto& p : waiting) {
     if (p->answered) continue;
-    NextReady(node)->Enqueue(std::move(p));
+    const int slot = p->slot;
+    NextReady(node, slot)->Enqueue(std::move(p));
   }
 }
 

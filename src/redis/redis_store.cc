@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "redis/script_call.h"
+#include "redis/scripts.h"
 
 namespace floodgate::redis {
 namespace {
@@ -37,6 +38,10 @@ void SendScript(Client& client, std::string key, std::vector<std::string> argv,
 }  // namespace
 
 Result<std::unique_ptr<RedisStore>> RedisStore::Create(ClientOptions options) {
+  // Every connection loads the scripts before its first request: see
+  // ClientOptions::preload_scripts (NOSCRIPT's resend would break the order
+  // of pipelined requests on one key).
+  for (const Script& script : AllScripts()) options.preload_scripts.emplace_back(script.source);
   auto client = Client::Create(std::move(options));
   if (!client.ok()) return client.status();
   return std::unique_ptr<RedisStore>(new RedisStore(std::move(*client)));

@@ -66,6 +66,45 @@ class Limiter {
   void CheckAsync(std::string_view rule, std::string_view key, int64_t cost, std::string_view tier,
                   CheckCallback done);
 
+  // Remote decisions held back to be sent together. CheckAsync calls given a
+  // batch leave their remote decisions in it (answers known locally still
+  // come at once); Flush sends them, decisions of one rule in as few script
+  // calls as the store allows (one call for many subjects on a standalone
+  // Redis), with one wake-up of the store's I/O thread. A server loop keeps
+  // one and flushes it after each round of reads. Not thread-safe: one
+  // thread's. Destroying it sends what it still holds. The Limiter must
+  // outlive it.
+  //
+  // max_calls_in_flight > 0 bounds the script calls this batch has sent and
+  // not yet had answered: Flush then keeps the decisions until one is
+  // answered (or until they fill a call), so that under load they gather
+  // into fewer, larger calls instead of many small ones (much of a call's
+  // cost in Redis is per call). A decision then waits at most one call's
+  // round trip longer. Flush must be called again after an answer comes: a
+  // server loop does, since every answer reaches it (its callback posts the
+  // reply to the loop).
+  class AsyncBatch {
+   public:
+    explicit AsyncBatch(Limiter& limiter, int max_calls_in_flight = 0);
+    ~AsyncBatch();
+    AsyncBatch(const AsyncBatch&) = delete;
+    AsyncBatch& operator=(const AsyncBatch&) = delete;
+
+    // Sends the decisions held (unless max_calls_in_flight are); does
+    // nothing when there are none.
+    void Flush();
+    bool empty() const;
+
+    struct Items;  // opaque: what the batch holds
+
+   private:
+    friend class Limiter;
+    Limiter& limiter_;
+    std::unique_ptr<Items> items_;
+  };
+  void CheckAsync(std::string_view rule, std::string_view key, int64_t cost, std::string_view tier,
+                  CheckCallback done, AsyncBatch* batch);
+
   // Whether decisions need a network round trip (a Redis store): Check,
   // Throttle and Reset then block their caller for up to the store's
   // timeout, and the *Async forms complete on another thread.

@@ -11,28 +11,35 @@
 namespace floodgate::redis {
 namespace {
 
-// Sends `argv` (an EVALSHA call) routed by `key`; on NOSCRIPT, rebuilds it
-// as EVAL with `rebuild` and sends it once more. `decode` then turns the
-// reply into the caller's answer.
+// Sends `argv` (an EVALSHA call of a script whose text is `source`) routed
+// by its first key, added to `batch` or at once; on NOSCRIPT, sends it once
+// more as EVAL. `decode` then turns the reply into the caller's answer.
 template <typename Decode>
-void SendScript(Client& client, std::string key, std::vector<std::string> argv,
-                absl::AnyInvocable<void(std::vector<std::string>*)> rebuild, Decode decode) {
+void SendScript(Client& client, Batch* batch, std::string_view source,
+                std::vector<std::string> argv, Decode decode) {
+  // Moving a vector keeps its elements where they are: `args` stays valid
+  // after argv moves into the callback (the command is encoded at once).
+  const std::span<const std::string> args(argv);
+  const std::string_view route = argv[3];  // EVALSHA sha numkeys key ...
   Client* c = &client;
-  std::string route = key;
-  client.Send(route, argv,
-              [c, key = std::move(key), rebuild = std::move(rebuild), decode = std::move(decode)](
-                  Status s, const redisReply* reply) mutable {
-                if (s.ok() && reply != nullptr && IsNoScript(*reply)) {
-                  std::vector<std::string> eval;
-                  rebuild(&eval);
-                  c->Send(key, eval,
-                          [decode = std::move(decode)](Status s2, const redisReply* r2) mutable {
-                            decode(s2, r2);
-                          });
-                  return;
-                }
-                decode(s, reply);
-              });
+  auto on_reply = [c, source, argv = std::move(argv), decode = std::move(decode)](
+                      Status s, const redisReply* reply) mutable {
+    if (s.ok() && reply != nullptr && IsNoScript(*reply)) {
+      argv[0] = "EVAL";
+      argv[1] = std::string(source);
+      const std::string route = argv[3];
+      c->Send(route, argv, [decode = std::move(decode)](Status s2, const redisReply* r2) mutable {
+        decode(s2, r2);
+      });
+      return;
+    }
+    decode(s, reply);
+  };
+  if (batch != nullptr) {
+    batch->Add(route, args, std::move(on_reply));
+  } else {
+    client.Send(route, args, std::move(on_reply));
+  }
 }
 
 }  // namespace
@@ -47,27 +54,34 @@ Result<std::unique_ptr<RedisStore>> RedisStore::Create(ClientOptions options) {
   return std::unique_ptr<RedisStore>(new RedisStore(std::move(*client)));
 }
 
-void RedisStore::Check(const core::CompiledRule& rule, std::string_view fingerprint,
-                       std::string_view subject, int64_t cost, std::optional<int64_t> now_ms,
-                       int64_t clock_ms, CheckDone done) {
-  std::string key = StateKey(rule.name, rule.tier, subject);
+RedisStore::RedisStore(std::unique_ptr<Client> client)
+    : client_(std::move(client)), batches_(client_->options().url.mode == StoreMode::kStandalone) {}
+
+void RedisStore::CheckMany(const core::CompiledRule& rule, std::string_view fingerprint,
+                           std::span<const std::string> keys, std::span<const int64_t> costs,
+                           std::optional<int64_t> now_ms, int64_t clock_ms, ManyDone done,
+                           Batch* batch) {
+  const size_t k = keys.size();
   std::vector<std::string> argv;
-  argv.reserve(8 + 6 * rule.limits.size());
-  AppendCheckCall(ScriptCall::kEvalSha, rule, fingerprint, key, cost, now_ms, clock_ms, &argv);
-  // The rebuild and the decoder outlive this call: they hold what they need.
-  // `rule` is kept alive by the caller's rule set snapshot (see Limiter).
+  AppendCheckCall(ScriptCall::kEvalSha, rule, fingerprint, keys, costs, now_ms, clock_ms, &argv);
   const core::CompiledRule* r = &rule;
-  auto rebuild = [r, fp = std::string(fingerprint), key, cost, now_ms,
-                  clock_ms](std::vector<std::string>* out) {
-    AppendCheckCall(ScriptCall::kEval, *r, fp, key, cost, now_ms, clock_ms, out);
-  };
-  SendScript(*client_, std::move(key), std::move(argv), std::move(rebuild),
-             [r, done = std::move(done)](const Status& s, const redisReply* reply) mutable {
+  SendScript(*client_, batch, ScriptFor(rule.algorithm).source, std::move(argv),
+             [r, k, done = std::move(done)](const Status& s, const redisReply* reply) mutable {
+               static const Decision kEmpty{};
+               Status shape = s;
+               if (shape.ok()) {
+                 shape = reply == nullptr ? InternalError("no reply")
+                                          : CheckReplyShape(r->algorithm, *reply, k);
+               }
+               if (!shape.ok()) {
+                 for (size_t i = 0; i < k; ++i) done(i, shape, kEmpty);
+                 return;
+               }
                Decision d;
-               if (!s.ok()) return done(s, Decision{});
-               if (reply == nullptr) return done(InternalError("no reply"), Decision{});
-               const Status decoded = DecodeCheckReply(*r, *reply, &d, nullptr);
-               done(decoded, decoded.ok() ? d : Decision{});
+               for (size_t i = 0; i < k; ++i) {
+                 const Status decoded = DecodeCheckReply(*r, *reply, i, &d, nullptr);
+                 done(i, decoded, decoded.ok() ? d : kEmpty);
+               }
              });
 }
 
@@ -78,12 +92,7 @@ void RedisStore::Throttle(std::string_view key, int64_t max_burst, int64_t count
   const Status s = AppendThrottleCall(ScriptCall::kEvalSha, tkey, max_burst, count, period_s,
                                       quantity, now_ms, &argv);
   if (!s.ok()) return done(s, Limiter::ThrottleResult{});
-  auto rebuild = [tkey, max_burst, count, period_s, quantity,
-                  now_ms](std::vector<std::string>* out) {
-    (void)AppendThrottleCall(ScriptCall::kEval, tkey, max_burst, count, period_s, quantity, now_ms,
-                             out);
-  };
-  SendScript(*client_, std::move(tkey), std::move(argv), std::move(rebuild),
+  SendScript(*client_, nullptr, ScriptFor(Algorithm::kGcra).source, std::move(argv),
              [done = std::move(done)](const Status& st, const redisReply* reply) mutable {
                Limiter::ThrottleResult r;
                if (!st.ok()) return done(st, r);

@@ -1,12 +1,15 @@
-// RedisStore: decisions made by the algorithm scripts on Redis, one script
-// call per decision on the subject's one key, through a Client. EVALSHA
-// first; on NOSCRIPT (a restarted server, a proxy that cannot SCRIPT LOAD)
-// the same call once more as EVAL, which also caches the script.
+// RedisStore: decisions made by the algorithm scripts on Redis, each atomic
+// on the subject's one key, through a Client. Decisions of one rule may share
+// a script call (one EVALSHA deciding several keys, in order) where every key
+// lives on the one server. EVALSHA first; on NOSCRIPT (a restarted server, a
+// proxy that cannot SCRIPT LOAD) the same call once more as EVAL, which also
+// caches the script.
 #pragma once
 
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -23,10 +26,7 @@ namespace floodgate::redis {
 class RedisStore {
  public:
   // `done` runs exactly once, on a client I/O thread (or on the caller's
-  // thread when the client refuses at once). OK: the decision and Redis's
-  // instant. Not OK: the backend failed (UNAVAILABLE, DEADLINE_EXCEEDED,
-  // an error reply, a malformed reply); the decision is then empty.
-  using CheckDone = absl::AnyInvocable<void(const Status& status, const Decision& decision)>;
+  // thread when the client refuses at once). Not OK: the backend failed.
   using ThrottleDone =
       absl::AnyInvocable<void(const Status& status, const Limiter::ThrottleResult& result)>;
   using ResetDone = absl::AnyInvocable<void(const Status& status)>;
@@ -34,12 +34,31 @@ class RedisStore {
   // INVALID_ARGUMENT for bad options (see Client::Create).
   static Result<std::unique_ptr<RedisStore>> Create(ClientOptions options);
 
-  // One decision of `rule` (a compiled rule or tier) for `subject`, whose
+  // Decisions of `rule` (a compiled rule or tier) in one script call: costs[i]
+  // on keys[i] (StateKey(rule.name, rule.tier, subject_i)), in order, whose
   // arguments the caller has checked. `fingerprint` is Fingerprint(rule).
-  // now_ms: an explicit instant (tests, replays), or nullopt for Redis's
-  // TIME; clock_ms: the caller's clock (see AppendCheckCall).
-  void Check(const core::CompiledRule& rule, std::string_view fingerprint, std::string_view subject,
-             int64_t cost, std::optional<int64_t> now_ms, int64_t clock_ms, CheckDone done);
+  // More than one key only where batches() says so. now_ms: an explicit
+  // instant (tests, replays), or nullopt for Redis's TIME; clock_ms: the
+  // caller's clock (see AppendCheckCall). `done(i, status, decision)` runs
+  // once for each i, in order, on a client I/O thread (or on the caller's
+  // thread when the client refuses at once). OK: decision i. Not OK: the
+  // backend failed (UNAVAILABLE, DEADLINE_EXCEEDED, an error reply, a
+  // malformed reply); the decision is then empty. The command is added to
+  // `batch` (sent by the caller with Client::Send), or sent at once when
+  // `batch` is null. `rule` must outlive the answers.
+  using ManyDone =
+      absl::AnyInvocable<void(size_t index, const Status& status, const Decision& decision)>;
+  void CheckMany(const core::CompiledRule& rule, std::string_view fingerprint,
+                 std::span<const std::string> keys, std::span<const int64_t> costs,
+                 std::optional<int64_t> now_ms, int64_t clock_ms, ManyDone done, Batch* batch);
+
+  // Whether one script call may decide several keys: only on one standalone
+  // server. In a cluster the keys would span slots, and a proxy routes a
+  // call by its first key only.
+  bool batches() const { return batches_; }
+
+  // Decisions per call at most: a call runs atomically, holding Redis.
+  static constexpr size_t kMaxDecisionsPerCall = 128;
 
   // redis-cell's CL.THROTTLE; INVALID_ARGUMENT (at once) for parameters
   // Limiter::Throttle refuses.
@@ -55,8 +74,9 @@ class RedisStore {
   Client& client() { return *client_; }
 
  private:
-  explicit RedisStore(std::unique_ptr<Client> client) : client_(std::move(client)) {}
+  explicit RedisStore(std::unique_ptr<Client> client);
   std::unique_ptr<Client> client_;
+  const bool batches_;
 };
 
 }  // namespace floodgate::redis

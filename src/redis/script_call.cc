@@ -1,13 +1,16 @@
 // Script arguments and reply decoding: see script_call.h.
 //
-// Built on every decision, so the argument builder formats numbers with
+// Built on every call, so the argument builder formats numbers with
 // to_chars into strings short enough for the small-string buffer (no
-// allocation per number) and reserves the vector once.
+// allocation per number) and reserves the vector once. Replies carry each
+// decision as one string of little-endian doubles (see the scripts).
 #include "redis/script_call.h"
 
 #include <openssl/evp.h>
 
+#include <bit>
 #include <charconv>
+#include <cmath>
 #include <cstring>
 
 #include "core/gcra.h"
@@ -47,9 +50,9 @@ int ArgvStride(Algorithm algorithm) {
   return 2;
 }
 
-void AppendHead(ScriptCall call, Algorithm algorithm, std::string_view key,
-                std::string_view fingerprint, std::optional<int64_t> now_ms, int64_t cost,
-                int num_limits, std::vector<std::string>* argv) {
+void AppendHead(ScriptCall call, Algorithm algorithm, std::span<const std::string> keys,
+                std::string_view fingerprint, std::optional<int64_t> now_ms, int num_limits,
+                std::vector<std::string>* argv) {
   const Script& script = ScriptFor(algorithm);
   if (call == ScriptCall::kEvalSha) {
     argv->emplace_back("EVALSHA");
@@ -58,41 +61,58 @@ void AppendHead(ScriptCall call, Algorithm algorithm, std::string_view key,
     argv->emplace_back("EVAL");
     argv->emplace_back(script.source);
   }
-  argv->emplace_back("1");
-  argv->emplace_back(key);
+  AppendNumber(static_cast<int64_t>(keys.size()), argv);
+  for (const std::string& key : keys) argv->push_back(key);
   argv->emplace_back(fingerprint);
   if (now_ms) {
     AppendNumber(*now_ms, argv);
   } else {
     argv->emplace_back();
   }
-  AppendNumber(cost, argv);
   AppendNumber(num_limits, argv);
 }
 
-// The reply's elements as integers, checked for shape.
-Status ReplyIntegers(const redisReply& reply, size_t expected, std::string_view script,
-                     int64_t* out) {
-  if (reply.type == REDIS_REPLY_ERROR) {
-    return UnavailableError("redis: " + std::string(reply.str != nullptr ? reply.str : "",
-                                                    reply.str != nullptr ? reply.len : 0));
+Status Malformed(std::string_view script, const std::string& what) {
+  return InternalError("redis: unexpected reply from the " + std::string(script) +
+                       " script: " + what);
+}
+
+Status ErrorReplyStatus(const redisReply& reply) {
+  return UnavailableError("redis: " + std::string(reply.str != nullptr ? reply.str : "",
+                                                  reply.str != nullptr ? reply.len : 0));
+}
+
+// A Lua number the script packed as a little-endian double, back to the
+// integer it holds; false unless it is one (finite, whole, below 2^53).
+bool PackedInteger(const char* p, int64_t* out) {
+  uint64_t bits = 0;
+  for (int i = 7; i >= 0; --i) bits = (bits << 8) | static_cast<unsigned char>(p[i]);
+  const double d = std::bit_cast<double>(bits);
+  constexpr double kMax = 9007199254740992.0;  // 2^53
+  if (!(d >= -kMax && d <= kMax) || d != std::trunc(d)) return false;
+  *out = static_cast<int64_t>(d);
+  return true;
+}
+
+// Decision `index` of a reply that passed CheckReplyShape: its `expected`
+// packed integers into out.
+Status DecisionIntegers(const redisReply& reply, size_t index, size_t expected,
+                        std::string_view script, int64_t* out) {
+  if (reply.type != REDIS_REPLY_ARRAY || reply.element == nullptr || index + 1 >= reply.elements) {
+    return Malformed(script, "no decision " + std::to_string(index));
   }
-  auto malformed = [&](const std::string& what) {
-    return InternalError("redis: unexpected reply from the " + std::string(script) +
-                         " script: " + what);
-  };
-  if (reply.type != REDIS_REPLY_ARRAY) {
-    return malformed("type " + std::to_string(reply.type) + ", not an array");
-  }
-  if (reply.elements != expected || (expected > 0 && reply.element == nullptr)) {
-    return malformed(std::to_string(reply.elements) + " elements, not " + std::to_string(expected));
+  const redisReply* e = reply.element[index + 1];
+  if (e == nullptr) return Malformed(script, "no decision " + std::to_string(index));
+  if (e->type == REDIS_REPLY_ERROR) return ErrorReplyStatus(*e);
+  if (e->type != REDIS_REPLY_STRING || e->str == nullptr || e->len != 8 * expected) {
+    return Malformed(script, "decision " + std::to_string(index) + " is not " +
+                                 std::to_string(expected) + " packed numbers");
   }
   for (size_t i = 0; i < expected; ++i) {
-    const redisReply* e = reply.element[i];
-    if (e == nullptr || e->type != REDIS_REPLY_INTEGER) {
-      return malformed("element " + std::to_string(i) + " is not an integer");
+    if (!PackedInteger(e->str + 8 * i, &out[i])) {
+      return Malformed(script, "decision " + std::to_string(index) + ": field " +
+                                   std::to_string(i) + " is not an integer");
     }
-    out[i] = e->integer;
   }
   return Status::Ok();
 }
@@ -151,11 +171,13 @@ std::string Fingerprint(const core::CompiledRule& rule) {
 }
 
 void AppendCheckCall(ScriptCall call, const core::CompiledRule& rule, std::string_view fingerprint,
-                     std::string_view key, int64_t cost, std::optional<int64_t> now_ms,
-                     int64_t clock_ms, std::vector<std::string>* argv) {
+                     std::span<const std::string> keys, std::span<const int64_t> costs,
+                     std::optional<int64_t> now_ms, int64_t clock_ms,
+                     std::vector<std::string>* argv) {
   const int n = static_cast<int>(rule.limits.size());
-  argv->reserve(argv->size() + 8 + static_cast<size_t>(n * ArgvStride(rule.algorithm)));
-  AppendHead(call, rule.algorithm, key, fingerprint, now_ms, cost, n, argv);
+  argv->reserve(argv->size() + 6 + 2 * keys.size() +
+                static_cast<size_t>(n * ArgvStride(rule.algorithm)));
+  AppendHead(call, rule.algorithm, keys, fingerprint, now_ms, n, argv);
   const int64_t around_ms = now_ms ? *now_ms : clock_ms;
   for (const core::LimitParams& l : rule.limits) {
     switch (rule.algorithm) {
@@ -196,23 +218,49 @@ void AppendCheckCall(ScriptCall call, const core::CompiledRule& rule, std::strin
         break;
     }
   }
+  for (const int64_t cost : costs) AppendNumber(cost, argv);
 }
 
-Status DecodeCheckReply(const core::CompiledRule& rule, const redisReply& reply, Decision* decision,
-                        int64_t* now_ms) {
+void AppendCheckCall(ScriptCall call, const core::CompiledRule& rule, std::string_view fingerprint,
+                     std::string_view key, int64_t cost, std::optional<int64_t> now_ms,
+                     int64_t clock_ms, std::vector<std::string>* argv) {
+  const std::string keys[] = {std::string(key)};
+  const int64_t costs[] = {cost};
+  AppendCheckCall(call, rule, fingerprint, keys, costs, now_ms, clock_ms, argv);
+}
+
+Status CheckReplyShape(Algorithm algorithm, const redisReply& reply, size_t decisions) {
+  if (reply.type == REDIS_REPLY_ERROR) return ErrorReplyStatus(reply);
+  const std::string_view script = AlgorithmName(algorithm);
+  if (reply.type != REDIS_REPLY_ARRAY) {
+    return Malformed(script, "type " + std::to_string(reply.type) + ", not an array");
+  }
+  if (reply.elements != 1 + decisions || reply.element == nullptr) {
+    return Malformed(
+        script, std::to_string(reply.elements) + " elements, not " + std::to_string(1 + decisions));
+  }
+  if (reply.element[0] == nullptr || reply.element[0]->type != REDIS_REPLY_INTEGER) {
+    return Malformed(script, "the instant is not an integer");
+  }
+  return Status::Ok();
+}
+
+Status DecodeCheckReply(const core::CompiledRule& rule, const redisReply& reply, size_t index,
+                        Decision* decision, int64_t* now_ms) {
   const int n = static_cast<int>(rule.limits.size());
   const int stride = ReplyStride(rule.algorithm);
-  int64_t v[2 + kMaxLimitsPerRule * 7];
+  int64_t v[1 + kMaxLimitsPerRule * 7];
   if (n < 1 || n > kMaxLimitsPerRule) return InternalError("rule with no limits");
   const std::string_view script = AlgorithmName(rule.algorithm);
-  if (Status s = ReplyIntegers(reply, 2 + static_cast<size_t>(n * stride), script, v); !s.ok()) {
+  if (Status s = DecisionIntegers(reply, index, 1 + static_cast<size_t>(n * stride), script, v);
+      !s.ok()) {
     return s;
   }
-  bool flags_ok = IsFlag(v[1]);
+  bool flags_ok = IsFlag(v[0]);
   bool all_allowed = true;
   decision->num_limits = n;
   for (int i = 0; i < n; ++i) {
-    const int64_t* f = v + 2 + i * stride;
+    const int64_t* f = v + 1 + i * stride;
     LimitStatus& st = decision->limits[i];
     st = LimitStatus{};
     flags_ok = flags_ok && IsFlag(f[0]);
@@ -234,14 +282,19 @@ Status DecodeCheckReply(const core::CompiledRule& rule, const redisReply& reply,
     all_allowed = all_allowed && st.allowed;
   }
   // The script admits iff every limit had room: anything else is not its reply.
-  const bool admitted = v[1] == 1;
+  const bool admitted = v[0] == 1;
   if (!flags_ok || admitted != all_allowed) {
-    return InternalError("redis: unexpected reply from the " + std::string(script) +
-                         " script: admitted does not match its limits");
+    return Malformed(script, "admitted does not match its limits");
   }
   core::FinishDecision(rule, admitted, decision);
-  if (now_ms != nullptr) *now_ms = v[0];
+  if (now_ms != nullptr) *now_ms = reply.element[0]->integer;
   return Status::Ok();
+}
+
+Status DecodeCheckReply(const core::CompiledRule& rule, const redisReply& reply, Decision* decision,
+                        int64_t* now_ms) {
+  if (Status s = CheckReplyShape(rule.algorithm, reply, 1); !s.ok()) return s;
+  return DecodeCheckReply(rule, reply, 0, decision, now_ms);
 }
 
 Status AppendThrottleCall(ScriptCall call, std::string_view throttle_key, int64_t max_burst,
@@ -252,28 +305,31 @@ Status AppendThrottleCall(ScriptCall call, std::string_view throttle_key, int64_
   if (!p.ok()) return p.status();
   const int64_t capacity = p->capacity;
   const int64_t emission_us = p->emission_us;
+  const std::string keys[] = {std::string(throttle_key)};
   argv->reserve(argv->size() + 10);
-  AppendHead(call, Algorithm::kGcra, throttle_key, /*fingerprint=*/"", now_ms, quantity, 1, argv);
+  AppendHead(call, Algorithm::kGcra, keys, /*fingerprint=*/"", now_ms, 1, argv);
   AppendNumber(emission_us, argv);
   AppendNumber(capacity, argv);
+  AppendNumber(quantity, argv);
   return Status::Ok();
 }
 
 Status DecodeThrottleReply(const redisReply& reply, Limiter::ThrottleResult* result,
                            int64_t* now_ms) {
-  int64_t v[7];
-  if (Status s = ReplyIntegers(reply, 7, "gcra", v); !s.ok()) return s;
-  if (!IsFlag(v[1]) || v[1] != v[2]) {
-    return InternalError("redis: unexpected reply from the gcra script: bad admitted flag");
+  if (Status s = CheckReplyShape(Algorithm::kGcra, reply, 1); !s.ok()) return s;
+  int64_t v[6];
+  if (Status s = DecisionIntegers(reply, 0, 6, "gcra", v); !s.ok()) return s;
+  if (!IsFlag(v[0]) || v[0] != v[1]) {
+    return Malformed("gcra", "bad admitted flag");
   }
-  const bool allowed = v[2] == 1;
+  const bool allowed = v[1] == 1;
   result->limited = !allowed;
-  result->limit = v[3];
-  result->remaining = v[4];
+  result->limit = v[2];
+  result->remaining = v[3];
   // redis-cell reports -1 both for "not limited" and for "never".
-  result->retry_after_s = allowed ? -1 : core::CellSeconds(v[5]);
-  result->reset_after_s = core::CellSeconds(v[6]);
-  if (now_ms != nullptr) *now_ms = v[0];
+  result->retry_after_s = allowed ? -1 : core::CellSeconds(v[4]);
+  result->reset_after_s = core::CellSeconds(v[5]);
+  if (now_ms != nullptr) *now_ms = reply.element[0]->integer;
   return Status::Ok();
 }
 

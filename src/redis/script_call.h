@@ -4,17 +4,20 @@
 // produces. No I/O: the connection code sends what this builds.
 //
 // Argument and reply layouts are documented at the top of each script
-// (src/redis/scripts/<algorithm>.lua). In short, ARGV is
-//   fingerprint, now_ms ('' = the script reads TIME), cost, n, then per limit
+// (src/redis/scripts/<algorithm>.lua). In short, one call makes k decisions
+// of one rule, one per key, in order: KEYS are the k state keys and ARGV is
+//   fingerprint, now_ms ('' = the script reads TIME), n, then per limit
 //   fixed_window:   count, period_ms (0 = calendar), b0, b1, b2, b3
 //   sliding_window: count, period_ms
 //   sliding_log:    count, period_ms
 //   token_bucket:   count, period_ms, capacity
 //   gcra:           emission_us, limit (max_burst + 1)
-// and the reply is {now_ms, admitted, then per limit allowed, limit,
-// remaining, retry_after, reset_after[, window_start_ms, window_end_ms]}
-// (the window pair for fixed_window and sliding_window; gcra's durations in
-// microseconds, the others' in ms).
+// then the k costs. The reply is {now_ms, then per decision a string of
+// little-endian doubles: admitted, then per limit allowed, limit, remaining,
+// retry_after, reset_after[, window_start_ms, window_end_ms]} (the window
+// pair for fixed_window and sliding_window; gcra's durations in
+// microseconds, the others' in ms), or an error in place of a decision that
+// could not be made (fixed_window's clock skew).
 //
 // Every function here is thread-safe (no shared mutable state).
 #pragma once
@@ -23,6 +26,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -57,12 +61,16 @@ enum class ScriptCall {
   kEval,     // EVAL <source>: after a NOSCRIPT error (see IsNoScript)
 };
 
-// Appends the command for one decision of `rule` to *argv: "EVALSHA" and the
-// script's SHA-1 (or "EVAL" and its source), "1", `key`, then ARGV.
-//  - key: StateKey(rule.name, rule.tier, subject).
+// Appends the command for decisions of `rule`: "EVALSHA" and the script's
+// SHA-1 (or "EVAL" and its source), the number of keys, `keys`, then ARGV.
+// Decision i spends costs[i] on keys[i] (keys.size() == costs.size() >= 1);
+// Redis makes them in order, each atomic on its own key.
+//  - keys: StateKey(rule.name, rule.tier, subject) of each decision. In a
+//    cluster or behind a proxy every key of one call must live on one node:
+//    send one key per call there.
 //  - fingerprint: Fingerprint(rule), or "" to skip the check.
-//  - cost: in [0, kMaxLimitCount]; the caller checks, as for the embedded store.
-//  - now_ms: the decision's instant, or nullopt to let the script read
+//  - costs: in [0, kMaxLimitCount]; the caller checks, as for the embedded store.
+//  - now_ms: the decisions' instant, or nullopt to let the script read
 //    Redis's TIME (the production case: servers with skewed clocks agree).
 //    Explicit instants must lie within years 1700..2255 (exact in a double).
 //  - clock_ms: the caller's clock, used only when now_ms is nullopt: a
@@ -70,15 +78,29 @@ enum class ScriptCall {
 //    around and after it, and the script refuses a TIME outside them (clock
 //    skew). With now_ms set, the windows are those around now_ms.
 void AppendCheckCall(ScriptCall call, const core::CompiledRule& rule, std::string_view fingerprint,
+                     std::span<const std::string> keys, std::span<const int64_t> costs,
+                     std::optional<int64_t> now_ms, int64_t clock_ms,
+                     std::vector<std::string>* argv);
+// One decision: `cost` on `key`.
+void AppendCheckCall(ScriptCall call, const core::CompiledRule& rule, std::string_view fingerprint,
                      std::string_view key, int64_t cost, std::optional<int64_t> now_ms,
                      int64_t clock_ms, std::vector<std::string>* argv);
 
-// Turns the script's reply into *decision, exactly as EvaluateRule fills it
-// on the embedded store (binding limit, period_ms, shadow mode), and stores
-// the script's instant in *now_ms (when not null). An error reply (including
-// the script's "ERR floodgate: clock skew …") is UNAVAILABLE with Redis's
-// message; a reply of any other unexpected shape is INTERNAL. *decision is
-// unspecified on error.
+// Checks the shape of the reply to a call of `decisions` decisions: an
+// array of 1 + decisions elements starting with the script's instant. An
+// error reply is UNAVAILABLE with Redis's message (a failed call: no
+// decision was made); any other shape is INTERNAL.
+Status CheckReplyShape(Algorithm algorithm, const redisReply& reply, size_t decisions);
+
+// Turns decision `index` of a reply that passed CheckReplyShape into
+// *decision, exactly as EvaluateRule fills it on the embedded store (binding
+// limit, period_ms, shadow mode), and stores the script's instant in *now_ms
+// (when not null). A decision the script refused (fixed_window's "ERR
+// floodgate: clock skew …") is UNAVAILABLE with Redis's message; a
+// malformed one is INTERNAL. *decision is unspecified on error.
+Status DecodeCheckReply(const core::CompiledRule& rule, const redisReply& reply, size_t index,
+                        Decision* decision, int64_t* now_ms);
+// The reply to a call of one decision: CheckReplyShape, then decision 0.
 Status DecodeCheckReply(const core::CompiledRule& rule, const redisReply& reply, Decision* decision,
                         int64_t* now_ms);
 

@@ -11,6 +11,7 @@
 #include <future>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -103,7 +104,28 @@ redis::ClientOptions RedisOptions(const redis::StoreUrl& url, const RedisConfig&
 
 void Bump(std::atomic<int64_t>& counter) { counter.fetch_add(1, std::memory_order_relaxed); }
 
+// A remote decision waiting in an AsyncBatch.
+struct PendingCheck {
+  const RuleSet* rules;    // holds `variant`; kept alive by the batch's rule_sets
+  const Variant* variant;  // the rule or tier to decide with
+  std::optional<int64_t> at_ms;
+  std::string key;  // redis::StateKey of the subject
+  int64_t cost;
+  int64_t sent_ms;  // see QueueRemote
+  Limiter::CheckCallback done;
+};
+
 }  // namespace
+
+struct Limiter::AsyncBatch::Items {
+  std::vector<PendingCheck> checks;
+  int max_in_flight = 0;  // 0: no bound
+  // Calls sent and not answered; decremented on the store's I/O thread.
+  std::shared_ptr<std::atomic<int>> in_flight = std::make_shared<std::atomic<int>>(0);
+  // The rule sets the checks' variants belong to (usually one).
+  std::vector<std::shared_ptr<const RuleSet>> rule_sets;
+  std::vector<char> taken;  // scratch for SendChecks
+};
 
 struct Limiter::Impl {
   Impl(const Clock& clk) : clock(clk), instance_id(next_instance_id.fetch_add(1)) {}
@@ -161,10 +183,12 @@ struct Limiter::Impl {
   Result<std::shared_ptr<const RuleSet>> Build(const Config& config,
                                                std::vector<engine::VariantLayout>* layouts);
 
-  // The remote path of CheckAsync, once the request is known valid.
-  void DecideRemote(std::shared_ptr<const RuleSet> rules, const Variant& variant,
-                    std::string_view key, int64_t cost, std::optional<int64_t> at_ms,
-                    CheckCallback done);
+  // The remote path of CheckAsync, once the request is known valid: answers
+  // from the local over-limit cache, or queues the decision in `items`.
+  void QueueRemote(const Variant& variant, std::string_view key, int64_t cost,
+                   std::optional<int64_t> at_ms, CheckCallback done, AsyncBatch::Items& items);
+  // Sends the decisions queued in `items` and empties it.
+  void SendChecks(AsyncBatch::Items& items);
   // Checks rule, tier, key and cost; the variant to decide with.
   Status Resolve(std::string_view rule, std::string_view key, int64_t cost, std::string_view tier,
                  const Variant** variant) const;
@@ -309,12 +333,23 @@ Status Limiter::CheckAt(int64_t now_ms, std::string_view rule, std::string_view 
 
 void Limiter::CheckAsync(std::string_view rule, std::string_view key, int64_t cost,
                          std::string_view tier, CheckCallback done) {
+  CheckAsync(rule, key, cost, tier, std::move(done), nullptr);
+}
+
+void Limiter::CheckAsync(std::string_view rule, std::string_view key, int64_t cost,
+                         std::string_view tier, CheckCallback done, AsyncBatch* batch) {
   if (impl_->redis != nullptr) {
     const Variant* variant = nullptr;
     if (Status s = impl_->Resolve(rule, key, cost, tier, &variant); !s.ok()) {
       return done(s, Decision{});
     }
-    impl_->DecideRemote(impl_->Cache().rules, *variant, key, cost, std::nullopt, std::move(done));
+    if (batch != nullptr) {
+      impl_->QueueRemote(*variant, key, cost, std::nullopt, std::move(done), *batch->items_);
+    } else {
+      AsyncBatch::Items items;
+      impl_->QueueRemote(*variant, key, cost, std::nullopt, std::move(done), items);
+      impl_->SendChecks(items);
+    }
     return;
   }
   Decision decision;
@@ -323,6 +358,30 @@ void Limiter::CheckAsync(std::string_view rule, std::string_view key, int64_t co
 }
 
 bool Limiter::remote() const { return impl_->redis != nullptr; }
+
+Limiter::AsyncBatch::AsyncBatch(Limiter& limiter, int max_calls_in_flight)
+    : limiter_(limiter), items_(std::make_unique<Items>()) {
+  items_->max_in_flight = max_calls_in_flight;
+}
+
+Limiter::AsyncBatch::~AsyncBatch() {
+  items_->max_in_flight = 0;  // nothing may be left behind
+  Flush();
+}
+
+void Limiter::AsyncBatch::Flush() {
+  if (items_->checks.empty()) return;
+  // Held while the calls in flight are at the bound, unless there is a
+  // full call's worth already (see the class comment).
+  if (items_->max_in_flight > 0 &&
+      items_->checks.size() < redis::RedisStore::kMaxDecisionsPerCall &&
+      items_->in_flight->load(std::memory_order_acquire) >= items_->max_in_flight) {
+    return;
+  }
+  limiter_.impl_->SendChecks(*items_);
+}
+
+bool Limiter::AsyncBatch::empty() const { return items_->checks.empty(); }
 
 Status Limiter::Impl::Resolve(std::string_view rule, std::string_view key, int64_t cost,
                               std::string_view tier, const Variant** variant) const {
@@ -364,9 +423,11 @@ Status Limiter::Impl::Decide(std::string_view rule, std::string_view key, int64_
   if (Status s = Resolve(rule, key, cost, tier, &variant); !s.ok()) return s;
   if (redis != nullptr) {
     Waiter<Decision> waiter;
-    DecideRemote(Cache().rules, *variant, key, cost,
-                 at_ms != nullptr ? std::optional<int64_t>(*at_ms) : std::nullopt,
-                 waiter.Callback());
+    AsyncBatch::Items items;
+    QueueRemote(*variant, key, cost,
+                at_ms != nullptr ? std::optional<int64_t>(*at_ms) : std::nullopt, waiter.Callback(),
+                items);
+    SendChecks(items);
     auto [status, d] = waiter.Wait();
     *decision = d;
     return status;
@@ -381,37 +442,91 @@ Status Limiter::Impl::Decide(std::string_view rule, std::string_view key, int64_
   });
 }
 
-void Limiter::Impl::DecideRemote(std::shared_ptr<const RuleSet> rules, const Variant& variant,
-                                 std::string_view key, int64_t cost, std::optional<int64_t> at_ms,
-                                 CheckCallback done) {
+void Limiter::Impl::QueueRemote(const Variant& variant, std::string_view key, int64_t cost,
+                                std::optional<int64_t> at_ms, CheckCallback done,
+                                AsyncBatch::Items& items) {
   // The instant the request leaves: a denial until T is remembered from
   // here, so a slow reply can only shorten the local denial.
   const int64_t sent_ms = at_ms.has_value() ? *at_ms : clock.NowMs();
-  std::string cache_key;
+  std::string state_key = redis::StateKey(variant.compiled.name, variant.compiled.tier, key);
   if (deny_cache != nullptr) {
-    cache_key = redis::StateKey(variant.compiled.name, variant.compiled.tier, key);
     Decision d;
-    if (deny_cache->Lookup(cache_key, cost, sent_ms, &d)) {
+    if (deny_cache->Lookup(state_key, cost, sent_ms, &d)) {
       Bump(local_cache_denials);
       done(Status::Ok(), d);
       return;
     }
   }
-  // `rules` keeps `compiled` alive until the answer, across a Reload.
-  const core::CompiledRule* compiled = &variant.compiled;
-  redis->Check(*compiled, variant.fingerprint, key, cost, at_ms, sent_ms,
-               [this, rules = std::move(rules), compiled, cache_key = std::move(cache_key), cost,
-                sent_ms, done = std::move(done)](const Status& s, const Decision& d) {
-                 if (!s.ok()) {
-                   Bump(backend_errors);
-                   done(Status::Ok(), BackendErrorDecision(*compiled));
-                   return;
-                 }
-                 if (deny_cache != nullptr && !d.allowed) {
-                   deny_cache->Remember(cache_key, cost, sent_ms, d);
-                 }
-                 done(Status::Ok(), d);
-               });
+  // The variant belongs to this thread's current rule set (Resolve found it
+  // there): the batch keeps that set alive until the answers.
+  const std::shared_ptr<const RuleSet>& rules = Cache().rules;
+  if (items.rule_sets.empty() || items.rule_sets.back() != rules) items.rule_sets.push_back(rules);
+  items.checks.push_back(PendingCheck{rules.get(), &variant, at_ms, std::move(state_key), cost,
+                                      sent_ms, std::move(done)});
+}
+
+void Limiter::Impl::SendChecks(AsyncBatch::Items& items) {
+  std::vector<PendingCheck>& checks = items.checks;
+  if (checks.empty()) return;
+  const size_t per_call = redis->batches() ? redis::RedisStore::kMaxDecisionsPerCall : 1;
+  redis::Batch out;
+  items.taken.assign(checks.size(), 0);
+  // What one script call's answers need.
+  struct Entry {
+    int64_t cost;
+    int64_t sent_ms;
+    CheckCallback done;
+  };
+  for (size_t first = 0; first < checks.size(); ++first) {
+    if (items.taken[first]) continue;
+    const PendingCheck& head = checks[first];
+    // One call: this check and the next ones of the same variant and
+    // instant, in arrival order (a subject named twice is decided in order).
+    std::vector<std::string> keys;
+    std::vector<int64_t> costs;
+    std::vector<Entry> entries;
+    for (size_t i = first; i < checks.size() && keys.size() < per_call; ++i) {
+      PendingCheck& c = checks[i];
+      if (items.taken[i] || c.variant != head.variant || c.at_ms != head.at_ms) continue;
+      items.taken[i] = 1;
+      keys.push_back(std::move(c.key));
+      costs.push_back(c.cost);
+      entries.push_back(Entry{c.cost, c.sent_ms, std::move(c.done)});
+    }
+    std::shared_ptr<const RuleSet> rules;
+    for (const auto& set : items.rule_sets) {
+      if (set.get() == head.rules) rules = set;
+    }
+    const core::CompiledRule* compiled = &head.variant->compiled;
+    // Moving a vector keeps its elements in place: the spans stay valid
+    // while the callback below takes the vectors.
+    const std::span<const std::string> key_span(keys);
+    const std::span<const int64_t> cost_span(costs);
+    items.in_flight->fetch_add(1, std::memory_order_relaxed);
+    redis->CheckMany(
+        *compiled, head.variant->fingerprint, key_span, cost_span, head.at_ms, head.sent_ms,
+        [this, rules = std::move(rules), compiled, keys = std::move(keys),
+         entries = std::move(entries),
+         in_flight = items.in_flight](size_t i, const Status& s, const Decision& d) mutable {
+          // Before any answer: the first one may wake the batch's owner,
+          // whose next Flush must see the call done.
+          if (i == 0) in_flight->fetch_sub(1, std::memory_order_release);
+          Entry& e = entries[i];
+          if (!s.ok()) {
+            Bump(backend_errors);
+            e.done(Status::Ok(), BackendErrorDecision(*compiled));
+            return;
+          }
+          if (deny_cache != nullptr && !d.allowed) {
+            deny_cache->Remember(keys[i], e.cost, e.sent_ms, d);
+          }
+          e.done(Status::Ok(), d);
+        },
+        &out);
+  }
+  checks.clear();
+  items.rule_sets.clear();
+  redis->client().Send(std::move(out));
 }
 
 int64_t Limiter::NowMs() const { return impl_->clock.NowMs(); }

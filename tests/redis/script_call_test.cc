@@ -5,8 +5,10 @@
 
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cstring>
 #include <deque>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -81,30 +83,32 @@ std::vector<std::string> Call(const core::CompiledRule& rule, int64_t cost,
   return argv;
 }
 
-std::vector<std::string> Head(Algorithm algorithm, std::string now, std::string cost,
-                              std::string n) {
-  return {"EVALSHA", std::string(ScriptFor(algorithm).sha1), "1", "fg:{r:k}", "fp", now, cost, n};
-}
-
 std::vector<std::string> Concat(std::vector<std::string> a, const std::vector<std::string>& b) {
   a.insert(a.end(), b.begin(), b.end());
   return a;
 }
 
+// The whole command of one decision on fg:{r:k}: head, limit fields, cost.
+std::vector<std::string> Want(Algorithm algorithm, std::string now, std::string cost, std::string n,
+                              const std::vector<std::string>& limits) {
+  return Concat(
+      Concat({"EVALSHA", std::string(ScriptFor(algorithm).sha1), "1", "fg:{r:k}", "fp", now, n},
+             limits),
+      {cost});
+}
+
 TEST(AppendCheckCallTest, ArgvOfEachAlgorithm) {
   const auto tb = Compile(MakeRule(Algorithm::kTokenBucket, {"10/s", "100/minute"}, {20, 150}));
-  EXPECT_EQ(Call(tb, 3, 1000, 0), Concat(Head(Algorithm::kTokenBucket, "1000", "3", "2"),
-                                         {"10", "1000", "20", "100", "60000", "150"}));
+  EXPECT_EQ(Call(tb, 3, 1000, 0), Want(Algorithm::kTokenBucket, "1000", "3", "2",
+                                       {"10", "1000", "20", "100", "60000", "150"}));
   // gcra: 5 per minute is one unit per 12 s; limit = max_burst + 1 = count.
   const auto gcra = Compile(MakeRule(Algorithm::kGcra, {"5/minute"}));
-  EXPECT_EQ(Call(gcra, 1, -5, 0),
-            Concat(Head(Algorithm::kGcra, "-5", "1", "1"), {"12000000", "5"}));
+  EXPECT_EQ(Call(gcra, 1, -5, 0), Want(Algorithm::kGcra, "-5", "1", "1", {"12000000", "5"}));
   const auto sw = Compile(MakeRule(Algorithm::kSlidingWindow, {"4/s"}));
-  EXPECT_EQ(Call(sw, 0, 7, 0),
-            Concat(Head(Algorithm::kSlidingWindow, "7", "0", "1"), {"4", "1000"}));
+  EXPECT_EQ(Call(sw, 0, 7, 0), Want(Algorithm::kSlidingWindow, "7", "0", "1", {"4", "1000"}));
   const auto sl = Compile(MakeRule(Algorithm::kSlidingLog, {"3/5m", "10/hour"}));
   EXPECT_EQ(Call(sl, 2, 1, 0),
-            Concat(Head(Algorithm::kSlidingLog, "1", "2", "2"), {"3", "300000", "10", "3600000"}));
+            Want(Algorithm::kSlidingLog, "1", "2", "2", {"3", "300000", "10", "3600000"}));
 }
 
 TEST(AppendCheckCallTest, FixedWindowSendsCalendarWindowsAroundTheClock) {
@@ -117,12 +121,10 @@ TEST(AppendCheckCallTest, FixedWindowSendsCalendarWindowsAroundTheClock) {
           {"3", "1000", "0", "0", "0", "0"},                                                // 3/s
           {"2", "0", "1709078400000", "1709164800000", "1709251200000", "1709337600000"}),  // 2/day
       {"1", "0", "1704067200000", "1706745600000", "1709251200000", "1711929600000"});  // 1/month
-  EXPECT_EQ(Call(fw, 1, t, 0),
-            Concat(Head(Algorithm::kFixedWindow, std::to_string(t), "1", "3"), limits));
+  EXPECT_EQ(Call(fw, 1, t, 0), Want(Algorithm::kFixedWindow, std::to_string(t), "1", "3", limits));
   // Without an explicit instant the script reads TIME ("") and the windows
   // come from the caller's clock.
-  EXPECT_EQ(Call(fw, 1, std::nullopt, t),
-            Concat(Head(Algorithm::kFixedWindow, "", "1", "3"), limits));
+  EXPECT_EQ(Call(fw, 1, std::nullopt, t), Want(Algorithm::kFixedWindow, "", "1", "3", limits));
 }
 
 TEST(AppendCheckCallTest, EvalSendsTheSourceAndAppends) {
@@ -141,11 +143,12 @@ TEST(AppendThrottleCallTest, ArgvAndTheLimitersChecks) {
   std::vector<std::string> argv;
   ASSERT_TRUE(
       AppendThrottleCall(ScriptCall::kEvalSha, "fg:cl:{k}", 15, 30, 60, 2, 1000, &argv).ok());
+  // One key, no fingerprint, n = 1, the limit (emission, burst + 1), the quantity.
   const std::vector<std::string> want = {"EVALSHA", std::string(ScriptFor(Algorithm::kGcra).sha1),
                                          "1",       "fg:cl:{k}",
                                          "",        "1000",
-                                         "2",       "1",
-                                         "2000000", "16"};
+                                         "1",       "2000000",
+                                         "16",      "2"};
   EXPECT_EQ(argv, want);
 
   ManualClock clock;
@@ -201,10 +204,28 @@ class Replies {
     for (long long v : values) e.push_back(Int(v));
     return Array(std::move(e));
   }
+  // A decision as the scripts send it: a string of little-endian doubles.
+  redisReply* Packed(const std::vector<double>& values) {
+    std::string& bytes = strings_.emplace_back();
+    for (double v : values) {
+      const auto bits = std::bit_cast<uint64_t>(v);
+      for (int i = 0; i < 8; ++i) bytes.push_back(static_cast<char>(bits >> (8 * i)));
+    }
+    redisReply& r = store_.emplace_back();
+    r.type = REDIS_REPLY_STRING;
+    r.str = bytes.data();
+    r.len = bytes.size();
+    return &r;
+  }
+  // A whole reply of one decision: {now, packed values}.
+  redisReply* One(long long now, const std::vector<double>& values) {
+    return Array({Int(now), Packed(values)});
+  }
 
  private:
   std::deque<redisReply> store_;
   std::deque<std::vector<redisReply*>> arrays_;
+  std::deque<std::string> strings_;
 };
 
 TEST(DecodeCheckReplyTest, FillsTheDecisionAsTheEngineDoes) {
@@ -215,7 +236,7 @@ TEST(DecodeCheckReplyTest, FillsTheDecisionAsTheEngineDoes) {
   // Limit 0 denies (retry 1000), limit 1 had room.
   ASSERT_TRUE(
       DecodeCheckReply(
-          fw, *r.Ints({42, 0, 0, 2, 0, 1000, 1000, 0, 1000, 1, 3, 1, 0, 60000, 0, 60000}), &d, &now)
+          fw, *r.One(42, {0, 0, 2, 0, 1000, 1000, 0, 1000, 1, 3, 1, 0, 60000, 0, 60000}), &d, &now)
           .ok());
   EXPECT_EQ(now, 42);
   EXPECT_FALSE(d.allowed);
@@ -233,14 +254,14 @@ TEST(DecodeCheckReplyTest, FillsTheDecisionAsTheEngineDoes) {
   shadow_rule.shadow = true;
   const auto shadow = Compile(shadow_rule);
   // gcra durations are microseconds, rounded up to ms.
-  ASSERT_TRUE(DecodeCheckReply(shadow, *r.Ints({5, 0, 0, 1, 0, 1001, 999999}), &d, nullptr).ok());
+  ASSERT_TRUE(DecodeCheckReply(shadow, *r.One(5, {0, 0, 1, 0, 1001, 999999}), &d, nullptr).ok());
   EXPECT_TRUE(d.allowed);
   EXPECT_TRUE(d.shadow_denied);
   EXPECT_EQ(d.retry_after_ms, 0);
   EXPECT_EQ(d.limits[0].retry_after_ms, 2);
   EXPECT_EQ(d.limits[0].reset_after_ms, 1000);
   EXPECT_EQ(d.limits[0].period_ms, 1000);  // no window: the nominal period
-  ASSERT_TRUE(DecodeCheckReply(shadow, *r.Ints({5, 0, 0, 1, 0, -1, 0}), &d, nullptr).ok());
+  ASSERT_TRUE(DecodeCheckReply(shadow, *r.One(5, {0, 0, 1, 0, -1, 0}), &d, nullptr).ok());
   EXPECT_EQ(d.limits[0].retry_after_ms, -1);
 }
 
@@ -256,32 +277,51 @@ TEST(DecodeCheckReplyTest, RefusesEveryOtherShape) {
   EXPECT_EQ(err.code(), StatusCode::kUnavailable);
   EXPECT_NE(err.message().find("clock skew"), std::string::npos) << err.message();
 
+  // The same error in place of one decision of a call: that decision fails.
+  const redisReply* skewed =
+      r.Array({r.Int(1), r.Packed({1, 1, 1, 1, 0, 0}),
+               r.Text(REDIS_REPLY_ERROR, "ERR floodgate: clock skew: now 1")});
+  ASSERT_TRUE(CheckReplyShape(Algorithm::kGcra, *skewed, 2).ok());
+  EXPECT_TRUE(DecodeCheckReply(gcra, *skewed, 0, &d, &now).ok());
+  EXPECT_EQ(now, 1);
+  const Status one = DecodeCheckReply(gcra, *skewed, 1, &d, &now);
+  EXPECT_EQ(one.code(), StatusCode::kUnavailable);
+  EXPECT_NE(one.message().find("clock skew"), std::string::npos) << one.message();
+  EXPECT_EQ(DecodeCheckReply(gcra, *skewed, 2, &d, &now).code(), StatusCode::kInternal);
+  now = -7;
+
+  const double nan = std::numeric_limits<double>::quiet_NaN();
   const std::vector<redisReply*> malformed = {
       r.Nil(),
       r.Int(1),
       r.Text(REDIS_REPLY_STRING, "1"),
       r.Text(REDIS_REPLY_STATUS, "OK"),
       r.Array({}),
-      r.Ints({1, 1, 1, 1, 0, 0}),        // one field short
-      r.Ints({1, 1, 1, 1, 0, 0, 0, 0}),  // one field too many
-      r.Ints({1, 1, 0, 1, 0, 0, 0}),     // admitted, but its limit denied
-      r.Ints({1, 0, 1, 1, 0, 0, 0}),     // denied, but every limit allowed
-      r.Ints({1, 2, 2, 1, 0, 0, 0}),     // flags that are not 0/1
-      r.Array({r.Int(1), r.Int(1), r.Int(1), r.Int(1), r.Int(0), r.Int(0), r.Nil()}),
-      r.Array({r.Int(1), r.Int(1), r.Int(1), r.Int(1), r.Int(0), r.Int(0),
-               r.Ints({1})}),  // nested array
-      r.Array({r.Int(1), r.Int(1), r.Int(1), r.Int(1), r.Int(0), r.Int(0), nullptr}),
+      r.Array({r.Int(1)}),                            // no decision
+      r.One(1, {1, 1, 1, 1, 0}),                      // one field short
+      r.One(1, {1, 1, 1, 1, 0, 0, 0}),                // one field too many
+      r.One(1, {1, 0, 1, 1, 0, 0}),                   // admitted, but its limit denied
+      r.One(1, {0, 1, 1, 1, 0, 0}),                   // denied, but every limit allowed
+      r.One(1, {2, 2, 1, 1, 0, 0}),                   // flags that are not 0/1
+      r.One(1, {1, 1, 1, 1, 0.5, 0}),                 // not an integer
+      r.One(1, {1, 1, 1, 1, nan, 0}),                 // not a number
+      r.One(1, {1, 1, 1, 1, 9007199254740994.0, 0}),  // beyond 2^53
+      r.Array({r.Int(1), r.Packed({1, 1, 1, 1, 0, 0}), r.Packed({1, 1, 1, 1, 0, 0})}),  // two
+      r.Array({r.Text(REDIS_REPLY_STRING, "1"), r.Packed({1, 1, 1, 1, 0, 0})}),         // instant
+      r.Array({r.Int(1), r.Nil()}),
+      r.Array({r.Int(1), r.Ints({1, 1, 1, 1, 0, 0})}),  // the old, unpacked layout
+      r.Array({r.Int(1), nullptr}),
   };
   for (size_t i = 0; i < malformed.size(); ++i) {
     const Status s = DecodeCheckReply(gcra, *malformed[i], &d, &now);
     EXPECT_EQ(s.code(), StatusCode::kInternal) << i << ": " << s.ToString();
   }
   // A gcra-shaped reply is not a fixed_window one (7 fields per limit).
-  EXPECT_FALSE(DecodeCheckReply(fw, *r.Ints({1, 1, 1, 1, 0, 0, 0}), &d, &now).ok());
+  EXPECT_FALSE(DecodeCheckReply(fw, *r.One(1, {1, 1, 1, 1, 0, 0}), &d, &now).ok());
   // An array claiming elements it does not have.
   redisReply lying{};
   lying.type = REDIS_REPLY_ARRAY;
-  lying.elements = 7;
+  lying.elements = 2;
   lying.element = nullptr;
   EXPECT_FALSE(DecodeCheckReply(gcra, lying, &d, &now).ok());
   EXPECT_EQ(now, -7);  // untouched on error
@@ -292,7 +332,7 @@ TEST(DecodeThrottleReplyTest, RedisCellRounding) {
   Limiter::ThrottleResult t;
   int64_t now = 0;
   // Allowed: retry -1 whatever the script says; reset 1.001 s rounds up to 2.
-  ASSERT_TRUE(DecodeThrottleReply(*r.Ints({9, 1, 1, 16, 14, 0, 1'001'000}), &t, &now).ok());
+  ASSERT_TRUE(DecodeThrottleReply(*r.One(9, {1, 1, 16, 14, 0, 1'001'000}), &t, &now).ok());
   EXPECT_EQ(now, 9);
   EXPECT_FALSE(t.limited);
   EXPECT_EQ(t.limit, 16);
@@ -300,18 +340,19 @@ TEST(DecodeThrottleReplyTest, RedisCellRounding) {
   EXPECT_EQ(t.retry_after_s, -1);
   EXPECT_EQ(t.reset_after_s, 2);
   // Limited: under a millisecond past a second is cut off.
-  ASSERT_TRUE(DecodeThrottleReply(*r.Ints({9, 0, 0, 16, 0, 1'000'999, 60'000'000}), &t, &now).ok());
+  ASSERT_TRUE(DecodeThrottleReply(*r.One(9, {0, 0, 16, 0, 1'000'999, 60'000'000}), &t, &now).ok());
   EXPECT_TRUE(t.limited);
   EXPECT_EQ(t.retry_after_s, 1);
   EXPECT_EQ(t.reset_after_s, 60);
-  ASSERT_TRUE(DecodeThrottleReply(*r.Ints({9, 0, 0, 16, 0, -1, 0}), &t, &now).ok());
+  ASSERT_TRUE(DecodeThrottleReply(*r.One(9, {0, 0, 16, 0, -1, 0}), &t, &now).ok());
   EXPECT_EQ(t.retry_after_s, -1);
 
   EXPECT_EQ(DecodeThrottleReply(*r.Text(REDIS_REPLY_ERROR, "NOSCRIPT No matching script"), &t, &now)
                 .code(),
             StatusCode::kUnavailable);
-  EXPECT_FALSE(DecodeThrottleReply(*r.Ints({9, 1, 0, 16, 0, 0, 0}), &t, &now).ok());
-  EXPECT_FALSE(DecodeThrottleReply(*r.Ints({9, 1, 1, 16, 0, 0}), &t, &now).ok());
+  EXPECT_FALSE(DecodeThrottleReply(*r.One(9, {1, 0, 16, 0, 0, 0}), &t, &now).ok());
+  EXPECT_FALSE(DecodeThrottleReply(*r.One(9, {1, 1, 16, 0, 0}), &t, &now).ok());
+  EXPECT_FALSE(DecodeThrottleReply(*r.Ints({9, 1, 1, 16, 0, 0, 0}), &t, &now).ok());
   EXPECT_FALSE(DecodeThrottleReply(*r.Nil(), &t, &now).ok());
 }
 

@@ -492,6 +492,77 @@ TEST_F(ScriptsTest, SlidingLogStaysBoundedAndIsDeletedWhenEmpty) {
   EXPECT_EQ(conn_->Integer({"EXISTS", key}), 0);
 }
 
+// One call deciding many keys (the store's batches on a standalone server):
+// each decision is the engine's, made in KEYS order, a subject named twice
+// seeing its earlier decision of the same call. Instants follow the wall
+// clock, so the states' TTLs hold in real time without stretching.
+TEST_F(ScriptsTest, ManyDecisionsInOneCallMatchTheEngineInOrder) {
+  int calls = 0, decisions = 0, denials = 0, repeats = 0;
+  for (uint64_t seed = 1; seed <= 60; ++seed) {
+    std::mt19937_64 rng(seed);
+    bool big = false;
+    auto rule = RandomRule(rng, &big);
+    if (!rule) continue;
+    SCOPED_TRACE("seed " + std::to_string(seed) + ", " +
+                 std::string(AlgorithmName(rule->algorithm)));
+    const std::string fp = Fingerprint(*rule);
+    // A few subjects, so that a call names some of them more than once.
+    constexpr int kSubjects = 5;
+    std::vector<std::vector<int64_t>> states(kSubjects,
+                                             std::vector<int64_t>(rule->state_words + 1, 0));
+    int64_t max_count = 0;
+    for (const auto& l : rule->limits) max_count = std::max(max_count, l.capacity);
+    int64_t t = WallMs();
+    bool failed = false;
+    for (int round = 0; round < 6 && !failed; ++round, ++calls) {
+      t += static_cast<int64_t>(rng() % 50);
+      const size_t k = 1 + rng() % 40;
+      std::vector<std::string> keys;
+      std::vector<int64_t> costs;
+      std::vector<int> subject;
+      std::vector<bool> seen(kSubjects, false);
+      for (size_t j = 0; j < k; ++j) {
+        subject.push_back(static_cast<int>(rng() % kSubjects));
+        if (seen[subject.back()]) ++repeats;
+        seen[subject.back()] = true;
+        keys.push_back(StateKey(rule->name, "",
+                                "m" + std::to_string(seed) + ":" + std::to_string(subject.back())));
+        costs.push_back(rng() % 6 == 0 ? 0
+                        : big          ? static_cast<int64_t>(rng() % (max_count / 4 + 1))
+                                       : 1 + static_cast<int64_t>(rng() % 2));
+      }
+      std::vector<std::string> argv;
+      AppendCheckCall(ScriptCall::kEval, *rule, fp, keys, costs, t, t, &argv);
+      Reply reply = conn_->Command(argv);
+      ASSERT_TRUE(reply != nullptr);
+      const Status shape = CheckReplyShape(rule->algorithm, *reply, k);
+      ASSERT_TRUE(shape.ok()) << shape.ToString();
+      for (size_t j = 0; j < k; ++j) {
+        Decision want, got;
+        core::EvaluateRule(*rule, states[subject[j]].data(), t, costs[j], &want);
+        int64_t now = 0;
+        const Status s = DecodeCheckReply(*rule, *reply, j, &got, &now);
+        ASSERT_TRUE(s.ok()) << "decision " << j << ": " << s.ToString();
+        EXPECT_EQ(now, t);
+        const std::string diff = Diff(want, got);
+        if (!diff.empty()) {
+          ADD_FAILURE() << "decision " << j << " of " << k << " (subject " << subject[j]
+                        << ", cost " << costs[j] << "): " << diff;
+          failed = true;
+          break;
+        }
+        ++decisions;
+        if (!want.allowed) ++denials;
+      }
+    }
+    for (auto& state : states) core::ReleaseRuleState(rule->algorithm, state.data());
+  }
+  EXPECT_GE(calls, 100);
+  EXPECT_GE(decisions, 1000);
+  EXPECT_GE(repeats, 500);  // subjects named more than once in a call
+  EXPECT_GE(denials, 10);   // the limits were actually reached
+}
+
 // Decisions on Redis's clock: the script's now is the wall clock, and the
 // figures are the engine's at that instant.
 TEST_F(ScriptsTest, TimeFromRedisMatchesTheEngineAtTheScriptsInstant) {

@@ -1,53 +1,62 @@
--- fixed_window: one counter per window, every limit of a rule in one call,
--- all-or-nothing; a port of src/core/fixed_window.cc and rule_eval.cc.
+-- fixed_window: one counter per window, every limit of a rule in one
+-- decision, all-or-nothing; a port of src/core/fixed_window.cc and
+-- rule_eval.cc. One call makes k decisions of one rule, in KEYS order, each
+-- on its own key (a key named twice sees the first decision's write).
 --
--- KEYS[1]   the state key, fg:{rule:subject} or fg:{rule:subject}:tier
--- ARGV[1]   definition fingerprint; a state with another one is treated as
---           empty ('' skips the check)
--- ARGV[2]   now in ms since the epoch; '' reads the server's TIME
--- ARGV[3]   cost (0 peeks)
--- ARGV[4]   n, the number of limits
--- ARGV[5..] 6 fields per limit: count, period_ms, b0, b1, b2, b3.
---           period_ms > 0: windows aligned to the epoch (the b fields unused).
---           period_ms = 0: calendar windows [b0,b1) [b1,b2) [b2,b3), the
---           previous, current and next windows around the caller's clock.
+-- KEYS[1..k]  the state keys, fg:{rule:subject} or fg:{rule:subject}:tier
+-- ARGV[1]     definition fingerprint; a state with another one is treated as
+--             empty ('' skips the check)
+-- ARGV[2]     now in ms since the epoch; '' reads the server's TIME (once)
+-- ARGV[3]     n, the number of limits
+-- ARGV[4..3+6n]  6 fields per limit: count, period_ms, b0, b1, b2, b3.
+--             period_ms > 0: windows aligned to the epoch (the b fields unused).
+--             period_ms = 0: calendar windows [b0,b1) [b1,b2) [b2,b3), the
+--             previous, current and next windows around the caller's clock.
+-- ARGV[4+6n..3+6n+k]  the cost of each decision (0 peeks)
 --
--- Reply: {now_ms, admitted, then per limit 7 integers: allowed, limit,
---         remaining, retry_after_ms, reset_after_ms, window_start_ms,
---         window_end_ms}
--- Error: "ERR floodgate: clock skew ..." when a calendar limit's now falls
---        outside [b0, b3) (and outside the window the state already counts).
+-- Reply: {now_ms, then per key one element}: a string of 1 + 7n
+--        little-endian doubles (struct '<d...'), admitted then per limit
+--        allowed, limit, remaining, retry_after_ms, reset_after_ms,
+--        window_start_ms, window_end_ms; or the error "ERR floodgate: clock
+--        skew ..." when a calendar limit's now falls outside [b0, b3) and
+--        outside the window the state already counts (that decision changes
+--        nothing). Packed, because Redis turns every integer of a Lua reply
+--        into RESP one by one, which cost more than the decision itself.
+-- Error: "ERR floodgate: bad fixed_window arguments", before any decision.
 --
 -- State (one string): a byte with the fingerprint's length, the fingerprint,
 -- then per limit three little-endian doubles: window start, window end, used.
--- Written (SET PX) only when a request with cost > 0 is admitted; a denial or
--- a peek writes nothing. Every figure is an integer below 2^53, exact in a
--- Lua number.
-redis.replicate_commands()
-
-local function floordiv(a, b)  -- exact for integers below 2^53, b > 0
-  local r = math.fmod(a, b)
-  if r < 0 then r = r + b end
-  return (a - r) / b
-end
-
+-- Written only when a request with cost > 0 is admitted; a denial or a peek
+-- writes nothing. Its expiry is the end of the latest window it counts: SET
+-- PX writes both. On Redis's clock (ARGV[2] ''), when every limit stays in
+-- the window the state already counts, that instant is unchanged, and
+-- SETRANGE overwrites the state in place (same length), keeping the expiry
+-- an earlier SET PX gave it (cheaper: no expiry to set). An explicit now
+-- always writes with SET PX: its expiry is relative to that now, not to
+-- Redis's clock. Every figure is an integer below 2^53, exact in a Lua
+-- number.
+--
+-- Cost: the batch shares the argument parsing, TIME and the formats; per
+-- decision the script makes one GET and at most one write, and creates no
+-- closure and no table.
 local fp = ARGV[1]
 local now
-if ARGV[2] == '' then
+local on_time = ARGV[2] == ''  -- Redis's clock
+if on_time then
   local t = redis.call('TIME')
   now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 else
   now = tonumber(ARGV[2])
 end
-local cost = tonumber(ARGV[3])
-local n = tonumber(ARGV[4])
-if not now or not cost or not n or n < 1 or #fp > 255 or #ARGV ~= 4 + 6 * n then
+local n = tonumber(ARGV[3])
+local k = #KEYS
+if not now or not n or n < 1 or #fp > 255 or k < 1 or #ARGV ~= 3 + 6 * n + k then
   return redis.error_reply('ERR floodgate: bad fixed_window arguments')
 end
 
 local count, period, b0, b1, b2, b3 = {}, {}, {}, {}, {}, {}
 for i = 1, n do
-  local a = 4 + 6 * (i - 1)
+  local a = 3 + 6 * (i - 1)
   count[i] = tonumber(ARGV[a + 1])
   period[i] = tonumber(ARGV[a + 2])
   b0[i] = tonumber(ARGV[a + 3])
@@ -55,29 +64,33 @@ for i = 1, n do
   b2[i] = tonumber(ARGV[a + 5])
   b3[i] = tonumber(ARGV[a + 6])
 end
-
--- The stored state, or nil for a new subject (or another definition's state).
-local words = 3 * n
-local state = nil
-local raw = redis.call('GET', KEYS[1])
-if raw then
-  local fl = string.byte(raw, 1) or 0
-  if #raw == 1 + fl + 8 * words and (fp == '' or string.sub(raw, 2, 1 + fl) == fp) then
-    state = {struct.unpack('<' .. string.rep('d', words), raw, 2 + fl)}
+local cost_at = 3 + 6 * n
+for j = 1, k do
+  if not tonumber(ARGV[cost_at + j]) then
+    return redis.error_reply('ERR floodgate: bad fixed_window arguments')
   end
 end
 
--- Limit i for cost c against the stored state; nil when its calendar window
--- cannot be told (clock skew).
-local function step(i, c)
-  local sws, swe, sused = 0, 0, 0
-  if state then sws, swe, sused = state[3 * i - 2], state[3 * i - 1], state[3 * i] end
+local fmt = '<' .. string.rep('d', 3 * n)
+local fl = #fp
+local head = string.char(fl) .. fp
+local body_at = tostring(1 + fl)  -- SETRANGE's offset of the doubles
+local fmod = math.fmod
+local rget, unpack_state, pack_state = redis.call, struct.unpack, struct.pack
+
+-- Limit i for cost c against its stored (sws, swe, sused): allowed (0/1),
+-- remaining, retry, reset, window start, window end, used afterwards; nil
+-- when no calendar window holds now (clock skew).
+local function step(i, c, sws, swe, sused)
   local t = now
   if sused > 0 and t < sws then t = sws end  -- a step back stays in the counted window
   local ws, we
-  if period[i] > 0 then
-    ws = floordiv(t, period[i]) * period[i]
-    we = ws + period[i]
+  local p = period[i]
+  if p > 0 then
+    local r = fmod(t, p)
+    if r < 0 then r = r + p end
+    ws = t - r
+    we = ws + p
   elseif sused > 0 and t >= sws and t < swe then
     ws, we = sws, swe
   elseif t >= b0[i] and t < b1[i] then
@@ -87,69 +100,93 @@ local function step(i, c)
   elseif t >= b2[i] and t < b3[i] then
     ws, we = b2[i], b3[i]
   else
-    return nil
+    return nil  -- clock skew: no window holds t
   end
   local used = 0
   if sused > 0 and sws == ws then used = sused end
-
-  local r = {allowed = 0, limit = count[i], retry = 0, reset = 0, ws = ws, we = we, expires = 0}
-  local after = used
-  if c > count[i] then
-    r.retry = -1
-  elseif used + c <= count[i] then
-    r.allowed = 1
-    after = used + c
-    if c > 0 then r.new = {ws, we, after} end
-  else
-    r.retry = we - t
+  local lim = count[i]
+  if c > lim then
+    return 0, lim - used, -1, used > 0 and we - t or 0, ws, we, used
+  elseif used + c <= lim then
+    local after = used + c
+    return 1, lim - after, 0, after > 0 and we - t or 0, ws, we, after
   end
-  r.remaining = count[i] - after
-  if after > 0 then
-    r.reset = we - t
-    r.expires = we
-  end
-  return r
+  return 0, lim - used, we - t, used > 0 and we - t or 0, ws, we, used
 end
 
-local res = {}
-local admitted = true
-for i = 1, n do
-  local r = step(i, cost)
-  if not r then
-    return redis.error_reply(string.format(
+local rfmt = '<' .. string.rep('d', 1 + 7 * n)
+local reply = {now}
+local out = {}  -- the state to write, 3 per limit
+local vals = {}  -- the decision's reply fields
+for j = 1, k do
+  local key = KEYS[j]
+  local cost = tonumber(ARGV[cost_at + j])
+  -- The stored state, read limit by limit from byte `at` (nil: none).
+  local at = nil
+  local raw = rget('GET', key)
+  local sfl = fl
+  if raw then
+    if fl == 0 then sfl = string.byte(raw, 1) or 0 end  -- '' skips the check
+    if #raw == 1 + sfl + 24 * n and (fl == 0 or string.find(raw, head, 1, true) == 1) then
+      at = 2 + sfl
+    end
+  end
+  local admitted = 1
+  -- Every limit in the window its state counts (and the same fingerprint).
+  local same_windows = on_time and at ~= nil and sfl == fl
+  local skew = nil
+  local pos = 1
+  for i = 1, n do
+    local sws, swe, sused = 0, 0, 0
+    if at then sws, swe, sused = unpack_state('<ddd', raw, at + 24 * (i - 1)) end
+    local allowed, remaining, retry, reset, ws, we, used = step(i, cost, sws, swe, sused)
+    if not allowed then
+      skew = i
+      break
+    end
+    if allowed == 0 then admitted = 0 end
+    if sused == 0 or ws ~= sws then same_windows = false end
+    vals[pos + 1], vals[pos + 2], vals[pos + 3], vals[pos + 4] = allowed, count[i], remaining, retry
+    vals[pos + 5], vals[pos + 6], vals[pos + 7] = reset, ws, we
+    out[3 * i - 2], out[3 * i - 1], out[3 * i] = ws, we, used
+    pos = pos + 7
+  end
+  if skew then
+    reply[j + 1] = redis.error_reply(string.format(
       'ERR floodgate: clock skew: now %d is outside the calendar windows [%d, %d) of limit %d',
-      now, b0[i], b3[i], i))
-  end
-  res[i] = r
-  if r.allowed == 0 then admitted = false end
-end
-if not admitted and cost > 0 then
-  -- Nothing is consumed: limits that had room report as of a peek.
-  for i = 1, n do
-    if res[i].allowed == 1 then res[i] = step(i, 0) end
-  end
-end
-
-if admitted and cost > 0 then
-  local out, expires = {}, 0
-  for i = 1, n do
-    local r = res[i]
-    out[3 * i - 2], out[3 * i - 1], out[3 * i] = r.new[1], r.new[2], r.new[3]
-    if r.expires > expires then expires = r.expires end
-  end
-  if expires > now then
-    redis.call('SET', KEYS[1], string.char(#fp) .. fp .. struct.pack('<' .. string.rep('d', words),
-      unpack(out)), 'PX', string.format('%d', expires - now))
+      now, b0[skew], b3[skew], skew))
   else
-    redis.call('DEL', KEYS[1])
+    vals[1] = admitted
+    if cost > 0 and admitted == 1 then
+      local value = pack_state(fmt, unpack(out, 1, 3 * n))
+      if same_windows then
+        rget('SETRANGE', key, body_at, value)  -- the fingerprint is unchanged
+      else
+        value = head .. value
+        local expires = 0
+        for i = 1, n do
+          if out[3 * i] > 0 and out[3 * i - 1] > expires then expires = out[3 * i - 1] end
+        end
+        if expires > now then
+          rget('SET', key, value, 'PX', string.format('%d', expires - now))
+        else
+          rget('DEL', key)
+        end
+      end
+    elseif cost > 0 then
+      -- Nothing is consumed: limits that had room report as of a peek.
+      pos = 1
+      for i = 1, n do
+        if vals[pos + 1] == 1 then
+          local sws, swe, sused = 0, 0, 0
+          if at then sws, swe, sused = unpack_state('<ddd', raw, at + 24 * (i - 1)) end
+          local _, remaining, retry, reset = step(i, 0, sws, swe, sused)
+          vals[pos + 3], vals[pos + 4], vals[pos + 5] = remaining, retry, reset
+        end
+        pos = pos + 7
+      end
+    end
+    reply[j + 1] = pack_state(rfmt, unpack(vals, 1, 1 + 7 * n))
   end
-end
-
-local reply = {now, admitted and 1 or 0}
-for i = 1, n do
-  local r = res[i]
-  local k = #reply
-  reply[k + 1], reply[k + 2], reply[k + 3], reply[k + 4] = r.allowed, r.limit, r.remaining, r.retry
-  reply[k + 5], reply[k + 6], reply[k + 7] = r.reset, r.ws, r.we
 end
 return reply

@@ -1,22 +1,27 @@
 -- gcra: the generic cell rate algorithm with redis-cell's semantics, in
--- microseconds, every limit of a rule in one call, all-or-nothing; a port of
--- src/core/gcra.cc and rule_eval.cc. Also serves CL.THROTTLE (one limit,
--- parameters per call, empty fingerprint: one state per key whatever the
--- parameters, as in redis-cell).
+-- microseconds, every limit of a rule in one decision, all-or-nothing; a
+-- port of src/core/gcra.cc and rule_eval.cc. Also serves CL.THROTTLE (one
+-- limit, parameters per call, empty fingerprint: one state per key whatever
+-- the parameters, as in redis-cell). One call makes k decisions of one rule,
+-- in KEYS order, each on its own key (a key named twice sees the first
+-- decision's write).
 --
--- KEYS[1]   the state key, fg:{rule:subject}[:tier] or fg:cl:{key}
--- ARGV[1]   definition fingerprint; a state with another one is treated as
---           empty ('' skips the check)
--- ARGV[2]   now in ms since the epoch; '' reads the server's TIME
--- ARGV[3]   cost (0 peeks)
--- ARGV[4]   n, the number of limits
--- ARGV[5..] 2 fields per limit: emission interval in us (period / count),
---           limit (redis-cell's max_burst + 1)
+-- KEYS[1..k]  the state keys, fg:{rule:subject}[:tier] or fg:cl:{key}
+-- ARGV[1]     definition fingerprint; a state with another one is treated as
+--             empty ('' skips the check)
+-- ARGV[2]     now in ms since the epoch; '' reads the server's TIME (once)
+-- ARGV[3]     n, the number of limits
+-- ARGV[4..3+2n]  2 fields per limit: emission interval in us (period / count),
+--             limit (redis-cell's max_burst + 1)
+-- ARGV[4+2n..3+2n+k]  the cost of each decision (0 peeks)
 --
--- Reply: {now_ms, admitted, then per limit 5 integers: allowed, limit,
---         remaining, retry_after_us (-1: never), reset_after_us}
+-- Reply: {now_ms, then per key a string of 1 + 5n little-endian doubles
+--        (struct '<d...')}: admitted, then per limit allowed, limit,
+--        remaining, retry_after_us (-1: never), reset_after_us. Packed:
+--        Redis turns each integer of a Lua reply into RESP one by one.
 -- Durations are in microseconds, unrounded: a rule's decision rounds them up
 -- to ms, CL.THROTTLE to redis-cell's seconds (the caller does both).
+-- Error: "ERR floodgate: bad gcra arguments", before any decision.
 --
 -- State (one string): a byte with the fingerprint's length, the fingerprint,
 -- then per limit one little-endian double: the theoretical arrival time in us.
@@ -24,8 +29,10 @@
 --
 -- Exactness: the configuration keeps interval * limit <= 2^52 us, and times in
 -- us stay below 2^53 until the year 2255.
-redis.replicate_commands()
-
+--
+-- Cost: the batch shares the argument parsing, TIME and the formats; per
+-- decision the script makes one GET and at most one write, and creates no
+-- closure and no table beyond the decoded state.
 local function floordiv(a, b)  -- exact for integers below 2^53, b > 0
   local r = math.fmod(a, b)
   if r < 0 then r = r + b end
@@ -41,91 +48,107 @@ if ARGV[2] == '' then
 else
   now = tonumber(ARGV[2])
 end
-local cost = tonumber(ARGV[3])
-local n = tonumber(ARGV[4])
-if not now or not cost or not n or n < 1 or #fp > 255 or #ARGV ~= 4 + 2 * n then
+local n = tonumber(ARGV[3])
+local k = #KEYS
+if not now or not n or n < 1 or #fp > 255 or k < 1 or #ARGV ~= 3 + 2 * n + k then
   return redis.error_reply('ERR floodgate: bad gcra arguments')
 end
 
 local emission, limit = {}, {}
 for i = 1, n do
-  emission[i] = tonumber(ARGV[3 + 2 * i])
-  limit[i] = tonumber(ARGV[4 + 2 * i])
+  emission[i] = tonumber(ARGV[2 + 2 * i])
+  limit[i] = tonumber(ARGV[3 + 2 * i])
 end
-
--- The stored state, or nil for a new subject (or another definition's state).
-local state = nil
-local raw = redis.call('GET', KEYS[1])
-if raw then
-  local fl = string.byte(raw, 1) or 0
-  if #raw == 1 + fl + 8 * n and (fp == '' or string.sub(raw, 2, 1 + fl) == fp) then
-    state = {struct.unpack('<' .. string.rep('d', n), raw, 2 + fl)}
+local cost_at = 3 + 2 * n
+for j = 1, k do
+  if not tonumber(ARGV[cost_at + j]) then
+    return redis.error_reply('ERR floodgate: bad gcra arguments')
   end
 end
 
+local fmt = '<' .. string.rep('d', n)
+local rfmt = '<' .. string.rep('d', 1 + 5 * n)
+local fl = #fp
+local head = string.char(fl) .. fp
+local rget, unpack_state, pack_state = redis.call, struct.unpack, struct.pack
 local now_us = now * 1000
 
--- Limit i for cost c against the stored state.
-local function step(i, c)
+-- Limit i for cost c against its stored TAT (0: none): allowed (0/1),
+-- remaining, retry, ttl, the new TAT, the expiry in ms (0: nothing to keep).
+local function step(i, c, stat)
   local em = emission[i]
-  local tolerance = em * limit[i]
+  local lim = limit[i]
+  local tolerance = em * lim
   local tat = now_us
   -- An expired TAT is a fresh subject; one ahead of an earlier now (a clock
   -- step back) only makes the answer stricter.
-  if state and state[i] > now_us then tat = state[i] end
-
-  local r = {allowed = 0, limit = limit[i], retry = 0, ttl = tat - now_us}
-  if c > limit[i] then
-    r.retry = -1
+  if stat > now_us then tat = stat end
+  local allowed, retry, ttl, new_tat = 0, 0, tat - now_us, tat
+  if c > lim then
+    retry = -1
   else
-    local new_tat = tat + em * c
-    local diff = now_us - (new_tat - tolerance)
+    local nt = tat + em * c
+    local diff = now_us - (nt - tolerance)
     if diff < 0 then
-      r.retry = -diff
+      retry = -diff
     else
-      r.allowed = 1
-      r.ttl = new_tat - now_us
-      if c > 0 then r.new = new_tat end
+      allowed = 1
+      ttl = nt - now_us
+      new_tat = nt
     end
   end
-  local room = tolerance - r.ttl
-  r.remaining = room > 0 and floordiv(room, em) or 0
-  r.expires = r.ttl > 0 and ceildiv(now_us + r.ttl, 1000) or 0
-  return r
+  local room = tolerance - ttl
+  local remaining = room > 0 and floordiv(room, em) or 0
+  local expires = ttl > 0 and ceildiv(now_us + ttl, 1000) or 0
+  return allowed, remaining, retry, ttl, new_tat, expires
 end
 
-local res = {}
-local admitted = true
-for i = 1, n do
-  res[i] = step(i, cost)
-  if res[i].allowed == 0 then admitted = false end
-end
-if not admitted and cost > 0 then
-  -- Nothing is consumed: limits that had room report as of a peek.
+local reply = {now}
+local out = {}  -- the state to write
+local vals = {}  -- the decision's reply fields
+for j = 1, k do
+  local key = KEYS[j]
+  local cost = tonumber(ARGV[cost_at + j])
+  local state = nil
+  local raw = rget('GET', key)
+  if raw then
+    local sfl = fl
+    if fl == 0 then sfl = string.byte(raw, 1) or 0 end  -- '' skips the check
+    if #raw == 1 + sfl + 8 * n and (fl == 0 or string.find(raw, head, 1, true) == 1) then
+      state = {unpack_state(fmt, raw, 2 + sfl)}
+    end
+  end
+  local admitted = 1
+  local expires = 0
+  local pos = 1
   for i = 1, n do
-    if res[i].allowed == 1 then res[i] = step(i, 0) end
+    local allowed, remaining, retry, ttl, new_tat, e = step(i, cost, state and state[i] or 0)
+    if allowed == 0 then admitted = 0 end
+    vals[pos + 1], vals[pos + 2], vals[pos + 3], vals[pos + 4] = allowed, limit[i], remaining, retry
+    vals[pos + 5] = ttl
+    out[i] = new_tat
+    if e > expires then expires = e end
+    pos = pos + 5
   end
-end
-
-if admitted and cost > 0 then
-  local out, expires = {}, 0
-  for i = 1, n do
-    out[i] = res[i].new
-    if res[i].expires > expires then expires = res[i].expires end
+  vals[1] = admitted
+  if cost > 0 and admitted == 1 then
+    if expires > now then
+      rget('SET', key, head .. pack_state(fmt, unpack(out, 1, n)), 'PX',
+        string.format('%d', expires - now))
+    else
+      rget('DEL', key)
+    end
+  elseif cost > 0 then
+    -- Nothing is consumed: limits that had room report as of a peek.
+    pos = 1
+    for i = 1, n do
+      if vals[pos + 1] == 1 then
+        local _, remaining, retry, ttl = step(i, 0, state and state[i] or 0)
+        vals[pos + 3], vals[pos + 4], vals[pos + 5] = remaining, retry, ttl
+      end
+      pos = pos + 5
+    end
   end
-  if expires > now then
-    redis.call('SET', KEYS[1], string.char(#fp) .. fp .. struct.pack('<' .. string.rep('d', n),
-      unpack(out)), 'PX', string.format('%d', expires - now))
-  else
-    redis.call('DEL', KEYS[1])
-  end
-end
-
-local reply = {now, admitted and 1 or 0}
-for i = 1, n do
-  local r = res[i]
-  local k = #reply
-  reply[k + 1], reply[k + 2], reply[k + 3], reply[k + 4] = r.allowed, r.limit, r.remaining, r.retry
-  reply[k + 5] = r.ttl
+  reply[j + 1] = pack_state(rfmt, unpack(vals, 1, 1 + 5 * n))
 end
 return reply

@@ -1,18 +1,23 @@
 -- sliding_window: the two-bucket weighted counter, exact in integers, every
--- limit of a rule in one call, all-or-nothing; a port of
--- src/core/sliding_window.cc and rule_eval.cc.
+-- limit of a rule in one decision, all-or-nothing; a port of
+-- src/core/sliding_window.cc and rule_eval.cc. One call makes k decisions of
+-- one rule, in KEYS order, each on its own key (a key named twice sees the
+-- first decision's write).
 --
--- KEYS[1]   the state key, fg:{rule:subject} or fg:{rule:subject}:tier
--- ARGV[1]   definition fingerprint; a state with another one is treated as
---           empty ('' skips the check)
--- ARGV[2]   now in ms since the epoch; '' reads the server's TIME
--- ARGV[3]   cost (0 peeks)
--- ARGV[4]   n, the number of limits
--- ARGV[5..] 2 fields per limit: count, period_ms
+-- KEYS[1..k]  the state keys, fg:{rule:subject} or fg:{rule:subject}:tier
+-- ARGV[1]     definition fingerprint; a state with another one is treated as
+--             empty ('' skips the check)
+-- ARGV[2]     now in ms since the epoch; '' reads the server's TIME (once)
+-- ARGV[3]     n, the number of limits
+-- ARGV[4..3+2n]  2 fields per limit: count, period_ms
+-- ARGV[4+2n..3+2n+k]  the cost of each decision (0 peeks)
 --
--- Reply: {now_ms, admitted, then per limit 7 integers: allowed, limit,
---         remaining, retry_after_ms, reset_after_ms, window_start_ms,
---         window_end_ms}
+-- Reply: {now_ms, then per key a string of 1 + 7n little-endian doubles
+--        (struct '<d...')}: admitted, then per limit allowed, limit,
+--        remaining, retry_after_ms, reset_after_ms, window_start_ms,
+--        window_end_ms. Packed: Redis turns each integer of a Lua reply into
+--        RESP one by one.
+-- Error: "ERR floodgate: bad sliding_window arguments", before any decision.
 --
 -- State (one string): a byte with the fingerprint's length, the fingerprint,
 -- then per limit three little-endian doubles: current bucket start, current,
@@ -22,8 +27,10 @@
 -- comparison below is arranged so that no product or sum exceeds that (the
 -- C++ compares previous * weight + (current + cost) * period <= count *
 -- period, which can reach 2^54; here both sides are split first).
-redis.replicate_commands()
-
+--
+-- Cost: the batch shares the argument parsing, TIME and the formats; per
+-- decision the script makes one GET and at most one write, and creates no
+-- closure and no table beyond the decoded state.
 local function floordiv(a, b)  -- exact for integers below 2^53, b > 0
   local r = math.fmod(a, b)
   if r < 0 then r = r + b end
@@ -38,34 +45,35 @@ if ARGV[2] == '' then
 else
   now = tonumber(ARGV[2])
 end
-local cost = tonumber(ARGV[3])
-local n = tonumber(ARGV[4])
-if not now or not cost or not n or n < 1 or #fp > 255 or #ARGV ~= 4 + 2 * n then
+local n = tonumber(ARGV[3])
+local k = #KEYS
+if not now or not n or n < 1 or #fp > 255 or k < 1 or #ARGV ~= 3 + 2 * n + k then
   return redis.error_reply('ERR floodgate: bad sliding_window arguments')
 end
 
 local count, period = {}, {}
 for i = 1, n do
-  count[i] = tonumber(ARGV[3 + 2 * i])
-  period[i] = tonumber(ARGV[4 + 2 * i])
+  count[i] = tonumber(ARGV[2 + 2 * i])
+  period[i] = tonumber(ARGV[3 + 2 * i])
 end
-
--- The stored state, or nil for a new subject (or another definition's state).
-local words = 3 * n
-local state = nil
-local raw = redis.call('GET', KEYS[1])
-if raw then
-  local fl = string.byte(raw, 1) or 0
-  if #raw == 1 + fl + 8 * words and (fp == '' or string.sub(raw, 2, 1 + fl) == fp) then
-    state = {struct.unpack('<' .. string.rep('d', words), raw, 2 + fl)}
+local cost_at = 3 + 2 * n
+for j = 1, k do
+  if not tonumber(ARGV[cost_at + j]) then
+    return redis.error_reply('ERR floodgate: bad sliding_window arguments')
   end
 end
 
--- Limit i for cost c against the stored state.
-local function step(i, c)
+local fmt = '<' .. string.rep('d', 3 * n)
+local rfmt = '<' .. string.rep('d', 1 + 7 * n)
+local fl = #fp
+local head = string.char(fl) .. fp
+local rget, unpack_state, pack_state = redis.call, struct.unpack, struct.pack
+
+-- Limit i for cost c against its stored (bucket start, current, previous):
+-- allowed (0/1), remaining, retry, reset, window start, window end, the
+-- state afterwards (start, current, previous) and its expiry (0: none).
+local function step(i, c, sws, scur, sprev)
   local p, lim = period[i], count[i]
-  local sws, scur, sprev = 0, 0, 0
-  if state then sws, scur, sprev = state[3 * i - 2], state[3 * i - 1], state[3 * i] end
   local empty = scur == 0 and sprev == 0
   local t = now
   if not empty and t < sws then t = sws end  -- no refund
@@ -79,69 +87,85 @@ local function step(i, c)
   end
   local weight = p - (t - start)  -- 1..p
 
-  local r = {allowed = 0, limit = lim, retry = 0, reset = 0, ws = start, we = start + p,
-             expires = 0}
+  local allowed, retry = 0, 0
   if c > lim then
-    r.retry = -1
+    retry = -1
   elseif cur + c <= lim and prev * weight <= (lim - cur - c) * p then
-    r.allowed = 1
+    allowed = 1
     cur = cur + c
-    if c > 0 then r.new = {start, cur, prev} end
   elseif cur + c <= lim then
     -- Room comes back within this bucket as the previous one slides out.
     local max_weight = floordiv((lim - cur - c) * p, prev)
-    r.retry = (start + p - max_weight) - t
+    retry = (start + p - max_weight) - t
   else
     -- This bucket alone is too full: wait into the next one.
     local max_weight = floordiv((lim - c) * p, cur)
-    r.retry = (start + 2 * p - max_weight) - t
+    retry = (start + 2 * p - max_weight) - t
   end
 
   -- remaining = floor(lim - cur - prev * weight / p)
   local room = lim * p - prev * weight - cur * p
-  r.remaining = room > 0 and floordiv(room, p) or 0
+  local expires, reset = 0, 0
   if cur > 0 then
-    r.expires = start + 2 * p
+    expires = start + 2 * p
   elseif prev > 0 then
-    r.expires = start + p
+    expires = start + p
   end
-  if r.expires > 0 then r.reset = r.expires - t end
-  return r
+  if expires > 0 then reset = expires - t end
+  return allowed, room > 0 and floordiv(room, p) or 0, retry, reset, start, start + p, cur, prev,
+    expires
 end
 
-local res = {}
-local admitted = true
-for i = 1, n do
-  res[i] = step(i, cost)
-  if res[i].allowed == 0 then admitted = false end
-end
-if not admitted and cost > 0 then
-  -- Nothing is consumed: limits that had room report as of a peek.
+local reply = {now}
+local out = {}  -- the state to write, 3 per limit
+local vals = {}  -- the decision's reply fields
+for j = 1, k do
+  local key = KEYS[j]
+  local cost = tonumber(ARGV[cost_at + j])
+  local state = nil
+  local raw = rget('GET', key)
+  if raw then
+    local sfl = fl
+    if fl == 0 then sfl = string.byte(raw, 1) or 0 end  -- '' skips the check
+    if #raw == 1 + sfl + 24 * n and (fl == 0 or string.find(raw, head, 1, true) == 1) then
+      state = {unpack_state(fmt, raw, 2 + sfl)}
+    end
+  end
+  local admitted = 1
+  local expires = 0
+  local pos = 1
   for i = 1, n do
-    if res[i].allowed == 1 then res[i] = step(i, 0) end
+    local sws, scur, sprev = 0, 0, 0
+    if state then sws, scur, sprev = state[3 * i - 2], state[3 * i - 1], state[3 * i] end
+    local allowed, remaining, retry, reset, ws, we, cur, prev, e = step(i, cost, sws, scur, sprev)
+    if allowed == 0 then admitted = 0 end
+    vals[pos + 1], vals[pos + 2], vals[pos + 3], vals[pos + 4] = allowed, count[i], remaining, retry
+    vals[pos + 5], vals[pos + 6], vals[pos + 7] = reset, ws, we
+    out[3 * i - 2], out[3 * i - 1], out[3 * i] = ws, cur, prev
+    if e > expires then expires = e end
+    pos = pos + 7
   end
-end
-
-if admitted and cost > 0 then
-  local out, expires = {}, 0
-  for i = 1, n do
-    local r = res[i]
-    out[3 * i - 2], out[3 * i - 1], out[3 * i] = r.new[1], r.new[2], r.new[3]
-    if r.expires > expires then expires = r.expires end
+  vals[1] = admitted
+  if cost > 0 and admitted == 1 then
+    if expires > now then
+      rget('SET', key, head .. pack_state(fmt, unpack(out, 1, 3 * n)), 'PX',
+        string.format('%d', expires - now))
+    else
+      rget('DEL', key)
+    end
+  elseif cost > 0 then
+    -- Nothing is consumed: limits that had room report as of a peek.
+    pos = 1
+    for i = 1, n do
+      if vals[pos + 1] == 1 then
+        local sws, scur, sprev = 0, 0, 0
+        if state then sws, scur, sprev = state[3 * i - 2], state[3 * i - 1], state[3 * i] end
+        local _, remaining, retry, reset = step(i, 0, sws, scur, sprev)
+        vals[pos + 3], vals[pos + 4], vals[pos + 5] = remaining, retry, reset
+      end
+      pos = pos + 7
+    end
   end
-  if expires > now then
-    redis.call('SET', KEYS[1], string.char(#fp) .. fp .. struct.pack('<' .. string.rep('d', words),
-      unpack(out)), 'PX', string.format('%d', expires - now))
-  else
-    redis.call('DEL', KEYS[1])
-  end
-end
-
-local reply = {now, admitted and 1 or 0}
-for i = 1, n do
-  local r = res[i]
-  local k = #reply
-  reply[k + 1], reply[k + 2], reply[k + 3], reply[k + 4] = r.allowed, r.limit, r.remaining, r.retry
-  reply[k + 5], reply[k + 6], reply[k + 7] = r.reset, r.ws, r.we
+  reply[j + 1] = pack_state(rfmt, unpack(vals, 1, 1 + 7 * n))
 end
 return reply

@@ -1,17 +1,23 @@
 -- token_bucket: continuous refill of count per period up to a capacity, every
--- limit of a rule in one call, all-or-nothing; a port of
--- src/core/token_bucket.cc and rule_eval.cc.
+-- limit of a rule in one decision, all-or-nothing; a port of
+-- src/core/token_bucket.cc and rule_eval.cc. One call makes k decisions of
+-- one rule, in KEYS order, each on its own key (a key named twice sees the
+-- first decision's write).
 --
--- KEYS[1]   the state key, fg:{rule:subject} or fg:{rule:subject}:tier
--- ARGV[1]   definition fingerprint; a state with another one is treated as
---           empty ('' skips the check)
--- ARGV[2]   now in ms since the epoch; '' reads the server's TIME
--- ARGV[3]   cost (0 peeks)
--- ARGV[4]   n, the number of limits
--- ARGV[5..] 3 fields per limit: count (refilled per period), period_ms, capacity
+-- KEYS[1..k]  the state keys, fg:{rule:subject} or fg:{rule:subject}:tier
+-- ARGV[1]     definition fingerprint; a state with another one is treated as
+--             empty ('' skips the check)
+-- ARGV[2]     now in ms since the epoch; '' reads the server's TIME (once)
+-- ARGV[3]     n, the number of limits
+-- ARGV[4..3+3n]  3 fields per limit: count (refilled per period), period_ms,
+--             capacity
+-- ARGV[4+3n..3+3n+k]  the cost of each decision (0 peeks)
 --
--- Reply: {now_ms, admitted, then per limit 5 integers: allowed, limit,
---         remaining, retry_after_ms, reset_after_ms}
+-- Reply: {now_ms, then per key a string of 1 + 5n little-endian doubles
+--        (struct '<d...')}: admitted, then per limit allowed, limit,
+--        remaining, retry_after_ms, reset_after_ms. Packed: Redis turns each
+--        integer of a Lua reply into RESP one by one.
+-- Error: "ERR floodgate: bad token_bucket arguments", before any decision.
 --
 -- State (one string): a byte with the fingerprint's length, the fingerprint,
 -- then per limit two little-endian doubles: tokens missing scaled by
@@ -20,8 +26,10 @@
 --
 -- Exactness: the configuration keeps max(count, capacity) * period_ms <= 2^53;
 -- comparisons are arranged so no sum exceeds the full bucket.
-redis.replicate_commands()
-
+--
+-- Cost: the batch shares the argument parsing, TIME and the formats; per
+-- decision the script makes one GET and at most one write, and creates no
+-- closure and no table beyond the decoded state.
 local function floordiv(a, b)  -- exact for integers below 2^53, b > 0
   local r = math.fmod(a, b)
   if r < 0 then r = r + b end
@@ -37,37 +45,38 @@ if ARGV[2] == '' then
 else
   now = tonumber(ARGV[2])
 end
-local cost = tonumber(ARGV[3])
-local n = tonumber(ARGV[4])
-if not now or not cost or not n or n < 1 or #fp > 255 or #ARGV ~= 4 + 3 * n then
+local n = tonumber(ARGV[3])
+local k = #KEYS
+if not now or not n or n < 1 or #fp > 255 or k < 1 or #ARGV ~= 3 + 3 * n + k then
   return redis.error_reply('ERR floodgate: bad token_bucket arguments')
 end
 
 local rate, period, capacity = {}, {}, {}
 for i = 1, n do
-  local a = 4 + 3 * (i - 1)
+  local a = 3 + 3 * (i - 1)
   rate[i] = tonumber(ARGV[a + 1])
   period[i] = tonumber(ARGV[a + 2])
   capacity[i] = tonumber(ARGV[a + 3])
 end
-
--- The stored state, or nil for a new subject (or another definition's state).
-local words = 2 * n
-local state = nil
-local raw = redis.call('GET', KEYS[1])
-if raw then
-  local fl = string.byte(raw, 1) or 0
-  if #raw == 1 + fl + 8 * words and (fp == '' or string.sub(raw, 2, 1 + fl) == fp) then
-    state = {struct.unpack('<' .. string.rep('d', words), raw, 2 + fl)}
+local cost_at = 3 + 3 * n
+for j = 1, k do
+  if not tonumber(ARGV[cost_at + j]) then
+    return redis.error_reply('ERR floodgate: bad token_bucket arguments')
   end
 end
 
--- Limit i for cost c against the stored state.
-local function step(i, c)
+local fmt = '<' .. string.rep('d', 2 * n)
+local rfmt = '<' .. string.rep('d', 1 + 5 * n)
+local fl = #fp
+local head = string.char(fl) .. fp
+local rget, unpack_state, pack_state = redis.call, struct.unpack, struct.pack
+
+-- Limit i for cost c against its stored (missing, updated): allowed (0/1),
+-- remaining, retry, reset, missing and time afterwards, expiry (0: none).
+local function step(i, c, missing, updated)
   local p = period[i]
-  local full = capacity[i] * p
-  local missing, updated = 0, 0
-  if state then missing, updated = state[2 * i - 1], state[2 * i] end
+  local cap = capacity[i]
+  local full = cap * p
   local t = now
   if missing > 0 then
     if t < updated then t = updated end  -- a step back refills nothing
@@ -78,56 +87,71 @@ local function step(i, c)
       missing = missing - elapsed * rate[i]
     end
   end
-
-  local r = {allowed = 0, limit = capacity[i], retry = 0, expires = 0}
-  if c > capacity[i] then
-    r.retry = -1
+  local allowed, retry = 0, 0
+  if c > cap then
+    retry = -1
   elseif c * p <= full - missing then
-    r.allowed = 1
+    allowed = 1
     missing = missing + c * p
-    if c > 0 then r.new = {missing, t} end
   else
-    r.retry = ceildiv(c * p - (full - missing), rate[i])
+    retry = ceildiv(c * p - (full - missing), rate[i])
   end
-  r.remaining = floordiv(full - missing, p)
-  r.reset = ceildiv(missing, rate[i])
-  if missing > 0 then r.expires = t + r.reset end
-  return r
+  local reset = ceildiv(missing, rate[i])
+  return allowed, floordiv(full - missing, p), retry, reset, missing, t,
+    missing > 0 and t + reset or 0
 end
 
-local res = {}
-local admitted = true
-for i = 1, n do
-  res[i] = step(i, cost)
-  if res[i].allowed == 0 then admitted = false end
-end
-if not admitted and cost > 0 then
-  -- Nothing is consumed: limits that had room report as of a peek.
+local reply = {now}
+local out = {}  -- the state to write, 2 per limit
+local vals = {}  -- the decision's reply fields
+for j = 1, k do
+  local key = KEYS[j]
+  local cost = tonumber(ARGV[cost_at + j])
+  local state = nil
+  local raw = rget('GET', key)
+  if raw then
+    local sfl = fl
+    if fl == 0 then sfl = string.byte(raw, 1) or 0 end  -- '' skips the check
+    if #raw == 1 + sfl + 16 * n and (fl == 0 or string.find(raw, head, 1, true) == 1) then
+      state = {unpack_state(fmt, raw, 2 + sfl)}
+    end
+  end
+  local admitted = 1
+  local expires = 0
+  local pos = 1
   for i = 1, n do
-    if res[i].allowed == 1 then res[i] = step(i, 0) end
+    local missing, updated = 0, 0
+    if state then missing, updated = state[2 * i - 1], state[2 * i] end
+    local allowed, remaining, retry, reset, m, t, e = step(i, cost, missing, updated)
+    if allowed == 0 then admitted = 0 end
+    vals[pos + 1], vals[pos + 2], vals[pos + 3], vals[pos + 4] = allowed, capacity[i], remaining,
+      retry
+    vals[pos + 5] = reset
+    out[2 * i - 1], out[2 * i] = m, t
+    if e > expires then expires = e end
+    pos = pos + 5
   end
-end
-
-if admitted and cost > 0 then
-  local out, expires = {}, 0
-  for i = 1, n do
-    local r = res[i]
-    out[2 * i - 1], out[2 * i] = r.new[1], r.new[2]
-    if r.expires > expires then expires = r.expires end
+  vals[1] = admitted
+  if cost > 0 and admitted == 1 then
+    if expires > now then
+      rget('SET', key, head .. pack_state(fmt, unpack(out, 1, 2 * n)), 'PX',
+        string.format('%d', expires - now))
+    else
+      rget('DEL', key)
+    end
+  elseif cost > 0 then
+    -- Nothing is consumed: limits that had room report as of a peek.
+    pos = 1
+    for i = 1, n do
+      if vals[pos + 1] == 1 then
+        local missing, updated = 0, 0
+        if state then missing, updated = state[2 * i - 1], state[2 * i] end
+        local _, remaining, retry, reset = step(i, 0, missing, updated)
+        vals[pos + 3], vals[pos + 4], vals[pos + 5] = remaining, retry, reset
+      end
+      pos = pos + 5
+    end
   end
-  if expires > now then
-    redis.call('SET', KEYS[1], string.char(#fp) .. fp .. struct.pack('<' .. string.rep('d', words),
-      unpack(out)), 'PX', string.format('%d', expires - now))
-  else
-    redis.call('DEL', KEYS[1])
-  end
-end
-
-local reply = {now, admitted and 1 or 0}
-for i = 1, n do
-  local r = res[i]
-  local k = #reply
-  reply[k + 1], reply[k + 2], reply[k + 3], reply[k + 4] = r.allowed, r.limit, r.remaining, r.retry
-  reply[k + 5] = r.reset
+  reply[j + 1] = pack_state(rfmt, unpack(vals, 1, 1 + 5 * n))
 end
 return reply

@@ -1,0 +1,214 @@
+// Limiter::AsyncBatch on real Redis: a standalone server gets one script call
+// per rule for a whole batch, decided in arrival order on Redis's clock; a
+// cluster gets one call per key with the same answers; a bound on calls in
+// flight holds decisions back until an answer comes, and a batch destroyed
+// while holding some still sends them.
+#include <gtest/gtest.h>
+#include <hiredis/hiredis.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "floodgate/limiter.h"
+#include "testing/redis_cluster.h"
+#include "testing/redis_server.h"
+#include "testing/rules.h"
+
+namespace floodgate {
+namespace {
+
+// Collects CheckAsync answers from the store's I/O thread.
+class Answers {
+ public:
+  Limiter::CheckCallback Callback(std::string subject) {
+    return [this, subject = std::move(subject)](const Status& s, const Decision& d) {
+      std::lock_guard<std::mutex> lock(mu_);
+      EXPECT_TRUE(s.ok()) << s.ToString();
+      EXPECT_FALSE(d.backend_error) << subject;
+      remaining_[subject].push_back(d.remaining);
+      allowed_ += d.allowed ? 1 : 0;
+      ++count_;
+      cv_.notify_all();
+    };
+  }
+  // Waits until `n` answers came (at most 10 s).
+  bool WaitFor(int n) {
+    std::unique_lock<std::mutex> lock(mu_);
+    return cv_.wait_for(lock, std::chrono::seconds(10), [&] { return count_ >= n; });
+  }
+  int count() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return count_;
+  }
+  int allowed() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return allowed_;
+  }
+  // Each subject's `remaining`, in the order its answers came.
+  std::map<std::string, std::vector<int64_t>> remaining() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return remaining_;
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int count_ = 0;
+  int allowed_ = 0;
+  std::map<std::string, std::vector<int64_t>> remaining_;
+};
+
+Config BatchConfig(const std::string& url) {
+  Config config;
+  config.store = url;
+  config.redis.local_cache = false;
+  config.redis.timeout_ms = 5000;  // correctness here, not latency
+  config.engine.sweep_interval_ms = 0;
+  config.rules.push_back(testing::MakeRule(Algorithm::kFixedWindow, {"1000/hour"}));
+  config.rules.back().name = "fw";
+  config.rules.push_back(testing::MakeRule(Algorithm::kGcra, {"1000/hour"}));
+  config.rules.back().name = "gcra";
+  return config;
+}
+
+// EVALSHA plus EVAL calls a redis-server has run since its last CONFIG RESETSTAT.
+int64_t ScriptCalls(int port) {
+  const std::string info = testing::QueryText(port, {"INFO", "commandstats"});
+  int64_t calls = 0;
+  for (const char* name : {"cmdstat_evalsha:calls=", "cmdstat_eval:calls="}) {
+    const size_t at = info.find(name);
+    if (at != std::string::npos) calls += std::stoll(info.substr(at + std::strlen(name)));
+  }
+  return calls;
+}
+
+// 60 decisions of "fw" over 20 subjects (each named three times, interleaved)
+// and 10 of "gcra": each subject's answers count down in arrival order.
+void CheckThreeTimesEach(Limiter& limiter, Limiter::AsyncBatch* batch, Answers& answers) {
+  for (int round = 0; round < 3; ++round) {
+    for (int i = 0; i < 20; ++i) {
+      const std::string subject = "s" + std::to_string(i);
+      limiter.CheckAsync("fw", subject, 1, "", answers.Callback("fw:" + subject), batch);
+    }
+  }
+  for (int i = 0; i < 10; ++i) {
+    const std::string subject = "g" + std::to_string(i);
+    limiter.CheckAsync("gcra", subject, 1, "", answers.Callback("gcra:" + subject), batch);
+  }
+}
+
+void ExpectCountdowns(Answers& answers) {
+  const auto remaining = answers.remaining();
+  ASSERT_EQ(remaining.size(), 30u);
+  for (const auto& [subject, values] : remaining) {
+    if (subject.rfind("fw:", 0) == 0) {
+      EXPECT_EQ(values, (std::vector<int64_t>{999, 998, 997})) << subject;
+    } else {
+      EXPECT_EQ(values, (std::vector<int64_t>{999})) << subject;
+    }
+  }
+  EXPECT_EQ(answers.allowed(), 70);
+}
+
+TEST(AsyncBatchTest, StandaloneDecidesABatchInOneCallPerRule) {
+  testing::RedisServer redis;
+  ASSERT_TRUE(redis.Start()) << redis.error();
+  ManualClock clock;
+  auto limiter = Limiter::Create(BatchConfig(redis.url()), clock);
+  ASSERT_TRUE(limiter.ok()) << limiter.status().ToString();
+  Answers answers;
+  {
+    Limiter::AsyncBatch batch(**limiter);
+    CheckThreeTimesEach(**limiter, &batch, answers);
+    EXPECT_FALSE(batch.empty());
+    EXPECT_EQ(answers.count(), 0);  // nothing sent before Flush
+    testing::QueryText(redis.port(), {"CONFIG", "RESETSTAT"});
+    batch.Flush();
+    EXPECT_TRUE(batch.empty());
+    ASSERT_TRUE(answers.WaitFor(70));
+  }
+  ExpectCountdowns(answers);
+  // One call per rule, each once more as EVAL on its first use (NOSCRIPT).
+  EXPECT_GE(ScriptCalls(redis.port()), 2);
+  EXPECT_LE(ScriptCalls(redis.port()), 4);
+  // State and expiry are written together: no key lacks a TTL.
+  EXPECT_EQ(testing::QueryText(redis.port(), {"DBSIZE"}), "30");
+  for (int i = 0; i < 20; ++i) {
+    const std::string ttl =
+        testing::QueryText(redis.port(), {"PTTL", "fg:{fw:s" + std::to_string(i) + "}"});
+    EXPECT_GT(std::stoll(ttl), 0) << ttl;
+  }
+}
+
+TEST(AsyncBatchTest, ClusterDecidesOneKeyPerCallWithTheSameAnswers) {
+  testing::RedisCluster cluster;
+  ASSERT_TRUE(cluster.Start(3)) << cluster.error();
+  ManualClock clock;
+  auto limiter = Limiter::Create(BatchConfig(cluster.url()), clock);
+  ASSERT_TRUE(limiter.ok()) << limiter.status().ToString();
+  Answers answers;
+  Limiter::AsyncBatch batch(**limiter);
+  CheckThreeTimesEach(**limiter, &batch, answers);
+  batch.Flush();
+  ASSERT_TRUE(answers.WaitFor(70));
+  ExpectCountdowns(answers);
+}
+
+// Starts DEBUG SLEEP on its own connection (it blocks the whole server)
+// and returns once the server has begun sleeping.
+std::thread SleepServer(int port, double seconds) {
+  std::thread sleeper([port, seconds] {
+    testing::QueryText(port, {"DEBUG", "SLEEP", std::to_string(seconds)});
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  return sleeper;
+}
+
+TEST(AsyncBatchTest, CallsInFlightHoldDecisionsBackUntilAnAnswer) {
+  testing::RedisServer redis;
+  ASSERT_TRUE(redis.Start({"--enable-debug-command", "yes"})) << redis.error();
+  ManualClock clock;
+  auto limiter = Limiter::Create(BatchConfig(redis.url()), clock);
+  ASSERT_TRUE(limiter.ok()) << limiter.status().ToString();
+  ASSERT_TRUE((*limiter)->Check("fw", "warm").ok());  // the script loaded
+  Answers answers;
+  Limiter::AsyncBatch batch(**limiter, /*max_calls_in_flight=*/1);
+  // While Redis sleeps, the first call stays in flight.
+  std::thread sleeper = SleepServer(redis.port(), 0.3);
+  (*limiter)->CheckAsync("fw", "a", 1, "", answers.Callback("a"), &batch);
+  batch.Flush();
+  EXPECT_TRUE(batch.empty());  // the first call goes at once
+  (*limiter)->CheckAsync("fw", "b", 1, "", answers.Callback("b"), &batch);
+  (*limiter)->CheckAsync("fw", "c", 1, "", answers.Callback("c"), &batch);
+  batch.Flush();
+  EXPECT_FALSE(batch.empty());  // held: a call is in flight
+  ASSERT_TRUE(answers.WaitFor(1));
+  EXPECT_EQ(answers.count(), 1);
+  batch.Flush();
+  EXPECT_TRUE(batch.empty());  // answered: the held ones go, together
+  ASSERT_TRUE(answers.WaitFor(3));
+  sleeper.join();
+  // A batch destroyed while holding decisions still sends them.
+  sleeper = SleepServer(redis.port(), 0.2);
+  {
+    Limiter::AsyncBatch held(**limiter, 1);
+    (*limiter)->CheckAsync("fw", "d", 1, "", answers.Callback("d"), &held);
+    held.Flush();
+    (*limiter)->CheckAsync("fw", "e", 1, "", answers.Callback("e"), &held);
+    held.Flush();
+    EXPECT_FALSE(held.empty());
+  }
+  ASSERT_TRUE(answers.WaitFor(5));
+  EXPECT_EQ(answers.allowed(), 5);
+  sleeper.join();
+}
+
+}  // namespace
+}  // namespace floodgate

@@ -17,8 +17,6 @@ namespace floodgate::server {
 namespace {
 
 constexpr size_t kReadChunk = 64 * 1024;
-// Non-blocking polls after a busy round before the loop sleeps (each ~0.5 us).
-constexpr int kIdlePolls = 1024;
 constexpr uint64_t kListenerTag = uint64_t{1} << 32;  // epoll data: listener index | tag
 
 }  // namespace
@@ -46,11 +44,12 @@ void ConnectionRef::Complete(uint64_t tag, Completion completion) const {
 }
 
 EventLoop::EventLoop(int index, std::vector<ListenerSpec> listeners, LoopLimits limits,
-                     std::atomic<int64_t>* open_connections)
+                     std::atomic<int64_t>* open_connections, absl::AnyInvocable<void()> end_round)
     : index_(index),
       listeners_(std::move(listeners)),
       limits_(limits),
-      open_connections_(open_connections) {
+      open_connections_(open_connections),
+      end_round_(std::move(end_round)) {
   epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
   wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   epoll_event ev{};
@@ -126,12 +125,13 @@ void EventLoop::QueueFlush(Connection& c) {
 
 void EventLoop::Run() {
   epoll_event events[256];
-  int idle_polls = kIdlePolls;
+  const int max_idle_polls = limits_.idle_polls;
+  int idle_polls = max_idle_polls;
   while (!stopping_.load(std::memory_order_acquire)) {
     // After a busy round, poll without sleeping a few times before blocking:
     // a loop that sleeps between every round of requests makes each client
     // write pay for waking it (on loopback the sender's CPU does that work).
-    const int n = epoll_wait(epoll_fd_, events, 256, idle_polls < kIdlePolls ? 0 : -1);
+    const int n = epoll_wait(epoll_fd_, events, 256, idle_polls < max_idle_polls ? 0 : -1);
     if (n == 0) {
       ++idle_polls;
       continue;
@@ -164,6 +164,7 @@ void EventLoop::Run() {
       }
       if (events[i].events & EPOLLOUT) Flush(c);
     }
+    if (end_round_) end_round_();
     // Replies are written once per round, after every ready connection has
     // been read, as redis-server does: clients then receive their replies
     // in bursts, which costs them (and the kernel) fewer wake-ups than

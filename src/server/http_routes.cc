@@ -110,14 +110,16 @@ void Check(LoopContext& loop, const http::Request& req, std::string_view query,
     const uint64_t tag = async.replies->Reserve();
     const bool keep_alive = req.keep_alive;
     const bool head = req.method == "HEAD";
-    limiter.CheckAsync(cr.rule, cr.key, cr.cost, cr.tier,
-                       [self = async.self, tag, loop = &loop, cr, keep_alive, head](
-                           const Status& s, const Decision& d) {
-                         self.Complete(tag, [loop, cr, keep_alive, head, s, d](std::string* reply) {
-                           AppendCheckResponse(*loop, cr, keep_alive, s, d, reply);
-                           if (head) StripBody(reply, 0);
-                         });
-                       });
+    limiter.CheckAsync(
+        cr.rule, cr.key, cr.cost, cr.tier,
+        [self = async.self, tag, loop = &loop, cr, keep_alive, head](const Status& s,
+                                                                     const Decision& d) {
+          self.Complete(tag, [loop, cr, keep_alive, head, s, d](std::string* reply) {
+            AppendCheckResponse(*loop, cr, keep_alive, s, d, reply);
+            if (head) StripBody(reply, 0);
+          });
+        },
+        loop.batch());
     return;
   }
   Decision d;

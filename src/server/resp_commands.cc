@@ -103,13 +103,15 @@ void FgCheck(RespClient& c, const Args& a, std::string* out) {
   Limiter& limiter = *c.loop->service().limiter;
   if (limiter.remote()) {
     const uint64_t tag = c.replies->Reserve();
-    limiter.CheckAsync(a[1], a[2], cost, tier,
-                       [self = c.self, tag, loop = c.loop, rule = std::string(a[1])](
-                           const Status& s, const Decision& d) {
-                         self.Complete(tag, [loop, rule, s, d](std::string* reply) {
-                           ReplyCheck(*loop, rule, s, d, reply);
-                         });
-                       });
+    limiter.CheckAsync(
+        a[1], a[2], cost, tier,
+        [self = c.self, tag, loop = c.loop, rule = std::string(a[1])](const Status& s,
+                                                                      const Decision& d) {
+          self.Complete(tag, [loop, rule, s, d](std::string* reply) {
+            ReplyCheck(*loop, rule, s, d, reply);
+          });
+        },
+        c.loop->batch());
     return;
   }
   Decision d;

@@ -17,6 +17,7 @@ Server::Server(const ServerOptions& options, Limiter* limiter)
   context_.started_at_ms = SystemClock().NowMs();
   context_.threads = options.threads;
   context_.render_connections = [this](std::string* out) { RenderConnections(out); };
+  context_.max_store_calls_in_flight = options.max_store_calls_in_flight;
 }
 
 Result<std::unique_ptr<Server>> Server::Start(const ServerOptions& options, Limiter* limiter) {
@@ -72,8 +73,15 @@ Result<std::unique_ptr<Server>> Server::Start(const ServerOptions& options, Limi
     return s;
   }
   for (int i = 0; i < options.threads; ++i) {
-    server->loops_.push_back(std::make_unique<EventLoop>(i, std::move(specs[i]), options.limits,
-                                                         &server->open_connections_));
+    LoopContext* context = server->loop_contexts_[i].get();
+    LoopLimits limits = options.limits;
+    // With a remote store a loop mostly waits for the store's answers, which
+    // wake it through its eventfd: polling would only take CPU from Redis
+    // and the clients on a small machine (docs/benchmarks.md).
+    if (limiter->remote()) limits.idle_polls = 0;
+    server->loops_.push_back(std::make_unique<EventLoop>(i, std::move(specs[i]), limits,
+                                                         &server->open_connections_,
+                                                         [context] { context->EndRound(); }));
   }
   for (auto& loop : server->loops_) {
     server->threads_.emplace_back([l = loop.get()] { l->Run(); });

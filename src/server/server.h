@@ -24,6 +24,10 @@ struct ServerOptions {
   LoopLimits limits;
   resp::ParserLimits resp_limits;
   http::ParserLimits http_limits;
+  // A remote store: script calls one loop keeps in flight before it holds
+  // decisions back to send them together (see Limiter::AsyncBatch); 0: no
+  // bound, every round's decisions go at once.
+  int max_store_calls_in_flight = 1;
 };
 
 // Thread-safe: Stop() may be called from any thread (e.g. a signal handler thread).

@@ -26,6 +26,9 @@ struct ServiceContext {
   int threads = 1;
   std::string version = "0.1.0";
   std::string resp_address, http_address;  // as bound
+  // Per loop: remote store calls sent and not answered before the loop holds
+  // further decisions back to send them together (0: no bound).
+  int max_store_calls_in_flight = 0;
   std::atomic<int64_t> next_client_id{1};
   // Appends connection metrics (the server's listeners) to a /metrics page.
   std::function<void(std::string*)> render_connections;
@@ -34,9 +37,20 @@ struct ServiceContext {
 // What one event loop keeps for its sessions. Not thread-safe: one loop only.
 class LoopContext {
  public:
-  LoopContext(ServiceContext* service, int index) : service_(service), index_(index) {}
+  LoopContext(ServiceContext* service, int index)
+      : service_(service),
+        index_(index),
+        batch_(*service->limiter, service->max_store_calls_in_flight) {}
   ServiceContext& service() { return *service_; }
   int index() const { return index_; }
+
+  // Remote decisions of this loop's current round: handlers add to it, the
+  // loop flushes it once the round's input has been handled (EndRound), so
+  // the decisions of all its connections and pipelines go to the store
+  // together. With store calls in flight at the bound, they wait for the
+  // round in which an answer arrives.
+  Limiter::AsyncBatch* batch() { return &batch_; }
+  void EndRound() { batch_.Flush(); }
 
   // Cached per loop so the hot path takes no lock.
   RuleCounters* CountersFor(std::string_view rule) {
@@ -65,6 +79,7 @@ class LoopContext {
  private:
   ServiceContext* service_;
   const int index_;
+  Limiter::AsyncBatch batch_;
   absl::flat_hash_map<std::string, RuleCounters*> counters_;
 };
 

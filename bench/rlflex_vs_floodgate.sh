@@ -62,6 +62,7 @@ store="redis://127.0.0.1:$REDIS_PORT"
 bench_start_floodgate "$threads"
 memory_port=$FLOODGATE_RESP_PORT
 memory_cmd=$FLOODGATE_CMD
+FLOODGATE_MEMORY_PID=$FLOODGATE_PID
 bench_start_floodgate "$threads" "$store"
 
 backend_errors() {
@@ -70,15 +71,21 @@ backend_errors() {
 }
 
 sides=(rlflex floodgate floodgate-memory)
-declare -A rps_runs
+declare -A rps_runs redis_cpu_us fg_cpu_us
 commands_used=()
+memory_pid=$FLOODGATE_MEMORY_PID
+
+# CPU ticks (user + system) used so far by pid $1 and its threads.
+cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
+clk_tck=$(getconf CLK_TCK)
+per_request_us() { awk -v t="$1" -v h="$clk_tck" -v n="$requests" 'BEGIN { printf "%.2f", t / h * 1e6 / n }'; }
 
 run_side() {
-  local side=$1 port harness_side out rps errors_before=0 errors_after
+  local side=$1 port harness_side out rps errors_before=0 errors_after fg_pid=""
   case $side in
     rlflex) port=$REDIS_PORT; harness_side=rlflex ;;
-    floodgate) port=$FLOODGATE_RESP_PORT; harness_side=floodgate ;;
-    floodgate-memory) port=$memory_port; harness_side=floodgate ;;
+    floodgate) port=$FLOODGATE_RESP_PORT; harness_side=floodgate; fg_pid=$FLOODGATE_PID ;;
+    floodgate-memory) port=$memory_port; harness_side=floodgate; fg_pid=$memory_pid ;;
   esac
   local -a argv=(node "$node_dir/rlflex_vs_floodgate.js" --side "$harness_side" --port "$port"
     --requests "$requests" --concurrency "$concurrency" --procs "$procs" --keys 100000)
@@ -87,9 +94,15 @@ run_side() {
   [[ $side == floodgate ]] && errors_before=$(backend_errors)
   out=$BENCH_TMP/node.json
   # Bounded: at least 5k requests/s or it is killed (the harness also stops itself).
-  local limit=$((requests / 5000 + 30))
+  local limit=$((requests / 5000 + 30)) r0 r1 f0=0 f1=0
+  r0=$(cpu_ticks "$REDIS_PID")
+  [[ -n $fg_pid ]] && f0=$(cpu_ticks "$fg_pid")
   bench_run "$limit" "$out" "${argv[@]}" --seconds "$((limit - 5))" ||
     bench_die "the Node harness failed: ${argv[*]}"
+  r1=$(cpu_ticks "$REDIS_PID")
+  [[ -n $fg_pid ]] && f1=$(cpu_ticks "$fg_pid")
+  redis_cpu_us[$side]+="$(per_request_us $((r1 - r0))) "
+  fg_cpu_us[$side]+="$(per_request_us $((f1 - f0))) "
   if [[ $side == floodgate ]]; then
     errors_after=$(backend_errors)
     ((errors_after == errors_before)) ||
@@ -117,15 +130,22 @@ echo "- node $(node --version), rate-limiter-flexible $(node -p "require('$node_
 echo "- load average after the run: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "- $requests requests per run, $concurrency in flight over $procs Node process(es), 100000 keys; floodgate threads: $threads; $rounds rounds, medians shown"
 echo
-echo "| side | median rps | vs rlflex | rounds (rps) |"
-echo "|---|---:|---:|---|"
+echo "| side | median rps | vs rlflex | rounds (rps) | redis-server CPU us / request | floodgate CPU us / request |"
+echo "|---|---:|---:|---|---:|---:|"
 for side in "${sides[@]}"; do
   # shellcheck disable=SC2086
   m=$(bench_median ${rps_runs[$side]})
   runs=""
   for v in ${rps_runs[$side]}; do runs+="$v "; done
-  echo "| $side | $(bench_fmt_int "$m") | $(bench_ratio "$m" "$rl") | ${runs% } |"
+  fg="-"
+  # shellcheck disable=SC2086
+  [[ $side != rlflex ]] && fg=$(bench_median ${fg_cpu_us[$side]})
+  # shellcheck disable=SC2086
+  echo "| $side | $(bench_fmt_int "$m") | $(bench_ratio "$m" "$rl") | ${runs% } | $(bench_median ${redis_cpu_us[$side]}) | $fg |"
 done
+echo
+echo "CPU us per request: user + system time of the process over the run (/proc/<pid>/stat),"
+echo "divided by the requests; the Node harness used the rest of the machine."
 echo
 echo "Commands:"
 echo

@@ -312,12 +312,18 @@ bench_start_redis() {
 # ---------------------------------------------------------------------------
 # floodgate. bench_start_floodgate THREADS [STORE_URL]. Sets FLOODGATE_PID,
 # FLOODGATE_RESP_PORT, FLOODGATE_HTTP_PORT, FLOODGATE_CMD, FLOODGATE_CONFIG.
-# With STORE_URL (redis://127.0.0.1:PORT), state lives there (--store).
+# With STORE_URL (redis://127.0.0.1:PORT), state lives there (--store), with
+# the request timeout BENCH_FLOODGATE_REDIS_TIMEOUT_MS if set.
 bench_write_floodgate_config() {
   FLOODGATE_CONFIG=$BENCH_TMP/floodgate.yaml
-  cat >"$FLOODGATE_CONFIG" <<'EOF'
-# Written by bench/lib.sh.
-store: memory
+  {
+    echo "# Written by bench/lib.sh."
+    echo "store: memory"
+    if [[ -n ${BENCH_FLOODGATE_REDIS_TIMEOUT_MS:-} ]]; then
+      echo "redis: { timeout_ms: $BENCH_FLOODGATE_REDIS_TIMEOUT_MS }"
+    fi
+  } >"$FLOODGATE_CONFIG"
+  cat >>"$FLOODGATE_CONFIG" <<'EOF'
 rules:
   # Never denies: measures the cost of a decision.
   bench:

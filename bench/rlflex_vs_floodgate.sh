@@ -57,6 +57,8 @@ facts=$(bench_machine_facts)
 
 bench_start_redis
 store="redis://127.0.0.1:$REDIS_PORT"
+# As in redis_store_vs_script.sh: every answer must be Redis's.
+BENCH_FLOODGATE_REDIS_TIMEOUT_MS=${BENCH_FLOODGATE_REDIS_TIMEOUT_MS:-1000}
 # floodgate on the embedded store first (its variables are then overwritten
 # by the one on the Redis store).
 bench_start_floodgate "$threads"

@@ -218,7 +218,15 @@ void AppendCheckCall(ScriptCall call, const core::CompiledRule& rule, std::strin
         break;
     }
   }
-  for (const int64_t cost : costs) AppendNumber(cost, argv);
+  // One cost stands for all when every decision has it (the usual case):
+  // k fewer arguments for Redis to parse and the script to read.
+  bool same = true;
+  for (const int64_t cost : costs) same = same && cost == costs.front();
+  if (same) {
+    AppendNumber(costs.front(), argv);
+  } else {
+    for (const int64_t cost : costs) AppendNumber(cost, argv);
+  }
 }
 
 void AppendCheckCall(ScriptCall call, const core::CompiledRule& rule, std::string_view fingerprint,

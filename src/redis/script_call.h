@@ -12,12 +12,11 @@
 //   sliding_log:    count, period_ms
 //   token_bucket:   count, period_ms, capacity
 //   gcra:           emission_us, limit (max_burst + 1)
-// then the k costs. The reply is {now_ms, then per decision a string of
-// little-endian doubles: admitted, then per limit allowed, limit, remaining,
-// retry_after, reset_after[, window_start_ms, window_end_ms]} (the window
-// pair for fixed_window and sliding_window; gcra's durations in
-// microseconds, the others' in ms), or an error in place of a decision that
-// could not be made (fixed_window's clock skew).
+// then the k costs (or one, when all k are the same). The reply is {now_ms, then per decision a
+// string of little-endian doubles: admitted, then per limit allowed, limit, remaining, retry_after,
+// reset_after[, window_start_ms, window_end_ms]} (the window pair for fixed_window and
+// sliding_window; gcra's durations in microseconds, the others' in ms), or an error in place of a
+// decision that could not be made (fixed_window's clock skew).
 //
 // Every function here is thread-safe (no shared mutable state).
 #pragma once
@@ -64,7 +63,8 @@ enum class ScriptCall {
 // Appends the command for decisions of `rule`: "EVALSHA" and the script's
 // SHA-1 (or "EVAL" and its source), the number of keys, `keys`, then ARGV.
 // Decision i spends costs[i] on keys[i] (keys.size() == costs.size() >= 1);
-// Redis makes them in order, each atomic on its own key.
+// Redis makes them in order, each atomic on its own key. Equal costs are
+// sent once.
 //  - keys: StateKey(rule.name, rule.tier, subject) of each decision. In a
 //    cluster or behind a proxy every key of one call must live on one node:
 //    send one key per call there.

@@ -127,6 +127,22 @@ TEST(AppendCheckCallTest, FixedWindowSendsCalendarWindowsAroundTheClock) {
   EXPECT_EQ(Call(fw, 1, std::nullopt, t), Want(Algorithm::kFixedWindow, "", "1", "3", limits));
 }
 
+TEST(AppendCheckCallTest, ManyKeysAndOneCostWhenAllAreTheSame) {
+  const auto sw = Compile(MakeRule(Algorithm::kSlidingWindow, {"4/s"}));
+  const std::string keys[] = {"fg:{r:a}", "fg:{r:b}", "fg:{r:a}"};
+  const std::string sha(ScriptFor(Algorithm::kSlidingWindow).sha1);
+  std::vector<std::string> argv;
+  const int64_t different[] = {1, 2, 1};
+  AppendCheckCall(ScriptCall::kEvalSha, sw, "fp", keys, different, 7, 0, &argv);
+  EXPECT_EQ(argv, (std::vector<std::string>{"EVALSHA", sha, "3", "fg:{r:a}", "fg:{r:b}", "fg:{r:a}",
+                                            "fp", "7", "1", "4", "1000", "1", "2", "1"}));
+  argv.clear();
+  const int64_t same[] = {2, 2, 2};
+  AppendCheckCall(ScriptCall::kEvalSha, sw, "fp", keys, same, 7, 0, &argv);
+  EXPECT_EQ(argv, (std::vector<std::string>{"EVALSHA", sha, "3", "fg:{r:a}", "fg:{r:b}", "fg:{r:a}",
+                                            "fp", "7", "1", "4", "1000", "2"}));
+}
+
 TEST(AppendCheckCallTest, EvalSendsTheSourceAndAppends) {
   const auto gcra = Compile(MakeRule(Algorithm::kGcra, {"5/minute"}));
   std::vector<std::string> argv = {"kept"};

@@ -12,7 +12,8 @@
 --             period_ms > 0: windows aligned to the epoch (the b fields unused).
 --             period_ms = 0: calendar windows [b0,b1) [b1,b2) [b2,b3), the
 --             previous, current and next windows around the caller's clock.
--- ARGV[4+6n..3+6n+k]  the cost of each decision (0 peeks)
+-- ARGV[4+6n..3+6n+k]  the cost of each decision (0 peeks); or one value,
+--             ARGV[4+6n], the cost of every decision
 --
 -- Reply: {now_ms, then per key one element}: a string of 1 + 7n
 --        little-endian doubles (struct '<d...'), admitted then per limit
@@ -50,7 +51,8 @@ else
 end
 local n = tonumber(ARGV[3])
 local k = #KEYS
-if not now or not n or n < 1 or #fp > 255 or k < 1 or #ARGV ~= 3 + 6 * n + k then
+if not now or not n or n < 1 or #fp > 255 or k < 1 or #ARGV ~= 3 + 6 * n + k and
+    #ARGV ~= 4 + 6 * n then
   return redis.error_reply('ERR floodgate: bad fixed_window arguments')
 end
 
@@ -65,11 +67,13 @@ for i = 1, n do
   b3[i] = tonumber(ARGV[a + 6])
 end
 local cost_at = 3 + 6 * n
-for j = 1, k do
+local costs = #ARGV - cost_at  -- k, or 1: one cost for every decision
+for j = 1, costs do
   if not tonumber(ARGV[cost_at + j]) then
     return redis.error_reply('ERR floodgate: bad fixed_window arguments')
   end
 end
+local same_cost = costs == 1 and tonumber(ARGV[cost_at + 1])
 
 local fmt = '<' .. string.rep('d', 3 * n)
 local fl = #fp
@@ -193,7 +197,7 @@ end
 local reply = {now}
 for j = 1, k do
   local key = KEYS[j]
-  local cost = tonumber(ARGV[cost_at + j])
+  local cost = same_cost or tonumber(ARGV[cost_at + j])
   local raw = rget('GET', key)
   local at, sfl = nil, fl
   if raw then

@@ -13,7 +13,8 @@
 -- ARGV[3]     n, the number of limits
 -- ARGV[4..3+2n]  2 fields per limit: emission interval in us (period / count),
 --             limit (redis-cell's max_burst + 1)
--- ARGV[4+2n..3+2n+k]  the cost of each decision (0 peeks)
+-- ARGV[4+2n..3+2n+k]  the cost of each decision (0 peeks); or one value,
+--             ARGV[4+2n], the cost of every decision
 --
 -- Reply: {now_ms, then per key a string of 1 + 5n little-endian doubles
 --        (struct '<d...')}: admitted, then per limit allowed, limit,
@@ -50,7 +51,8 @@ else
 end
 local n = tonumber(ARGV[3])
 local k = #KEYS
-if not now or not n or n < 1 or #fp > 255 or k < 1 or #ARGV ~= 3 + 2 * n + k then
+if not now or not n or n < 1 or #fp > 255 or k < 1 or #ARGV ~= 3 + 2 * n + k and
+    #ARGV ~= 4 + 2 * n then
   return redis.error_reply('ERR floodgate: bad gcra arguments')
 end
 
@@ -60,11 +62,13 @@ for i = 1, n do
   limit[i] = tonumber(ARGV[3 + 2 * i])
 end
 local cost_at = 3 + 2 * n
-for j = 1, k do
+local costs = #ARGV - cost_at  -- k, or 1: one cost for every decision
+for j = 1, costs do
   if not tonumber(ARGV[cost_at + j]) then
     return redis.error_reply('ERR floodgate: bad gcra arguments')
   end
 end
+local same_cost = costs == 1 and tonumber(ARGV[cost_at + 1])
 
 local fmt = '<' .. string.rep('d', n)
 local rfmt = '<' .. string.rep('d', 1 + 5 * n)
@@ -108,7 +112,7 @@ local out = {}  -- the state to write
 local vals = {}  -- the decision's reply fields
 for j = 1, k do
   local key = KEYS[j]
-  local cost = tonumber(ARGV[cost_at + j])
+  local cost = same_cost or tonumber(ARGV[cost_at + j])
   local state = nil
   local raw = rget('GET', key)
   if raw then

@@ -11,7 +11,8 @@
 -- ARGV[2]     now in ms since the epoch; '' reads the server's TIME (once)
 -- ARGV[3]     n, the number of limits
 -- ARGV[4..3+2n]  2 fields per limit: count, period_ms
--- ARGV[4+2n..3+2n+k]  the cost of each decision (0 peeks)
+-- ARGV[4+2n..3+2n+k]  the cost of each decision (0 peeks); or one value,
+--             ARGV[4+2n], the cost of every decision
 --
 -- Reply: {now_ms, then per key a string of 1 + 5n little-endian doubles
 --        (struct '<d...')}: admitted, then per limit allowed, limit,
@@ -45,7 +46,8 @@ else
 end
 local n = tonumber(ARGV[3])
 local k = #KEYS
-if not now or not n or n < 1 or #fp > 255 or k < 1 or #ARGV ~= 3 + 2 * n + k then
+if not now or not n or n < 1 or #fp > 255 or k < 1 or #ARGV ~= 3 + 2 * n + k and
+    #ARGV ~= 4 + 2 * n then
   return redis.error_reply('ERR floodgate: bad sliding_log arguments')
 end
 
@@ -57,11 +59,13 @@ for i = 1, n do
   if period[i] > longest then longest = period[i] end
 end
 local cost_at = 3 + 2 * n
-for j = 1, k do
+local costs = #ARGV - cost_at  -- k, or 1: one cost for every decision
+for j = 1, costs do
   if not tonumber(ARGV[cost_at + j]) then
     return redis.error_reply('ERR floodgate: bad sliding_log arguments')
   end
 end
+local same_cost = costs == 1 and tonumber(ARGV[cost_at + 1])
 
 local EVENT = 9  -- bytes per event
 local rfmt = '<' .. string.rep('d', 1 + 5 * n)
@@ -216,6 +220,6 @@ end
 
 local reply = {now}
 for j = 1, k do
-  reply[j + 1] = decide(KEYS[j], tonumber(ARGV[cost_at + j]))
+  reply[j + 1] = decide(KEYS[j], same_cost or tonumber(ARGV[cost_at + j]))
 end
 return reply

@@ -12,22 +12,20 @@ namespace floodgate::redis {
 namespace {
 
 // Sends `argv` (an EVALSHA call of a script whose text is `source`) routed
-// by its first key, added to `batch` or at once; on NOSCRIPT, sends it once
-// more as EVAL. `decode` then turns the reply into the caller's answer.
+// by `route`, added to `batch` or at once; on NOSCRIPT, sends it once more as
+// EVAL. `decode` then turns the reply into the caller's answer.
 template <typename Decode>
-void SendScript(Client& client, Batch* batch, std::string_view source,
+void SendScript(Client& client, Batch* batch, std::string_view route, std::string_view source,
                 std::vector<std::string> argv, Decode decode) {
   // Moving a vector keeps its elements where they are: `args` stays valid
   // after argv moves into the callback (the command is encoded at once).
   const std::span<const std::string> args(argv);
-  const std::string_view route = argv[3];  // EVALSHA sha numkeys key ...
   Client* c = &client;
-  auto on_reply = [c, source, argv = std::move(argv), decode = std::move(decode)](
-                      Status s, const redisReply* reply) mutable {
+  auto on_reply = [c, route = std::string(route), source, argv = std::move(argv),
+                   decode = std::move(decode)](Status s, const redisReply* reply) mutable {
     if (s.ok() && reply != nullptr && IsNoScript(*reply)) {
       argv[0] = "EVAL";
       argv[1] = std::string(source);
-      const std::string route = argv[3];
       c->Send(route, argv, [decode = std::move(decode)](Status s2, const redisReply* r2) mutable {
         decode(s2, r2);
       });
@@ -65,7 +63,8 @@ void RedisStore::CheckMany(const core::CompiledRule& rule, std::string_view fing
   std::vector<std::string> argv;
   AppendCheckCall(ScriptCall::kEvalSha, rule, fingerprint, keys, costs, now_ms, clock_ms, &argv);
   const core::CompiledRule* r = &rule;
-  SendScript(*client_, batch, ScriptFor(rule.algorithm).source, std::move(argv),
+  SendScript(*client_, batch, Route(keys.front()), ScriptFor(rule.algorithm).source,
+             std::move(argv),
              [r, k, done = std::move(done)](const Status& s, const redisReply* reply) mutable {
                static const Decision kEmpty{};
                Status shape = s;
@@ -92,7 +91,7 @@ void RedisStore::Throttle(std::string_view key, int64_t max_burst, int64_t count
   const Status s = AppendThrottleCall(ScriptCall::kEvalSha, tkey, max_burst, count, period_s,
                                       quantity, now_ms, &argv);
   if (!s.ok()) return done(s, Limiter::ThrottleResult{});
-  SendScript(*client_, nullptr, ScriptFor(Algorithm::kGcra).source, std::move(argv),
+  SendScript(*client_, nullptr, Route(tkey), ScriptFor(Algorithm::kGcra).source, std::move(argv),
              [done = std::move(done)](const Status& st, const redisReply* reply) mutable {
                Limiter::ThrottleResult r;
                if (!st.ok()) return done(st, r);
@@ -119,7 +118,7 @@ void RedisStore::Reset(std::string_view rule, std::span<const std::string> tiers
   join->done = std::move(done);
   for (const std::string& key : keys) {
     const std::string_view args[] = {"DEL", key};
-    client_->Send(key, args, [join](Status s, const redisReply* reply) {
+    client_->Send(Route(key), args, [join](Status s, const redisReply* reply) {
       if (s.ok() && reply != nullptr && reply->type == REDIS_REPLY_ERROR) {
         s = UnavailableError(std::string("Redis: ") + std::string(reply->str, reply->len));
       }

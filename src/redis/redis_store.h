@@ -75,6 +75,11 @@ class RedisStore {
 
  private:
   explicit RedisStore(std::unique_ptr<Client> client);
+  // What a command on `key` is routed by. On one server every command goes
+  // by the same route, so on the same connection while it is up: a call
+  // decides many keys, so calls and FG.RESET's DELs stay in the order sent
+  // only if they share one connection. Elsewhere, the key (its slot).
+  std::string_view Route(std::string_view key) const { return batches_ ? std::string_view() : key; }
   std::unique_ptr<Client> client_;
   const bool batches_;
 };

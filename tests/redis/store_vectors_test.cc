@@ -92,8 +92,7 @@ int KeysWithoutTtl(int port) {
   int missing = 0, seen = 0;
   std::string cursor = "0";
   do {
-    auto* page =
-        static_cast<redisReply*>(redisCommand(c, "SCAN %s COUNT 1000", cursor.c_str()));
+    auto* page = static_cast<redisReply*>(redisCommand(c, "SCAN %s COUNT 1000", cursor.c_str()));
     EXPECT_TRUE(page != nullptr && page->type == REDIS_REPLY_ARRAY);
     cursor.assign(page->element[0]->str, page->element[0]->len);
     for (size_t i = 0; i < page->element[1]->elements; ++i) {

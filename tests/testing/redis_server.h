@@ -134,9 +134,10 @@ class RedisServer {
 
  private:
   std::vector<std::string> Argv() const {
-    std::vector<std::string> argv = {"redis-server", "--port", std::to_string(port_),
-                                     "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-                                     "--dir", dir_, "--logfile", dir_ + "/redis.log"};
+    std::vector<std::string> argv = {
+        "redis-server", "--port",    std::to_string(port_), "--bind", "127.0.0.1",
+        "--save",       "",          "--appendonly",        "no",     "--dir",
+        dir_,           "--logfile", dir_ + "/redis.log"};
     argv.insert(argv.end(), extra_.begin(), extra_.end());
     return argv;
   }

@@ -21,6 +21,11 @@ struct LimitParams {
   int64_t emission_us = 0;
   // fixed_window only: where windows fall. Never null for fixed_window.
   const Zone* zone = nullptr;
+  // fixed_window with a unit below a day: the window length. Such windows
+  // are epoch-aligned whatever the zone, so a time within this long of the
+  // window start a state recorded is in that same window, found without
+  // Zone::WindowAt's division. 0 for calendar windows.
+  int64_t epoch_window_ms = 0;
 };
 
 // What one algorithm step says about one limit.

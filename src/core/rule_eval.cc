@@ -58,6 +58,19 @@ int64_t EvaluateFixedSize(const CompiledRule& rule, int64_t* words, int64_t now_
   static_assert(sizeof(State) % sizeof(int64_t) == 0);
   constexpr size_t kWords = sizeof(State) / sizeof(int64_t);
   const int n = static_cast<int>(rule.limits.size());
+  if (n == 1) {
+    // Most rules have one limit: all-or-nothing is then that limit's own
+    // answer, and the general path's arrays and loops are a third of a
+    // decision's instructions.
+    State next;
+    std::memcpy(&next, words, sizeof(State));
+    const Outcome o = Apply(rule.limits[0], next, now_ms, cost);
+    if (o.status.allowed) std::memcpy(words, &next, sizeof(State));
+    d->limits[0] = o.status;
+    d->num_limits = 1;
+    FinishDecision(rule, o.status.allowed, d);
+    return o.expires_at_ms;
+  }
   State next[kMaxLimitsPerRule];
   int64_t expires[kMaxLimitsPerRule];
   bool admitted = true;
@@ -187,6 +200,7 @@ Result<CompiledRule> CompileRule(const Rule& rule, const std::string& tier,
     // Bounds are checked with division so the check itself cannot overflow.
     switch (rule.algorithm) {
       case Algorithm::kFixedWindow:
+        if (p.unit < TimeUnit::kDay) p.epoch_window_ms = p.period_ms;
         break;
       case Algorithm::kSlidingWindow:
         if (p.count > kMaxExact / p.period_ms) {

@@ -86,8 +86,10 @@ Outcome ApplyGcra(const LimitParams& p, GcraState& s, int64_t now_ms, int64_t co
   st.allowed = f.allowed;
   st.limit = f.limit;
   st.remaining = f.remaining;
-  st.retry_after_ms = f.retry_after_us < 0 ? -1 : CeilDiv(f.retry_after_us, 1000);
-  st.reset_after_ms = CeilDiv(f.ttl_us, 1000);
+  // retry_after_us (when not -1) and ttl_us are >= 0, so rounding up is
+  // (n + 999) / 1000, without CeilDiv's sign handling.
+  st.retry_after_ms = f.retry_after_us < 0 ? -1 : (f.retry_after_us + 999) / 1000;
+  st.reset_after_ms = (f.ttl_us + 999) / 1000;
   out.expires_at_ms = f.ttl_us > 0 ? CeilDiv(now_ms * 1000 + f.ttl_us, 1000) : 0;
   return out;
 }

@@ -1,0 +1,87 @@
+// ExpiringSet: two indexes over the same members, by member (lookups) and
+// by expiry (pruning and ordering), so that every operation is logarithmic
+// in the set's size and pruning costs only the members it drops.
+#include "engine/expiring_set.h"
+
+#include <iterator>
+
+namespace floodgate::engine {
+
+size_t ExpiringSet::NodeBytes(std::string_view member) {
+  // A map node (key, value, links) and a set node (pair, links), plus the
+  // member's own buffer when it does not fit the string's inline storage.
+  constexpr size_t kNodes =
+      sizeof(Members::value_type) + 32 + sizeof(std::pair<int64_t, const std::string*>) + 32;
+  return kNodes + (member.size() > 15 ? member.size() + 1 : 0);
+}
+
+size_t ExpiringSet::Prune(int64_t now_ms) {
+  size_t dropped = 0;
+  while (!by_expiry_.empty() && by_expiry_.begin()->first <= now_ms) {
+    const std::string* member = by_expiry_.begin()->second;
+    bytes_ -= NodeBytes(*member);
+    by_expiry_.erase(by_expiry_.begin());
+    members_.erase(members_.find(*member));
+    ++dropped;
+  }
+  return dropped;
+}
+
+bool ExpiringSet::Upsert(std::string_view member, int64_t expires_at_ms) {
+  auto it = members_.find(member);
+  if (it != members_.end()) {
+    if (it->second == expires_at_ms) return false;
+    by_expiry_.erase({it->second, &it->first});
+    it->second = expires_at_ms;
+    by_expiry_.insert({expires_at_ms, &it->first});
+    return false;
+  }
+  it = members_.emplace(std::string(member), expires_at_ms).first;
+  by_expiry_.insert({expires_at_ms, &it->first});
+  bytes_ += NodeBytes(member);
+  return true;
+}
+
+bool ExpiringSet::Erase(std::string_view member) {
+  auto it = members_.find(member);
+  if (it == members_.end()) return false;
+  bytes_ -= NodeBytes(member);
+  by_expiry_.erase({it->second, &it->first});
+  members_.erase(it);
+  return true;
+}
+
+int64_t ExpiringSet::ExpiryOf(std::string_view member) const {
+  auto it = members_.find(member);
+  return it == members_.end() ? 0 : it->second;
+}
+
+void ExpiringSet::Clear() {
+  by_expiry_.clear();
+  members_.clear();
+  bytes_ = 0;
+}
+
+int64_t ExpiringSet::LastExpiry() const {
+  return by_expiry_.empty() ? 0 : std::prev(by_expiry_.end())->first;
+}
+
+int64_t ExpiringSet::NthExpiry(size_t index) const {
+  if (index >= by_expiry_.size()) return 0;
+  // Sets hold at most a configured cap of members; a walk is fine here
+  // (retry-after of a limit at its count, once per refused request).
+  return std::next(by_expiry_.begin(), static_cast<std::ptrdiff_t>(index))->first;
+}
+
+void ExpiringSet::EraseFirst() {
+  if (by_expiry_.empty()) return;
+  const std::string member = *by_expiry_.begin()->second;
+  Erase(member);
+}
+
+void ExpiringSet::ForEach(
+    absl::FunctionRef<void(std::string_view member, int64_t expires_at_ms)> fn) const {
+  for (const auto& [expiry, member] : by_expiry_) fn(*member, expiry);
+}
+
+}  // namespace floodgate::engine

@@ -1,0 +1,80 @@
+// ExpiringSet: a set of byte-string members, each with its own expiry: the
+// embedded store's form of an expiring set (and of the OTP state's codes and
+// event logs). Pure: every call takes the instant it acts at; nothing reads
+// a clock.
+//
+// A member with expiry T is live while now < T: added at t with a TTL of
+// 1000 ms, it is there at t + 999 and gone at t + 1000. Members are kept in
+// the order Redis keeps a sorted set scored by expiry (expiry, then bytes),
+// so both stores list a set the same way.
+//
+// Warning: not thread-safe. The store runs it under a shard lock.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <set>
+#include <string>
+#include <string_view>
+#include <utility>
+
+#include "absl/functional/function_ref.h"
+
+namespace floodgate::engine {
+
+class ExpiringSet {
+ public:
+  // Drops every member whose expiry is <= now_ms. Returns how many.
+  size_t Prune(int64_t now_ms);
+
+  // Adds `member`, or moves its expiry to `expires_at_ms` (earlier or later).
+  // Returns true when the member was not there.
+  bool Upsert(std::string_view member, int64_t expires_at_ms);
+
+  // Removes `member`. Returns whether it was there.
+  bool Erase(std::string_view member);
+
+  // The member's expiry, or 0 when it is not in the set. Prune first: an
+  // expired member stays until then.
+  int64_t ExpiryOf(std::string_view member) const;
+
+  size_t size() const { return members_.size(); }
+  bool empty() const { return members_.empty(); }
+  void Clear();
+
+  // The latest expiry of any member (when the whole set is gone), or 0 when
+  // empty.
+  int64_t LastExpiry() const;
+  // The `index`-th earliest expiry (0: the earliest), or 0 past the end.
+  int64_t NthExpiry(size_t index) const;
+  // Removes the member that expires first. No-op when empty.
+  void EraseFirst();
+
+  // Calls fn(member, expires_at_ms) for every member, earliest expiry first
+  // (ties in byte order).
+  void ForEach(absl::FunctionRef<void(std::string_view member, int64_t expires_at_ms)> fn) const;
+
+  // Heap bytes held, roughly (the nodes of both indexes and long members).
+  size_t ApproximateBytes() const { return bytes_; }
+
+ private:
+  using Members = std::map<std::string, int64_t, std::less<>>;
+  // (expiry, member): the member points at its key in members_, whose nodes
+  // never move.
+  struct ByExpiry {
+    bool operator()(const std::pair<int64_t, const std::string*>& a,
+                    const std::pair<int64_t, const std::string*>& b) const {
+      if (a.first != b.first) return a.first < b.first;
+      return *a.second < *b.second;
+    }
+  };
+
+  static size_t NodeBytes(std::string_view member);
+
+  Members members_;
+  std::set<std::pair<int64_t, const std::string*>, ByExpiry> by_expiry_;
+  size_t bytes_ = 0;
+};
+
+}  // namespace floodgate::engine

@@ -1,0 +1,117 @@
+// OtpStore: see otp_store.h. The entry's one state word points at an
+// OtpState (null until the subject has one).
+#include "engine/otp_store.h"
+
+#include <algorithm>
+#include <string>
+
+#include "engine/expiring_set.h"
+
+namespace floodgate::engine {
+namespace {
+
+struct OtpState {
+  ExpiringSet codes;     // HMACs of the live codes
+  ExpiringSet issues;    // one member per issue, living issue_period_ms
+  ExpiringSet attempts;  // one member per verification attempt, living verify_period_ms
+
+  void Prune(int64_t now_ms) {
+    codes.Prune(now_ms);
+    issues.Prune(now_ms);
+    attempts.Prune(now_ms);
+  }
+  // When the last of it expires; 0 (keep nothing) when it is empty.
+  int64_t Expiry() const {
+    return std::max({codes.LastExpiry(), issues.LastExpiry(), attempts.LastExpiry()});
+  }
+};
+
+OtpState* StateOf(int64_t* state) { return reinterpret_cast<OtpState*>(state[0]); }
+
+void ReleaseOtp(int64_t* state) {
+  delete StateOf(state);
+  state[0] = 0;
+}
+
+OtpState* Ensure(int64_t* state) {
+  if (state[0] == 0) state[0] = reinterpret_cast<int64_t>(new OtpState());
+  return StateOf(state);
+}
+
+// With `count` per window and `live` events in it, how long until one more
+// fits: the (live - count)-th earliest event must age out.
+int64_t RetryAfter(const ExpiringSet& events, int64_t count, int64_t now_ms) {
+  const size_t live = events.size();
+  const size_t index = live >= static_cast<size_t>(count) ? live - static_cast<size_t>(count) : 0;
+  return std::max<int64_t>(1, events.NthExpiry(index) - now_ms);
+}
+
+}  // namespace
+
+VariantLayout OtpStore::Layout() { return VariantLayout{1, &ReleaseOtp}; }
+
+Status OtpStore::Issue(std::string_view subject, std::string_view code_hash,
+                       std::string_view event_id, const OtpPolicy& policy, int64_t now_ms,
+                       OtpIssueOutcome* out) {
+  *out = OtpIssueOutcome{};
+  out->now_ms = now_ms;
+  return store_.Update(variant_, subject, now_ms, [&](int64_t* state, bool) -> int64_t {
+    OtpState* s = StateOf(state);
+    if (s != nullptr) s->Prune(now_ms);
+    if (s != nullptr && static_cast<int64_t>(s->issues.size()) >= policy.issue_count) {
+      out->retry_after_ms = RetryAfter(s->issues, policy.issue_count, now_ms);
+      return s->Expiry();
+    }
+    s = Ensure(state);
+    // Room for the new code: the oldest go first (codes share one TTL, so
+    // the earliest expiry is the oldest issue).
+    while (static_cast<int64_t>(s->codes.size()) >= policy.max_live_codes) s->codes.EraseFirst();
+    out->expires_at_ms = now_ms + policy.code_ttl_ms;
+    s->codes.Upsert(code_hash, out->expires_at_ms);
+    s->issues.Upsert(event_id, now_ms + policy.issue_period_ms);
+    out->issued = true;
+    return s->Expiry();
+  });
+}
+
+Status OtpStore::Attempt(std::string_view subject, std::string_view event_id,
+                         const OtpPolicy& policy, int64_t now_ms, OtpAttemptOutcome* out) {
+  *out = OtpAttemptOutcome{};
+  out->now_ms = now_ms;
+  return store_.Update(variant_, subject, now_ms, [&](int64_t* state, bool) -> int64_t {
+    OtpState* s = StateOf(state);
+    if (s != nullptr) s->Prune(now_ms);
+    if (s != nullptr && static_cast<int64_t>(s->attempts.size()) >= policy.verify_count) {
+      out->retry_after_ms = RetryAfter(s->attempts, policy.verify_count, now_ms);
+      return s->Expiry();
+    }
+    // Recorded even when the subject has no code: probing costs attempts too.
+    s = Ensure(state);
+    s->attempts.Upsert(event_id, now_ms + policy.verify_period_ms);
+    out->allowed = true;
+    out->codes.reserve(s->codes.size());
+    s->codes.ForEach([&](std::string_view code, int64_t) { out->codes.emplace_back(code); });
+    return s->Expiry();
+  });
+}
+
+Status OtpStore::Consume(std::string_view subject, std::string_view code_hash, int64_t now_ms,
+                         bool* consumed) {
+  *consumed = false;
+  const Status s = store_.Update(variant_, subject, now_ms, [&](int64_t* state, bool) -> int64_t {
+    OtpState* st = StateOf(state);
+    if (st == nullptr) return 0;
+    st->Prune(now_ms);
+    if (st->codes.ExpiryOf(code_hash) != 0) {
+      *consumed = true;
+      st->codes.Clear();
+      st->attempts.Clear();
+    }
+    return st->Expiry();
+  });
+  // The store refuses only new entries: a subject it has no room for has no
+  // code to consume.
+  return s.code() == StatusCode::kResourceExhausted ? Status::Ok() : s;
+}
+
+}  // namespace floodgate::engine

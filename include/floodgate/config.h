@@ -53,6 +53,45 @@ struct ServerConfig {
   std::string auth_token_env;
 };
 
+// Expiring sets (FG.SADD …, /v1/sets/{key}).
+struct SetsConfig {
+  // Live members per set at most. Adding a new member to a full set is
+  // refused; members keep their memory bounded.
+  int64_t max_members = 1000;
+  // The longest TTL a member may be given.
+  int64_t max_ttl_ms = 30LL * 86'400'000;
+};
+
+// Where issued OTP codes go instead of back to the caller: an SMS or e-mail
+// gateway that takes an HTTP POST of {"subject", "code", "expires_in_ms"}.
+struct OtpDeliveryConfig {
+  std::string url;              // http://host:port/path; empty: codes are returned
+  int64_t timeout_ms = 2000;    // per POST: connect, send and the answer's status line
+  int64_t queue_size = 1000;    // codes waiting to be posted; past it issuing fails
+  std::string auth_header_env;  // names a variable holding an Authorization value, or ""
+};
+
+// One-time passwords (FG.OTP.ISSUE / VERIFY, /v1/otp/…). Present only when
+// the config has an otp section.
+struct OtpConfig {
+  bool enabled = false;
+  int digits = 6;
+  int64_t ttl_ms = 300'000;  // how long a code stays valid
+  // Codes issued per subject, and verification attempts per subject (against
+  // brute force): each a count per period, counted over a sliding window.
+  Limit issue_limit{3, 5, TimeUnit::kMinute};
+  Limit verify_limit{5, 15, TimeUnit::kMinute};
+  // Codes of one subject valid at once; issuing past it drops the oldest.
+  int64_t max_live_codes = 3;
+  // The environment variable holding the secret that codes are HMACed
+  // under. The file never holds the secret itself.
+  std::string secret_env = "FG_OTP_SECRET";
+  // The secret: not read from the file. Empty: read from secret_env when the
+  // Limiter is created (an embedding program may set it directly).
+  std::string secret;
+  OtpDeliveryConfig delivery;
+};
+
 struct Config {
   std::string source;  // file name, for messages
   std::string store = "memory";
@@ -60,9 +99,11 @@ struct Config {
   EngineConfig engine;
   RedisConfig redis;
   ServerConfig server;
+  SetsConfig sets;
+  OtpConfig otp;
   std::vector<Rule> rules;  // in file order; names are unique
   // Top-level sections this version reads but does not act on yet
-  // (e.g. "otp", "envoy_ratelimit"): reported by check-config.
+  // (e.g. "envoy_ratelimit"): reported by check-config.
   std::vector<std::string> unsupported;
 };
 

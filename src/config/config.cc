@@ -23,6 +23,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_join.h"
+#include "common/http_url.h"
 #include "common/text.h"
 #include "core/calendar.h"
 #include "floodgate/config.h"
@@ -48,6 +49,15 @@ constexpr __int128 kMaxExactProduct = __int128{1} << 53;
 constexpr __int128 kMaxGcraSpanUs = __int128{1} << 52;
 // sliding_log stores one timestamp per admitted unit.
 constexpr int64_t kMaxSlidingLogCount = 100'000;
+constexpr int64_t kDayMs = 86'400'000;
+// Expiring sets keep every live member: a bound per set, and on TTLs.
+constexpr int64_t kMaxSetMembers = 1'000'000;
+constexpr int64_t kMaxSetTtlMs = 366 * kDayMs;
+// The OTP limits keep one event per issue or attempt in the window.
+constexpr int64_t kMaxOtpLimitCount = 1000;
+constexpr int64_t kMaxOtpPeriodMs = 366 * kDayMs;
+constexpr int64_t kMaxOtpCodeTtlMs = kDayMs;
+constexpr int64_t kMaxOtpLiveCodes = 100;
 
 std::string Near(std::string_view text) { return text::QuoteForMessage(text, 64, '\''); }
 
@@ -282,14 +292,16 @@ class ConfigParser {
     if (name == "redis") return ParseRedis(key, value, config.redis);
     if (name == "server") return ParseServer(key, value, config.server);
     if (name == "rules") return ParseRules(key, value, config);
-    if (name == "otp" || name == "envoy_ratelimit") {
+    if (name == "sets") return ParseSets(key, value, config.sets);
+    if (name == "otp") return ParseOtp(key, value, config.otp);
+    if (name == "envoy_ratelimit") {
       config.unsupported.push_back(name);
       return Status::Ok();
     }
     return Fail(key.Mark(),
                 "unknown key '" + name +
-                    "' at top level; expected store, listen, engine, redis, server, rules, otp or "
-                    "envoy_ratelimit",
+                    "' at top level; expected store, listen, engine, redis, server, rules, sets, "
+                    "otp or envoy_ratelimit",
                 name);
   }
 
@@ -461,6 +473,173 @@ class ConfigParser {
                   name);
     }
     return Status::Ok();
+  }
+
+  // A duration with a unit, as in a limit's period: "5m", "300s", "1h",
+  // "500ms", "7d". Plain numbers are refused: their unit would be a guess.
+  Result<int64_t> Duration(const YAML::Node& key, const YAML::Node& value, std::string_view field,
+                           int64_t min_ms, int64_t max_ms) const {
+    if (!value.IsScalar()) return WrongType(key, value, field, "a duration like 5m");
+    const std::string& text = value.Scalar();
+    Result<Limit> as_period = ParseLimit("1/" + text);
+    const bool has_digit = !text.empty() && text[0] >= '0' && text[0] <= '9';
+    if (!as_period.ok() || !has_digit) {
+      return FailAt(
+          key, value,
+          "'" + std::string(field) + "' must be a number and a unit, e.g. 500ms, 30s, 5m, 1h or 7d",
+          text);
+    }
+    const int64_t ms = as_period->PeriodMs();
+    if (ms < min_ms || ms > max_ms) {
+      return FailAt(key, value,
+                    "'" + std::string(field) + "' must be between " + std::to_string(min_ms) +
+                        " ms and " + std::to_string(max_ms) + " ms",
+                    text);
+    }
+    return ms;
+  }
+
+  Status ParseSets(const YAML::Node& key, const YAML::Node& value, SetsConfig& sets) const {
+    if (value.IsNull()) return Status::Ok();
+    if (!value.IsMap()) return WrongType(key, value, "sets", "a map");
+    return ForEachEntry(
+        value, "key",
+        [&](const std::string& name, const YAML::Node& k, const YAML::Node& v) -> Status {
+          if (name == "max_members") {
+            Result<int64_t> n = Int(k, v, "sets.max_members", 1, kMaxSetMembers);
+            if (!n.ok()) return n.status();
+            sets.max_members = *n;
+          } else if (name == "max_ttl") {
+            Result<int64_t> ms = Duration(k, v, "sets.max_ttl", 1, kMaxSetTtlMs);
+            if (!ms.ok()) return ms.status();
+            sets.max_ttl_ms = *ms;
+          } else {
+            return Fail(k.Mark(),
+                        "unknown key '" + name + "' in sets; expected max_members or max_ttl",
+                        name);
+          }
+          return Status::Ok();
+        });
+  }
+
+  // An OTP limit: one "N/period" string, N small (each event is kept).
+  Result<Limit> OtpLimit(const YAML::Node& key, const YAML::Node& value,
+                         const std::string& field) const {
+    if (!value.IsScalar()) return WrongType(key, value, field, "a limit like 3/5m");
+    Result<Limit> limit = ParseLimit(value.Scalar());
+    if (!limit.ok()) return Fail(value.Mark(), limit.status().message(), value.Scalar());
+    if (limit->count > kMaxOtpLimitCount || limit->PeriodMs() > kMaxOtpPeriodMs) {
+      return Fail(value.Mark(),
+                  "'" + field + "' must allow at most " + std::to_string(kMaxOtpLimitCount) +
+                      " per period of at most 366 days (each one is kept until it ages out)",
+                  value.Scalar());
+    }
+    return *limit;
+  }
+
+  Status ParseOtp(const YAML::Node& key, const YAML::Node& value, OtpConfig& otp) const {
+    if (!value.IsNull() && !value.IsMap()) return WrongType(key, value, "otp", "a map");
+    otp.enabled = true;
+    if (value.IsNull()) return Status::Ok();  // "otp:" alone: every default
+    return ForEachEntry(value, "key",
+                        [&](const std::string& name, const YAML::Node& k, const YAML::Node& v) {
+                          return ParseOtpEntry(name, k, v, otp);
+                        });
+  }
+
+  // Messages never quote a secret: the file names a variable, never a value.
+  Status ParseOtpEntry(const std::string& name, const YAML::Node& key, const YAML::Node& value,
+                       OtpConfig& otp) const {
+    if (name == "digits") {
+      Result<int64_t> n = Int(key, value, "otp.digits", 4, 10);
+      if (!n.ok()) return n.status();
+      otp.digits = static_cast<int>(*n);
+    } else if (name == "ttl") {
+      Result<int64_t> ms = Duration(key, value, "otp.ttl", 1000, kMaxOtpCodeTtlMs);
+      if (!ms.ok()) return ms.status();
+      otp.ttl_ms = *ms;
+    } else if (name == "issue_limit" || name == "verify_limit") {
+      Result<Limit> limit = OtpLimit(key, value, "otp." + name);
+      if (!limit.ok()) return limit.status();
+      (name == "issue_limit" ? otp.issue_limit : otp.verify_limit) = *limit;
+    } else if (name == "max_live_codes") {
+      Result<int64_t> n = Int(key, value, "otp.max_live_codes", 1, kMaxOtpLiveCodes);
+      if (!n.ok()) return n.status();
+      otp.max_live_codes = *n;
+    } else if (name == "secret_env") {
+      Result<std::string> variable = EnvironmentVariable(key, value, "otp.secret_env");
+      if (!variable.ok()) return variable.status();
+      otp.secret_env = *std::move(variable);
+    } else if (name == "secret") {
+      return Fail(key.Mark(),
+                  "the OTP secret does not go in the file: put it in an environment variable "
+                  "and name that with 'otp.secret_env'",
+                  name);
+    } else if (name == "delivery") {
+      return ParseDelivery(key, value, otp.delivery);
+    } else {
+      return Fail(key.Mark(),
+                  "unknown key '" + name +
+                      "' in otp; expected digits, ttl, issue_limit, verify_limit, "
+                      "max_live_codes, secret_env or delivery",
+                  name);
+    }
+    return Status::Ok();
+  }
+
+  Status ParseDelivery(const YAML::Node& key, const YAML::Node& value,
+                       OtpDeliveryConfig& delivery) const {
+    if (!value.IsMap()) return WrongType(key, value, "otp.delivery", "a map with a url");
+    bool has_url = false;
+    Status s = ForEachEntry(
+        value, "key",
+        [&](const std::string& name, const YAML::Node& k, const YAML::Node& v) -> Status {
+          if (name == "url") {
+            Result<std::string> url = String(k, v, "otp.delivery.url");
+            if (!url.ok()) return url.status();
+            if (Result<HttpUrl> parsed = ParseHttpUrl(*url); !parsed.ok()) {
+              return FailAt(k, v, "'otp.delivery.url': " + parsed.status().message(), *url);
+            }
+            delivery.url = *std::move(url);
+            has_url = true;
+          } else if (name == "timeout_ms") {
+            Result<int64_t> n = Int(k, v, "otp.delivery.timeout_ms", 1, 60'000);
+            if (!n.ok()) return n.status();
+            delivery.timeout_ms = *n;
+          } else if (name == "queue_size") {
+            Result<int64_t> n = Int(k, v, "otp.delivery.queue_size", 1, 1'000'000);
+            if (!n.ok()) return n.status();
+            delivery.queue_size = *n;
+          } else if (name == "auth_header_env") {
+            Result<std::string> variable =
+                EnvironmentVariable(k, v, "otp.delivery.auth_header_env");
+            if (!variable.ok()) return variable.status();
+            delivery.auth_header_env = *std::move(variable);
+          } else {
+            return Fail(k.Mark(),
+                        "unknown key '" + name +
+                            "' in otp.delivery; expected url, timeout_ms, queue_size or "
+                            "auth_header_env",
+                        name);
+          }
+          return Status::Ok();
+        });
+    if (!s.ok()) return s;
+    if (!has_url) return Fail(key.Mark(), "'otp.delivery' needs a url", "delivery");
+    return Status::Ok();
+  }
+
+  Result<std::string> EnvironmentVariable(const YAML::Node& key, const YAML::Node& value,
+                                          std::string_view field) const {
+    Result<std::string> variable = String(key, value, field);
+    if (!variable.ok()) return variable.status();
+    if (!IsEnvironmentVariableName(*variable)) {
+      return FailAt(
+          key, value,
+          "'" + std::string(field) + "' must name an environment variable ([A-Za-z_][A-Za-z0-9_]*)",
+          *variable);
+    }
+    return variable;
   }
 
   Status ParseRules(const YAML::Node& key, const YAML::Node& value, Config& config) const {
@@ -898,6 +1077,22 @@ std::string DescribeConfig(const Config& config) {
     if (rule.shadow) out += "; shadow";
     out += rule.on_backend_error == OnBackendError::kAllow ? "; on_backend_error=allow"
                                                            : "; on_backend_error=deny";
+    out += "\n";
+  }
+  const SetsConfig default_sets;
+  if (config.sets.max_members != default_sets.max_members ||
+      config.sets.max_ttl_ms != default_sets.max_ttl_ms) {
+    out += "sets: max_members=" + std::to_string(config.sets.max_members) +
+           ", max_ttl=" + std::to_string(config.sets.max_ttl_ms) + "ms\n";
+  }
+  if (config.otp.enabled) {
+    const OtpConfig& otp = config.otp;
+    out += "otp: digits=" + std::to_string(otp.digits) + ", ttl=" + std::to_string(otp.ttl_ms) +
+           "ms, issue_limit=" + otp.issue_limit.ToString() +
+           ", verify_limit=" + otp.verify_limit.ToString() +
+           ", max_live_codes=" + std::to_string(otp.max_live_codes) +
+           ", secret_env=" + otp.secret_env;
+    if (!otp.delivery.url.empty()) out += ", delivery=" + otp.delivery.url;
     out += "\n";
   }
   if (!config.unsupported.empty()) {

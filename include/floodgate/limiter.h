@@ -15,6 +15,7 @@
 #include "floodgate/clock.h"
 #include "floodgate/config.h"
 #include "floodgate/decision.h"
+#include "floodgate/expiring_sets.h"
 #include "floodgate/status.h"
 
 namespace floodgate {
@@ -163,6 +164,11 @@ class Limiter {
   Stats GetStats() const;
   // The config in force (a copy: Reload may replace it concurrently).
   Config config() const;
+
+  // Expiring sets on this limiter's store (embedded or Redis), with the
+  // config's sets section (read once, at Create). Thread-safe; lives as
+  // long as the Limiter.
+  ExpiringSets& sets();
 
  private:
   struct Impl;

@@ -5,48 +5,18 @@
 #include <utility>
 #include <vector>
 
+#include "redis/eval.h"
 #include "redis/script_call.h"
 #include "redis/scripts.h"
 
 namespace floodgate::redis {
-namespace {
-
-// Sends `argv` (an EVALSHA call of a script whose text is `source`) routed
-// by `route`, added to `batch` or at once; on NOSCRIPT, sends it once more as
-// EVAL. `decode` then turns the reply into the caller's answer.
-template <typename Decode>
-void SendScript(Client& client, Batch* batch, std::string_view route, std::string_view source,
-                std::vector<std::string> argv, Decode decode) {
-  // Moving a vector keeps its elements where they are: `args` stays valid
-  // after argv moves into the callback (the command is encoded at once).
-  const std::span<const std::string> args(argv);
-  Client* c = &client;
-  auto on_reply = [c, route = std::string(route), source, argv = std::move(argv),
-                   decode = std::move(decode)](Status s, const redisReply* reply) mutable {
-    if (s.ok() && reply != nullptr && IsNoScript(*reply)) {
-      argv[0] = "EVAL";
-      argv[1] = std::string(source);
-      c->Send(route, argv, [decode = std::move(decode)](Status s2, const redisReply* r2) mutable {
-        decode(s2, r2);
-      });
-      return;
-    }
-    decode(s, reply);
-  };
-  if (batch != nullptr) {
-    batch->Add(route, args, std::move(on_reply));
-  } else {
-    client.Send(route, args, std::move(on_reply));
-  }
-}
-
-}  // namespace
 
 Result<std::unique_ptr<RedisStore>> RedisStore::Create(ClientOptions options) {
   // Every connection loads the scripts before its first request: see
   // ClientOptions::preload_scripts (NOSCRIPT's resend would break the order
   // of pipelined requests on one key).
   for (const Script& script : AllScripts()) options.preload_scripts.emplace_back(script.source);
+  for (const Script& script : FeatureScripts()) options.preload_scripts.emplace_back(script.source);
   auto client = Client::Create(std::move(options));
   if (!client.ok()) return client.status();
   return std::unique_ptr<RedisStore>(new RedisStore(std::move(*client)));

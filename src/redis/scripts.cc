@@ -35,22 +35,35 @@ std::string Sha1Hex(std::string_view text) {
   return hex;
 }
 
+// Indexed by Feature.
+constexpr std::array<std::string_view, 1> kFeatures = {"expiring_set"};
+
+std::string_view EmbeddedSource(std::string_view name) {
+  for (const EmbeddedLua& lua : kEmbeddedLua) {
+    if (lua.name == name) return lua.source;
+  }
+  // A missing script is a build defect (a file renamed or deleted), not
+  // something a request can cause: stop at once rather than send EVAL "".
+  std::abort();
+}
+
 struct Table {
   std::array<std::string, kAlgorithms.size()> digests;
   std::array<Script, kAlgorithms.size()> scripts;
+  std::array<std::string, kFeatures.size()> feature_digests;
+  std::array<Script, kFeatures.size()> features;
 
   Table() {
     for (size_t i = 0; i < kAlgorithms.size(); ++i) {
       const std::string_view name = AlgorithmName(kAlgorithms[i]);
-      std::string_view source;
-      for (const EmbeddedLua& lua : kEmbeddedLua) {
-        if (lua.name == name) source = lua.source;
-      }
-      // A missing script is a build defect (a file renamed or deleted), not
-      // something a request can cause: stop at once rather than send EVAL "".
-      if (source.empty()) std::abort();
+      const std::string_view source = EmbeddedSource(name);
       digests[i] = Sha1Hex(source);
       scripts[i] = Script{kAlgorithms[i], name, source, digests[i]};
+    }
+    for (size_t i = 0; i < kFeatures.size(); ++i) {
+      const std::string_view source = EmbeddedSource(kFeatures[i]);
+      feature_digests[i] = Sha1Hex(source);
+      features[i] = Script{Algorithm::kFixedWindow, kFeatures[i], source, feature_digests[i]};
     }
   }
 };
@@ -71,5 +84,11 @@ const Script& ScriptFor(Algorithm algorithm) {
 }
 
 std::span<const Script> AllScripts() { return GetTable().scripts; }
+
+const Script& ScriptFor(Feature feature) {
+  return GetTable().features[static_cast<size_t>(feature)];
+}
+
+std::span<const Script> FeatureScripts() { return GetTable().features; }
 
 }  // namespace floodgate::redis

@@ -1,6 +1,6 @@
 // The Redis store's Lua scripts (src/redis/scripts/*.lua, embedded in the
 // binary at build time) and their SHA-1 digests, for EVALSHA with an EVAL
-// fallback.
+// fallback: one per algorithm, and the feature scripts (expiring sets).
 #pragma once
 
 #include <span>
@@ -11,7 +11,7 @@
 namespace floodgate::redis {
 
 struct Script {
-  Algorithm algorithm;
+  Algorithm algorithm;      // the algorithm it decides (algorithm scripts only)
   std::string_view name;    // "fixed_window", … (the .lua file's name)
   std::string_view source;  // the script's text, for EVAL and SCRIPT LOAD
   std::string_view sha1;    // 40 lowercase hex digits of SHA-1(source), for EVALSHA
@@ -21,7 +21,13 @@ struct Script {
 // Thread-safe; the digests are computed once, on first use.
 const Script& ScriptFor(Algorithm algorithm);
 
-// Every script, one per algorithm.
+// Every algorithm script, one per algorithm.
 std::span<const Script> AllScripts();
+
+// The scripts that are not an algorithm's, by file name: "expiring_set".
+// Thread-safe.
+enum class Feature { kExpiringSet };
+const Script& ScriptFor(Feature feature);
+std::span<const Script> FeatureScripts();
 
 }  // namespace floodgate::redis

@@ -19,8 +19,11 @@
 #include "core/gcra.h"
 #include "core/rule_eval.h"
 #include "engine/memory_store.h"
+#include "engine/otp_store.h"
+#include "engine/set_store.h"
 #include "redis/redis_store.h"
 #include "redis/script_call.h"
+#include "service/expiring_sets_impl.h"
 #include "service/local_deny_cache.h"
 
 namespace floodgate {
@@ -47,6 +50,11 @@ void ReleaseSlidingLog(int64_t* state) { core::ReleaseRuleState(Algorithm::kSlid
 
 // CL.THROTTLE's state (one TAT per key) lives in this variant.
 constexpr uint32_t kThrottleVariant = 0;
+// The expiring sets' states, and the OTP states of subjects.
+constexpr uint32_t kSetVariant = 1;
+constexpr uint32_t kOtpVariant = 2;
+// Rules' variants are numbered from here.
+constexpr uint32_t kFirstRuleVariant = 3;
 
 struct Variant {
   core::CompiledRule compiled;
@@ -211,8 +219,9 @@ struct Limiter::Impl {
   std::shared_ptr<const RuleSet> current;                  // guarded by mu
   std::atomic<uint64_t> generation{1};                     // bumped under mu
   absl::flat_hash_map<std::string, uint32_t> variant_ids;  // definition -> id; guarded by mu
-  uint32_t num_variants = 1;                               // guarded by mu; 0 is CL.THROTTLE
+  uint32_t num_variants = kFirstRuleVariant;               // guarded by mu; see kThrottleVariant
   bool remote_build = false;  // Create() for a remote store, before `redis` exists
+  std::unique_ptr<ExpiringSets> sets;
 };
 
 Result<std::shared_ptr<const RuleSet>> Limiter::Impl::Build(
@@ -284,8 +293,10 @@ Result<std::unique_ptr<Limiter>> Limiter::Create(const Config& config, const Clo
     url = std::move(*parsed);
     impl->remote_build = true;
   }
-  std::vector<engine::VariantLayout> layouts(1);
+  std::vector<engine::VariantLayout> layouts(kFirstRuleVariant);
   layouts[kThrottleVariant].state_words = 1;  // a TAT
+  layouts[kSetVariant] = engine::SetStore::Layout();
+  layouts[kOtpVariant] = engine::OtpStore::Layout();
   std::shared_ptr<const RuleSet> rules;
   {
     std::lock_guard<std::mutex> lock(impl->mu);
@@ -304,6 +315,9 @@ Result<std::unique_ptr<Limiter>> Limiter::Create(const Config& config, const Clo
           static_cast<size_t>(config.redis.local_cache_max_entries));
     }
   }
+  redis::Client* client = impl->redis != nullptr ? &impl->redis->client() : nullptr;
+  impl->sets =
+      service::MakeExpiringSets(config.sets, clock, impl->store.get(), kSetVariant, client);
   return std::unique_ptr<Limiter>(new Limiter(std::move(impl)));
 }
 
@@ -683,5 +697,7 @@ Limiter::Stats Limiter::GetStats() const {
 }
 
 Config Limiter::config() const { return impl_->Rules().config; }
+
+ExpiringSets& Limiter::sets() { return *impl_->sets; }
 
 }  // namespace floodgate

@@ -1,0 +1,47 @@
+// Reply readers for the feature scripts: see reply_util.h.
+#include "redis/reply_util.h"
+
+#include <charconv>
+
+#include "redis/wire.h"
+
+namespace floodgate::redis {
+
+Status ErrorReplyStatus(const redisReply& reply) {
+  if (reply.type != REDIS_REPLY_ERROR) return Status::Ok();
+  return UnavailableError("redis: " + std::string(reply.str != nullptr ? reply.str : "",
+                                                  reply.str != nullptr ? reply.len : 0));
+}
+
+bool ReplyInteger(const redisReply& reply, size_t index, int64_t* out) {
+  if (reply.type != REDIS_REPLY_ARRAY || reply.element == nullptr || index >= reply.elements) {
+    return false;
+  }
+  const redisReply* e = reply.element[index];
+  if (e == nullptr) return false;
+  if (e->type == REDIS_REPLY_INTEGER) {
+    *out = e->integer;
+    return true;
+  }
+  if (e->type != REDIS_REPLY_STRING || e->str == nullptr) return false;
+  const char* end = e->str + e->len;
+  const auto [p, ec] = std::from_chars(e->str, end, *out);
+  return ec == std::errc() && p == end;
+}
+
+bool ReplyString(const redisReply& reply, size_t index, std::string_view* out) {
+  if (reply.type != REDIS_REPLY_ARRAY || reply.element == nullptr || index >= reply.elements) {
+    return false;
+  }
+  const redisReply* e = reply.element[index];
+  if (e == nullptr || e->type != REDIS_REPLY_STRING || e->str == nullptr) return false;
+  *out = std::string_view(e->str, e->len);
+  return true;
+}
+
+Status MalformedReply(std::string_view script, std::string_view what, const redisReply* reply) {
+  return InternalError("redis: unexpected reply from the " + std::string(script) +
+                       " script: " + std::string(what) + " (" + DescribeReply(reply) + ")");
+}
+
+}  // namespace floodgate::redis

@@ -1,6 +1,6 @@
 // libFuzzer target for the HTTP front's text decoders: check requests from a
-// JSON body and from a query string, percent-decoding, and the JSON escaping
-// of problem details.
+// JSON body and from a query string, flat JSON bodies of named fields (sets,
+// OTP), percent-decoding, and the JSON escaping of problem details.
 //
 // The input is used as a request body, as a query string and as error text,
 // and the fuzzer checks:
@@ -9,6 +9,8 @@
 //    document parser on every field; a "not valid JSON" error is one that
 //    nlohmann's parser also reports;
 //  - the same holds for check requests from the query string;
+//  - an accepted flat body (DecodeJsonFields) agrees with nlohmann's
+//    document parser on every field, and a rejected one has a short error;
 //  - a problem+json response built around the input is valid JSON whose
 //    detail is the input itself whenever the input is valid UTF-8;
 //  - percent-decoding never grows the text and the path segments decode.
@@ -28,6 +30,7 @@
 #include <string_view>
 
 #include "protocol/http/check_request.h"
+#include "protocol/http/json_fields.h"
 #include "protocol/http/query.h"
 #include "protocol/http/response.h"
 
@@ -70,6 +73,26 @@ void CheckJsonBody(std::string_view body) {
   } else {
     CheckError(error);
     // accept() runs nlohmann's parser without building a document.
+    if (error.starts_with("the body is not valid JSON")) FUZZ_CHECK(!nlohmann::json::accept(body));
+  }
+}
+
+void CheckJsonFields(std::string_view body) {
+  std::string member;
+  int64_t ttl_ms = 0;
+  floodgate::http::JsonField fields[] = {
+      {"member", floodgate::http::JsonField::Kind::kString, true, &member, nullptr},
+      {"ttl_ms", floodgate::http::JsonField::Kind::kInteger, false, nullptr, &ttl_ms},
+  };
+  std::string error;
+  if (floodgate::http::DecodeJsonFields(body, fields, "{}", &error)) {
+    const nlohmann::json doc = nlohmann::json::parse(body, nullptr, /*allow_exceptions=*/false);
+    FUZZ_CHECK(doc.is_object());
+    FUZZ_CHECK(fields[0].present && doc.at("member") == member);
+    if (fields[1].present) FUZZ_CHECK(doc.at("ttl_ms") == ttl_ms);
+    for (const auto& [name, value] : doc.items()) FUZZ_CHECK(name == "member" || name == "ttl_ms");
+  } else {
+    CheckError(error);
     if (error.starts_with("the body is not valid JSON")) FUZZ_CHECK(!nlohmann::json::accept(body));
   }
 }
@@ -128,6 +151,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::memcpy(copy.get(), data, size);
   const std::string_view input(copy.get(), size);
   CheckJsonBody(input);
+  CheckJsonFields(input);
   CheckQuery(input);
   CheckProblem(input);
   return 0;

@@ -1,14 +1,19 @@
 // HTTP routes: /v1/check (POST JSON or GET query), /healthz, /metrics,
-// /v1/rules. Errors are application/problem+json (RFC 9457).
+// /v1/rules, and /v1/sets/{key} (http_set_routes.cc). Errors are
+// application/problem+json (RFC 9457).
 #include "server/http_routes.h"
 
 #include <charconv>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "nlohmann/json.hpp"
 #include "protocol/http/check_request.h"
 #include "protocol/http/query.h"
 #include "protocol/http/response.h"
+#include "server/feature_metrics.h"
+#include "server/http_set_routes.h"
 
 namespace floodgate::server {
 namespace {
@@ -194,6 +199,7 @@ void MetricsPage(LoopContext& loop, const http::Request& req, std::string* out) 
       body += std::string(m.name) + " " + std::to_string(m.value) + "\n";
     }
   }
+  AppendFeatureMetrics(*s.limiter, &body);
   if (s.render_connections) s.render_connections(&body);
   const http::HeaderField text[] = {{"Content-Type", "text/plain; version=0.0.4"}};
   http::AppendResponse(out, 200, "OK", text, body, req.keep_alive);
@@ -295,9 +301,24 @@ void HandleHttp(LoopContext& loop, const http::Request& req, const HttpAsync& as
     http::AppendResponse(out, 200, "OK", json, "{\"status\":\"ok\"}", req.keep_alive);
     return;
   }
-  const bool known = path == "/v1/check" || path == "/metrics" || path == "/v1/rules";
+  // /v1/sets/{key}: exactly one segment after /v1/sets/, the key.
+  std::optional<std::vector<std::string>> set_path;
+  if (path.starts_with("/v1/sets/")) {
+    set_path = http::DecodePathSegments(path);
+    if (!set_path.has_value()) {
+      return Problem(loop, req, 400, "the path has an invalid percent-escape", out);
+    }
+    if (set_path->size() != 3 || (*set_path)[2].empty()) set_path.reset();
+  }
+  const bool known =
+      path == "/v1/check" || path == "/metrics" || path == "/v1/rules" || set_path.has_value();
   if (!known) {
-    return Problem(loop, req, 404, "no route for " + std::string(path), out);
+    return Problem(loop, req, 404,
+                   "no route for " + std::string(path) +
+                       (path.starts_with("/v1/sets") ? " (sets are /v1/sets/{key}, the key "
+                                                       "percent-encoded as one segment)"
+                                                     : ""),
+                   out);
   }
   if (!Authorized(loop, req)) {
     return Problem(loop, req, 401, "a valid 'Authorization: Bearer <token>' header is required",
@@ -310,6 +331,7 @@ void HandleHttp(LoopContext& loop, const http::Request& req, const HttpAsync& as
     }
     return Check(loop, req, query, async, out);
   }
+  if (set_path.has_value()) return HandleSetRequest(loop, req, (*set_path)[2], query, async, out);
   if (!get) return Problem(loop, req, 405, "use GET", out, {{"Allow", "GET"}});
   if (path == "/metrics") return MetricsPage(loop, req, out);
   return Rules(loop, req, out);

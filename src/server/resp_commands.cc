@@ -1,7 +1,8 @@
 // The RESP command table and handlers: FG.CHECK, CL.THROTTLE, FG.RESET and
 // the housekeeping commands that redis-cli, client libraries and
 // redis-benchmark send (PING, ECHO, QUIT, AUTH, HELLO, SELECT, CLIENT,
-// COMMAND, CONFIG GET, INFO).
+// COMMAND, CONFIG GET, INFO). The expiring sets' handlers live in
+// resp_set_commands.cc.
 #include "server/resp_commands.h"
 
 #include <algorithm>
@@ -11,6 +12,7 @@
 
 #include "common/text.h"
 #include "protocol/resp/writer.h"
+#include "server/resp_set_commands.h"
 
 namespace floodgate::server {
 namespace {
@@ -368,7 +370,9 @@ constexpr RespCommand kCommands[] = {
     {"AUTH", -2, false, Auth},       {"HELLO", -1, false, Hello},
     {"SELECT", 2, true, Select},     {"CLIENT", -2, true, Client},
     {"COMMAND", -1, true, Command},  {"CONFIG", -2, true, Config},
-    {"INFO", -1, true, Info},
+    {"INFO", -1, true, Info},        {"FG.SADD", 4, true, FgSadd},
+    {"FG.SREM", 3, true, FgSrem},    {"FG.SISMEMBER", 3, true, FgSismember},
+    {"FG.SCARD", 2, true, FgScard},  {"FG.SMEMBERS", -2, true, FgSmembers},
 };
 
 }  // namespace

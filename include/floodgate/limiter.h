@@ -16,6 +16,7 @@
 #include "floodgate/config.h"
 #include "floodgate/decision.h"
 #include "floodgate/expiring_sets.h"
+#include "floodgate/otp.h"
 #include "floodgate/status.h"
 
 namespace floodgate {
@@ -36,7 +37,8 @@ class Limiter {
   };
 
   // Validates and compiles the config's rules. INVALID_ARGUMENT naming the
-  // rule and limit when one cannot be compiled. `clock` must outlive the Limiter.
+  // rule and limit when one cannot be compiled, or when the config has an
+  // otp section and no secret (see Otp). `clock` must outlive the Limiter.
   static Result<std::unique_ptr<Limiter>> Create(const Config& config, const Clock& clock);
   ~Limiter();
 
@@ -169,6 +171,10 @@ class Limiter {
   // config's sets section (read once, at Create). Thread-safe; lives as
   // long as the Limiter.
   ExpiringSets& sets();
+  // One-time passwords on this limiter's store, with the config's otp
+  // section (read once, at Create; disabled without one). Thread-safe;
+  // lives as long as the Limiter.
+  Otp& otp();
 
  private:
   struct Impl;

@@ -1,6 +1,6 @@
 // The Redis store's Lua scripts (src/redis/scripts/*.lua, embedded in the
 // binary at build time) and their SHA-1 digests, for EVALSHA with an EVAL
-// fallback: one per algorithm, and the feature scripts (expiring sets).
+// fallback: one per algorithm, and the feature scripts (expiring sets, OTP).
 #pragma once
 
 #include <span>
@@ -24,9 +24,9 @@ const Script& ScriptFor(Algorithm algorithm);
 // Every algorithm script, one per algorithm.
 std::span<const Script> AllScripts();
 
-// The scripts that are not an algorithm's, by file name: "expiring_set".
-// Thread-safe.
-enum class Feature { kExpiringSet };
+// The scripts that are not an algorithm's, by file name: "expiring_set"
+// and "otp". Thread-safe.
+enum class Feature { kExpiringSet, kOtp };
 const Script& ScriptFor(Feature feature);
 std::span<const Script> FeatureScripts();
 

@@ -25,6 +25,7 @@
 #include "redis/script_call.h"
 #include "service/expiring_sets_impl.h"
 #include "service/local_deny_cache.h"
+#include "service/otp_impl.h"
 
 namespace floodgate {
 namespace {
@@ -222,6 +223,7 @@ struct Limiter::Impl {
   uint32_t num_variants = kFirstRuleVariant;               // guarded by mu; see kThrottleVariant
   bool remote_build = false;  // Create() for a remote store, before `redis` exists
   std::unique_ptr<ExpiringSets> sets;
+  std::unique_ptr<Otp> otp;
 };
 
 Result<std::shared_ptr<const RuleSet>> Limiter::Impl::Build(
@@ -318,6 +320,9 @@ Result<std::unique_ptr<Limiter>> Limiter::Create(const Config& config, const Clo
   redis::Client* client = impl->redis != nullptr ? &impl->redis->client() : nullptr;
   impl->sets =
       service::MakeExpiringSets(config.sets, clock, impl->store.get(), kSetVariant, client);
+  auto otp = service::MakeOtp(config.otp, clock, impl->store.get(), kOtpVariant, client);
+  if (!otp.ok()) return otp.status();
+  impl->otp = std::move(*otp);
   return std::unique_ptr<Limiter>(new Limiter(std::move(impl)));
 }
 
@@ -699,5 +704,7 @@ Limiter::Stats Limiter::GetStats() const {
 Config Limiter::config() const { return impl_->Rules().config; }
 
 ExpiringSets& Limiter::sets() { return *impl_->sets; }
+
+Otp& Limiter::otp() { return *impl_->otp; }
 
 }  // namespace floodgate

@@ -1,0 +1,114 @@
+-- otp: one subject's one-time-password state, the three steps of
+-- src/common/otp_policy.h; a port of src/engine/otp_store.cc. Three sorted
+-- sets scored by expiry in ms (expiring sets, as in expiring_set.lua): the
+-- HMACs of the live codes (never the codes), the issue events of the last
+-- issue period and the verification attempts of the last verify period.
+-- Counting the live events is the sliding log of seed 001. Every call drops
+-- expired members first and ends by giving each key it touched the expiry
+-- of its last member, so no key lives without a TTL.
+--
+-- KEYS[1]  codes     fg:otp:{subject}:codes
+-- KEYS[2]  issues    fg:otp:{subject}:issues
+-- KEYS[3]  attempts  fg:otp:{subject}:attempts   (one hash tag: one slot)
+-- ARGV[1]  the step: issue, attempt or consume
+-- ARGV[2]  now in ms since the epoch; '' reads the server's TIME (once)
+-- issue:   ARGV[3] code HMAC, ARGV[4] event id, ARGV[5] code TTL ms,
+--          ARGV[6] max live codes, ARGV[7] issue count, ARGV[8] issue period ms
+-- attempt: ARGV[3] event id, ARGV[4] verify count, ARGV[5] verify period ms
+-- consume: ARGV[3] code HMAC
+--
+-- Reply: {now_ms, ok, ...}
+--   issue:   ok 1: {now, 1, code_expires_at_ms}; ok 0 (limit): {now, 0, retry_after_ms}
+--   attempt: ok 1: {now, 1, hmac...} (the live codes); ok 0 (limit): {now, 0, retry_after_ms}
+--   consume: {now, 1} (the code was live: every code and attempt is gone) or {now, 0}
+-- Error: "ERR floodgate: bad otp arguments", before any write.
+local codes, issues, attempts = KEYS[1], KEYS[2], KEYS[3]
+local op = ARGV[1]
+local now
+if ARGV[2] == '' then
+  local t = redis.call('TIME')
+  now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+else
+  now = tonumber(ARGV[2])
+end
+local function positive(i)
+  local v = tonumber(ARGV[i])
+  return v and v >= 1
+end
+local bad = not now or #KEYS ~= 3
+if op == 'issue' then
+  bad = bad or #ARGV ~= 8 or not (positive(5) and positive(6) and positive(7) and positive(8))
+elseif op == 'attempt' then
+  bad = bad or #ARGV ~= 5 or not (positive(4) and positive(5))
+elseif op == 'consume' then
+  bad = bad or #ARGV ~= 3
+else
+  bad = true
+end
+if bad then
+  return redis.error_reply('ERR floodgate: bad otp arguments')
+end
+
+local function prune(key)
+  redis.call('ZREMRANGEBYSCORE', key, '-inf', string.format('%d', now))
+end
+-- The key lives as long as its last member (an emptied one is gone already).
+local function reexpire(key)
+  local last = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
+  if last[2] then
+    redis.call('PEXPIRE', key, string.format('%d', tonumber(last[2]) - now))
+  end
+end
+-- With `count` per window and more live events than that, how long until
+-- one more fits: the (live - count)-th earliest event must age out.
+local function retry_after(key, count)
+  local live = redis.call('ZCARD', key)
+  local index = live >= count and live - count or 0
+  local at = redis.call('ZRANGE', key, index, index, 'WITHSCORES')
+  local wait = at[2] and tonumber(at[2]) - now or 1
+  if wait < 1 then wait = 1 end
+  return wait
+end
+local function add(key, ttl, member)
+  redis.call('ZADD', key, string.format('%d', now + ttl), member)
+end
+
+if op == 'issue' then
+  prune(issues)
+  local count = tonumber(ARGV[7])
+  if redis.call('ZCARD', issues) >= count then
+    return {now, 0, retry_after(issues, count)}
+  end
+  prune(codes)
+  -- Room for the new code: the oldest go first (codes share one TTL, so the
+  -- earliest expiry is the oldest issue).
+  local excess = redis.call('ZCARD', codes) - tonumber(ARGV[6]) + 1
+  if excess > 0 then redis.call('ZPOPMIN', codes, excess) end
+  local ttl = tonumber(ARGV[5])
+  add(codes, ttl, ARGV[3])
+  add(issues, tonumber(ARGV[8]), ARGV[4])
+  reexpire(codes)
+  reexpire(issues)
+  return {now, 1, now + ttl}
+elseif op == 'attempt' then
+  prune(attempts)
+  local count = tonumber(ARGV[4])
+  if redis.call('ZCARD', attempts) >= count then
+    return {now, 0, retry_after(attempts, count)}
+  end
+  -- Recorded even when the subject has no code: probing costs attempts too.
+  add(attempts, tonumber(ARGV[5]), ARGV[3])
+  reexpire(attempts)
+  prune(codes)
+  local reply = {now, 1}
+  local live = redis.call('ZRANGE', codes, 0, -1)
+  for i = 1, #live do reply[2 + i] = live[i] end
+  return reply
+else
+  prune(codes)
+  if not redis.call('ZSCORE', codes, ARGV[3]) then
+    return {now, 0}
+  end
+  redis.call('DEL', codes, attempts)
+  return {now, 1}
+end

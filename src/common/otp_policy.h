@@ -26,7 +26,10 @@ struct OtpPolicy {
 
 // Issue: unless the subject has issue_count issues in the last
 // issue_period_ms, store the code's HMAC (dropping the oldest live codes
-// beyond max_live_codes - 1) and record the issue.
+// beyond max_live_codes - 1) and record the issue. A code expires
+// code_ttl_ms after its issue, or 1 ms after the subject's latest live code
+// if that is later (codes issued in one millisecond), so expiry order is
+// issue order.
 struct OtpIssueOutcome {
   int64_t now_ms = 0;
   bool issued = false;

@@ -66,7 +66,10 @@ Status OtpStore::Issue(std::string_view subject, std::string_view code_hash,
     // Room for the new code: the oldest go first (codes share one TTL, so
     // the earliest expiry is the oldest issue).
     while (static_cast<int64_t>(s->codes.size()) >= policy.max_live_codes) s->codes.EraseFirst();
-    out->expires_at_ms = now_ms + policy.code_ttl_ms;
+    // Codes share one TTL, so expiry order is issue order, except for codes
+    // issued in the same millisecond: a later one expires 1 ms later, so
+    // that "the oldest goes first" stays exact.
+    out->expires_at_ms = std::max(now_ms + policy.code_ttl_ms, s->codes.LastExpiry() + 1);
     s->codes.Upsert(code_hash, out->expires_at_ms);
     s->issues.Upsert(event_id, now_ms + policy.issue_period_ms);
     out->issued = true;

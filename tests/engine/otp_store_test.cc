@@ -96,6 +96,14 @@ TEST_F(OtpStoreTest, TheOldestCodeGoesPastTheCap) {
   EXPECT_TRUE(Attempt(kT0 + 7).codes.empty());
 }
 
+TEST_F(OtpStoreTest, CodesIssuedInOneMillisecondKeepTheirOrder) {
+  // "zz" sorts after "aa": were the tie broken by bytes, "zz" would stay.
+  EXPECT_EQ(Issue("zz", kT0).expires_at_ms, kT0 + 300'000);
+  EXPECT_EQ(Issue("mm", kT0).expires_at_ms, kT0 + 300'001);
+  EXPECT_EQ(Issue("aa", kT0).expires_at_ms, kT0 + 300'002);  // cap 2: zz goes
+  EXPECT_EQ(Attempt(kT0).codes, (std::vector<std::string>{"mm", "aa"}));
+}
+
 TEST_F(OtpStoreTest, CodesExpireAtTheirTtl) {
   Issue("h1", kT0);
   EXPECT_EQ(Attempt(kT0 + 299'999).codes, (std::vector<std::string>{"h1"}));

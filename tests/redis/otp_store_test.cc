@@ -223,7 +223,8 @@ TEST(RedisOtpTest, IssueVerifyReplayAndWhatRedisHolds) {
       }
     }
   }
-  EXPECT_LE(peek.Integer({"PTTL", keys[0]}), 300'000);
+  // (up to 2 ms more when the three issues fell in one millisecond)
+  EXPECT_LE(peek.Integer({"PTTL", keys[0]}), 300'002);
 
   if (a->code != c->code) EXPECT_FALSE(otp.Verify("+15550100", a->code)->valid);
   EXPECT_TRUE(otp.Verify("+15550100", c->code)->valid);

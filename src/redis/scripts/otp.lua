@@ -84,12 +84,17 @@ if op == 'issue' then
   -- earliest expiry is the oldest issue).
   local excess = redis.call('ZCARD', codes) - tonumber(ARGV[6]) + 1
   if excess > 0 then redis.call('ZPOPMIN', codes, excess) end
-  local ttl = tonumber(ARGV[5])
-  add(codes, ttl, ARGV[3])
+  -- Codes share one TTL, so expiry order is issue order, except for codes
+  -- issued in the same millisecond: a later one expires 1 ms later, so that
+  -- "the oldest goes first" stays exact.
+  local expires = now + tonumber(ARGV[5])
+  local last = redis.call('ZRANGE', codes, -1, -1, 'WITHSCORES')
+  if last[2] and tonumber(last[2]) >= expires then expires = tonumber(last[2]) + 1 end
+  redis.call('ZADD', codes, string.format('%d', expires), ARGV[3])
   add(issues, tonumber(ARGV[8]), ARGV[4])
   reexpire(codes)
   reexpire(issues)
-  return {now, 1, now + ttl}
+  return {now, 1, expires}
 elseif op == 'attempt' then
   prune(attempts)
   local count = tonumber(ARGV[4])

@@ -1,6 +1,7 @@
 // main(): the `floodgate` command line. Flags -> config -> wiring; the only
 // code the tests do not link.
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <iostream>
 #include <memory>
@@ -23,6 +24,9 @@ floodgate::Result<floodgate::Config> LoadAndValidate(const std::string& path) {
   floodgate::Config probe = *config;
   probe.engine.sweep_interval_ms = 0;
   probe.engine.max_entries = 1;
+  // The file is what is checked: OTP's secret comes from the environment
+  // `serve` runs in, not this one (CheckConfig says when it is missing here).
+  probe.otp.enabled = false;
   auto limiter = floodgate::Limiter::Create(probe, clock);
   if (!limiter.ok()) {
     return floodgate::InvalidArgumentError(path + ": " + limiter.status().message());
@@ -37,6 +41,11 @@ int CheckConfig(const std::string& path) {
     return 1;
   }
   std::fputs(floodgate::DescribeConfig(*config).c_str(), stdout);
+  const floodgate::OtpConfig& otp = config->otp;
+  if (otp.enabled && std::getenv(otp.secret_env.c_str()) == nullptr) {
+    std::printf("note: %s is not set here; `floodgate serve` needs it to run OTP\n",
+                otp.secret_env.c_str());
+  }
   std::printf("%s: OK\n", path.c_str());
   return 0;
 }

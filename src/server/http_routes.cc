@@ -1,6 +1,6 @@
 // HTTP routes: /v1/check (POST JSON or GET query), /healthz, /metrics,
-// /v1/rules, and /v1/sets/{key} (http_set_routes.cc). Errors are
-// application/problem+json (RFC 9457).
+// /v1/rules, /v1/sets/{key} (http_set_routes.cc) and /v1/otp/issue|verify
+// (http_otp_routes.cc). Errors are application/problem+json (RFC 9457).
 #include "server/http_routes.h"
 
 #include <charconv>
@@ -13,6 +13,7 @@
 #include "protocol/http/query.h"
 #include "protocol/http/response.h"
 #include "server/feature_metrics.h"
+#include "server/http_otp_routes.h"
 #include "server/http_set_routes.h"
 
 namespace floodgate::server {
@@ -310,8 +311,8 @@ void HandleHttp(LoopContext& loop, const http::Request& req, const HttpAsync& as
     }
     if (set_path->size() != 3 || (*set_path)[2].empty()) set_path.reset();
   }
-  const bool known =
-      path == "/v1/check" || path == "/metrics" || path == "/v1/rules" || set_path.has_value();
+  const bool known = path == "/v1/check" || path == "/metrics" || path == "/v1/rules" ||
+                     set_path.has_value() || IsOtpPath(path);
   if (!known) {
     return Problem(loop, req, 404,
                    "no route for " + std::string(path) +
@@ -332,6 +333,7 @@ void HandleHttp(LoopContext& loop, const http::Request& req, const HttpAsync& as
     return Check(loop, req, query, async, out);
   }
   if (set_path.has_value()) return HandleSetRequest(loop, req, (*set_path)[2], query, async, out);
+  if (IsOtpPath(path)) return HandleOtpRequest(loop, req, path, async, out);
   if (!get) return Problem(loop, req, 405, "use GET", out, {{"Allow", "GET"}});
   if (path == "/metrics") return MetricsPage(loop, req, out);
   return Rules(loop, req, out);

@@ -1,8 +1,8 @@
 // The RESP command table and handlers: FG.CHECK, CL.THROTTLE, FG.RESET and
 // the housekeeping commands that redis-cli, client libraries and
 // redis-benchmark send (PING, ECHO, QUIT, AUTH, HELLO, SELECT, CLIENT,
-// COMMAND, CONFIG GET, INFO). The expiring sets' handlers live in
-// resp_set_commands.cc.
+// COMMAND, CONFIG GET, INFO). The expiring sets' and OTP's handlers live in
+// resp_set_commands.cc and resp_otp_commands.cc.
 #include "server/resp_commands.h"
 
 #include <algorithm>
@@ -12,6 +12,7 @@
 
 #include "common/text.h"
 #include "protocol/resp/writer.h"
+#include "server/resp_otp_commands.h"
 #include "server/resp_set_commands.h"
 
 namespace floodgate::server {
@@ -364,15 +365,26 @@ void Info(RespClient& c, const Args&, std::string* out) {
 }
 
 constexpr RespCommand kCommands[] = {
-    {"FG.CHECK", -3, true, FgCheck}, {"CL.THROTTLE", -5, true, ClThrottle},
-    {"FG.RESET", 3, true, FgReset},  {"PING", -1, true, Ping},
-    {"ECHO", 2, true, Echo},         {"QUIT", -1, false, Quit},
-    {"AUTH", -2, false, Auth},       {"HELLO", -1, false, Hello},
-    {"SELECT", 2, true, Select},     {"CLIENT", -2, true, Client},
-    {"COMMAND", -1, true, Command},  {"CONFIG", -2, true, Config},
-    {"INFO", -1, true, Info},        {"FG.SADD", 4, true, FgSadd},
-    {"FG.SREM", 3, true, FgSrem},    {"FG.SISMEMBER", 3, true, FgSismember},
-    {"FG.SCARD", 2, true, FgScard},  {"FG.SMEMBERS", -2, true, FgSmembers},
+    {"FG.CHECK", -3, true, FgCheck},
+    {"CL.THROTTLE", -5, true, ClThrottle},
+    {"FG.RESET", 3, true, FgReset},
+    {"PING", -1, true, Ping},
+    {"ECHO", 2, true, Echo},
+    {"QUIT", -1, false, Quit},
+    {"AUTH", -2, false, Auth},
+    {"HELLO", -1, false, Hello},
+    {"SELECT", 2, true, Select},
+    {"CLIENT", -2, true, Client},
+    {"COMMAND", -1, true, Command},
+    {"CONFIG", -2, true, Config},
+    {"INFO", -1, true, Info},
+    {"FG.SADD", 4, true, FgSadd},
+    {"FG.SREM", 3, true, FgSrem},
+    {"FG.SISMEMBER", 3, true, FgSismember},
+    {"FG.SCARD", 2, true, FgScard},
+    {"FG.SMEMBERS", -2, true, FgSmembers},
+    {"FG.OTP.ISSUE", 2, true, FgOtpIssue},
+    {"FG.OTP.VERIFY", 3, true, FgOtpVerify},
 };
 
 }  // namespace

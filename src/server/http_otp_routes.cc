@@ -1,0 +1,151 @@
+// /v1/otp/issue and /v1/otp/verify: see http_otp_routes.h.
+#include "server/http_otp_routes.h"
+
+#include <memory>
+
+#include "floodgate/otp.h"
+#include "protocol/http/json_fields.h"
+#include "protocol/http/response.h"
+
+namespace floodgate::server {
+namespace {
+
+constexpr std::string_view kIssue = "/v1/otp/issue";
+constexpr std::string_view kVerify = "/v1/otp/verify";
+
+int64_t CeilSeconds(int64_t ms) { return ms <= 0 ? 0 : (ms + 999) / 1000; }
+
+void Problem(LoopContext& loop, bool keep_alive, int status, std::string_view kind,
+             std::string_view detail, std::string* out,
+             std::span<const http::HeaderField> headers = {}) {
+  if (!kind.empty()) loop.service().metrics->CountError(kind);
+  http::AppendProblem(out, status, http::StatusReason(status), detail, keep_alive, headers);
+}
+
+void StatusProblem(LoopContext& loop, bool keep_alive, const Status& s, std::string* out) {
+  switch (s.code()) {
+    case StatusCode::kInvalidArgument:
+      return Problem(loop, keep_alive, 400, "bad_request", s.message(), out);
+    case StatusCode::kNotFound:
+      return Problem(loop, keep_alive, 404, "not_found", s.message(), out);
+    case StatusCode::kResourceExhausted:
+      return Problem(loop, keep_alive, 503, "store_full", s.message(), out);
+    default:
+      return Problem(loop, keep_alive, 503, "backend", s.message(), out);
+  }
+}
+
+// 429 with Retry-After (whole seconds, rounded up).
+void Limited(LoopContext& loop, bool keep_alive, std::string_view what, std::string_view limit,
+             int64_t retry_after_ms, std::string* out) {
+  const std::string retry = std::to_string(CeilSeconds(retry_after_ms));
+  const http::HeaderField headers[] = {{"Retry-After", retry}};
+  Problem(loop, keep_alive, 429, "",
+          "the OTP " + std::string(what) + " limit (" + std::string(limit) +
+              ") is reached for this subject; retry after " + std::to_string(retry_after_ms) +
+              " ms",
+          out, headers);
+}
+
+void Json(int status, std::string_view body, bool keep_alive, std::string* out) {
+  const http::HeaderField json[] = {{"Content-Type", "application/json"}};
+  http::AppendResponse(out, status, http::StatusReason(status), json, body, keep_alive);
+}
+
+std::string SubjectField(std::string_view subject) {
+  std::string out = "{\"subject\":\"";
+  http::AppendJsonEscaped(&out, subject);
+  out += '"';
+  return out;
+}
+
+void AnswerIssue(LoopContext& loop, const std::string& subject, bool keep_alive, const Status& s,
+                 const OtpIssueResult& r, std::string* out) {
+  if (!s.ok()) return StatusProblem(loop, keep_alive, s, out);
+  Otp& otp = loop.service().limiter->otp();
+  if (!r.issued)
+    return Limited(loop, keep_alive, "issue", otp.IssueLimitText(), r.retry_after_ms, out);
+  std::string body = SubjectField(subject);
+  if (r.queued) {
+    body += ",\"delivery\":\"queued\"";
+  } else {
+    body += ",\"code\":\"" + r.code + "\"";
+  }
+  body += ",\"expires_in_ms\":" + std::to_string(r.expires_in_ms) + "}";
+  Json(r.queued ? 202 : 200, body, keep_alive, out);
+}
+
+void AnswerVerify(LoopContext& loop, const std::string& subject, bool keep_alive, const Status& s,
+                  const OtpVerifyResult& r, std::string* out) {
+  if (!s.ok()) return StatusProblem(loop, keep_alive, s, out);
+  Otp& otp = loop.service().limiter->otp();
+  if (r.limited) {
+    return Limited(loop, keep_alive, "verify", otp.VerifyLimitText(), r.retry_after_ms, out);
+  }
+  Json(200, SubjectField(subject) + (r.valid ? ",\"valid\":true}" : ",\"valid\":false}"),
+       keep_alive, out);
+}
+
+}  // namespace
+
+bool IsOtpPath(std::string_view path) { return path == kIssue || path == kVerify; }
+
+void HandleOtpRequest(LoopContext& loop, const http::Request& req, std::string_view path,
+                      const HttpAsync& async, std::string* out) {
+  const bool keep_alive = req.keep_alive;
+  if (req.method != "POST") {
+    loop.service().metrics->CountError("method_not_allowed");
+    const http::HeaderField allow[] = {{"Allow", "POST"}};
+    http::AppendProblem(out, 405, http::StatusReason(405), "use POST with a JSON body", keep_alive,
+                        allow);
+    return;
+  }
+  const bool issue = path == kIssue;
+  std::string subject, code, error;
+  http::JsonField fields[] = {
+      {"subject", http::JsonField::Kind::kString, true, &subject, nullptr},
+      {"code", http::JsonField::Kind::kString, true, &code, nullptr},
+  };
+  const std::span<http::JsonField> wanted(fields, issue ? 1 : 2);
+  if (!http::DecodeJsonFields(
+          req.body, wanted,
+          issue ? "{\"subject\":\"+15550100\"}" : "{\"subject\":\"+15550100\",\"code\":\"012345\"}",
+          &error)) {
+    return Problem(loop, keep_alive, 400, "bad_request", error, out);
+  }
+  Limiter& limiter = *loop.service().limiter;
+  const bool later = limiter.remote() && async.replies != nullptr;
+  if (issue) {
+    if (later) {
+      const uint64_t tag = async.replies->Reserve();
+      limiter.otp().IssueAsync(subject, [self = async.self, tag, loop = &loop, subject, keep_alive](
+                                            const Status& s, const OtpIssueResult& r) {
+        self.Complete(tag, [loop, subject, keep_alive, s, r](std::string* reply) {
+          AnswerIssue(*loop, subject, keep_alive, s, r, reply);
+        });
+      });
+      return;
+    }
+    limiter.otp().IssueAsync(subject, [&](const Status& s, const OtpIssueResult& r) {
+      AnswerIssue(loop, subject, keep_alive, s, r, out);
+    });
+    return;
+  }
+  if (later) {
+    const uint64_t tag = async.replies->Reserve();
+    limiter.otp().VerifyAsync(subject, code,
+                              [self = async.self, tag, loop = &loop, subject, keep_alive](
+                                  const Status& s, const OtpVerifyResult& r) {
+                                self.Complete(
+                                    tag, [loop, subject, keep_alive, s, r](std::string* reply) {
+                                      AnswerVerify(*loop, subject, keep_alive, s, r, reply);
+                                    });
+                              });
+    return;
+  }
+  limiter.otp().VerifyAsync(subject, code, [&](const Status& s, const OtpVerifyResult& r) {
+    AnswerVerify(loop, subject, keep_alive, s, r, out);
+  });
+}
+
+}  // namespace floodgate::server

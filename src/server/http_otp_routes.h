@@ -1,0 +1,29 @@
+// OTP over HTTP:
+//   POST /v1/otp/issue   {"subject":"+15550100"}
+//     200 {"subject":…,"code":"012345","expires_in_ms":300000}
+//     202 {"subject":…,"delivery":"queued","expires_in_ms":300000} (delivery URL)
+//     429 problem+json with Retry-After past the issue limit
+//   POST /v1/otp/verify  {"subject":"+15550100","code":"012345"}
+//     200 {"subject":…,"valid":true|false}
+//     429 problem+json with Retry-After past the verify limit
+// 400 for bad input, 404 when OTP is not configured, 503 when the store or
+// the delivery queue fails.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include "protocol/http/request_parser.h"
+#include "server/http_routes.h"
+#include "server/service_context.h"
+
+namespace floodgate::server {
+
+// Whether `path` is one of the OTP routes.
+bool IsOtpPath(std::string_view path);
+
+// Answers a request for an OTP route.
+void HandleOtpRequest(LoopContext& loop, const http::Request& req, std::string_view path,
+                      const HttpAsync& async, std::string* out);
+
+}  // namespace floodgate::server

@@ -1,0 +1,90 @@
+// The OTP RESP commands: see resp_otp_commands.h. Answered in place on the
+// embedded store, through the connection's reply queue on Redis.
+#include "server/resp_otp_commands.h"
+
+#include "floodgate/otp.h"
+#include "protocol/resp/writer.h"
+
+namespace floodgate::server {
+namespace {
+
+std::string_view ErrorKind(const Status& s) {
+  switch (s.code()) {
+    case StatusCode::kInvalidArgument:
+      return "bad_request";
+    case StatusCode::kNotFound:
+      return "not_found";
+    case StatusCode::kResourceExhausted:
+      return "store_full";
+    default:
+      return "backend";
+  }
+}
+
+void ReplyError(LoopContext& loop, const Status& s, std::string* out) {
+  loop.service().metrics->CountError(ErrorKind(s));
+  resp::AppendError(out, s.message());
+}
+
+void ReplyIssue(LoopContext& loop, const Status& s, const OtpIssueResult& r, std::string* out) {
+  if (!s.ok()) return ReplyError(loop, s, out);
+  if (!r.issued) {
+    resp::AppendError(out, "rate limited: the OTP issue limit (" +
+                               loop.service().limiter->otp().IssueLimitText() +
+                               ") is reached for this subject; retry after " +
+                               std::to_string(r.retry_after_ms) + " ms");
+    return;
+  }
+  if (r.queued) {
+    resp::AppendSimpleString(out, "QUEUED");
+  } else {
+    resp::AppendBulk(out, r.code);
+  }
+}
+
+void ReplyVerify(LoopContext& loop, const Status& s, const OtpVerifyResult& r, std::string* out) {
+  if (!s.ok()) return ReplyError(loop, s, out);
+  if (r.limited) {
+    resp::AppendError(out, "rate limited: the OTP verify limit (" +
+                               loop.service().limiter->otp().VerifyLimitText() +
+                               ") is reached for this subject; retry after " +
+                               std::to_string(r.retry_after_ms) + " ms");
+    return;
+  }
+  resp::AppendInteger(out, r.valid ? 1 : 0);
+}
+
+}  // namespace
+
+// FG.OTP.ISSUE subject
+void FgOtpIssue(RespClient& c, const Args& a, std::string* out) {
+  Limiter& limiter = *c.loop->service().limiter;
+  if (limiter.remote()) {
+    const uint64_t tag = c.replies->Reserve();
+    limiter.otp().IssueAsync(
+        a[1], [self = c.self, tag, loop = c.loop](const Status& s, const OtpIssueResult& r) {
+          self.Complete(tag, [loop, s, r](std::string* reply) { ReplyIssue(*loop, s, r, reply); });
+        });
+    return;
+  }
+  limiter.otp().IssueAsync(
+      a[1], [&](const Status& s, const OtpIssueResult& r) { ReplyIssue(*c.loop, s, r, out); });
+}
+
+// FG.OTP.VERIFY subject code
+void FgOtpVerify(RespClient& c, const Args& a, std::string* out) {
+  Limiter& limiter = *c.loop->service().limiter;
+  if (limiter.remote()) {
+    const uint64_t tag = c.replies->Reserve();
+    limiter.otp().VerifyAsync(
+        a[1], a[2], [self = c.self, tag, loop = c.loop](const Status& s, const OtpVerifyResult& r) {
+          self.Complete(tag, [loop, s, r](std::string* reply) { ReplyVerify(*loop, s, r, reply); });
+        });
+    return;
+  }
+  limiter.otp().VerifyAsync(a[1], a[2], [&](const Status& s, const OtpVerifyResult& r) {
+    ReplyVerify(*c.loop, s, r, out);
+  });
+}
+
+}  // namespace floodgate::server

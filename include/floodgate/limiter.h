@@ -25,7 +25,7 @@ namespace floodgate {
 class Limiter {
  public:
   struct Stats {
-    int64_t entries = 0;        // live (rule, subject) entries in the store
+    int64_t entries = 0;        // live entries in the store: rule states, sets, OTP subjects
     int64_t rejected_full = 0;  // new subjects refused because the store was full
     int64_t expired_freed = 0;  // entries freed after expiring
     // Remote stores only (zero on the embedded store):

@@ -697,6 +697,11 @@ TEST(LoadConfigFileTest, ExampleConfigLoads) {
   EXPECT_EQ(c.rules[5].algorithm, Algorithm::kFixedWindow);
   EXPECT_THAT(c.rules[5].limits, ElementsAre(L(1000, 1, TimeUnit::kMonth)));
   EXPECT_EQ(c.rules[5].timezone, "Europe/Berlin");
+  EXPECT_EQ(c.sets.max_members, 1000);
+  EXPECT_TRUE(c.otp.enabled);
+  EXPECT_EQ(c.otp.issue_limit, L(3, 5, TimeUnit::kMinute));
+  EXPECT_EQ(c.otp.verify_limit, L(5, 15, TimeUnit::kMinute));
+  EXPECT_TRUE(c.otp.delivery.url.empty());
   EXPECT_TRUE(c.unsupported.empty());
 }
 

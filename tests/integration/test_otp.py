@@ -407,3 +407,17 @@ def test_delivery_failures_are_counted_and_the_queue_is_bounded(start_server, re
     text = metrics(server)
     assert metric_value(text, "floodgate_otp_deliveries_total", {"result": "dropped"}) == 1
     assert metric_value(text, "floodgate_otp_issued_total") == 1
+
+
+def test_the_curl_demo_runs(floodgate_bin):
+    """examples/otp/demo.sh: issue, wrong code, right code, replay, the
+    issue limit, an expiring set."""
+    require_tool("curl", "curl")
+    demo = HERE.parent.parent / "examples" / "otp" / "demo.sh"
+    out = subprocess.run([str(demo)], capture_output=True, text=True, timeout=60,
+                         env={**os.environ, "FLOODGATE_BIN": str(Path(floodgate_bin).resolve())})
+    assert out.returncode == 0, out.stderr
+    verdicts = re.findall(r'"valid":(true|false)', out.stdout)
+    assert verdicts == ["false", "true", "false"], out.stdout
+    assert "HTTP/1.1 429 Too Many Requests" in out.stdout
+    assert re.search(r'"count":2,.*"count":1,', out.stdout, re.S), out.stdout

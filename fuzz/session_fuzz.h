@@ -26,9 +26,12 @@ rules:
   login: { algorithm: gcra, limits: [5/minute] }
   up: { algorithm: token_bucket, limits: [10/s], burst: 3 }
   day: { algorithm: fixed_window, limits: [1000/day], timezone: Europe/Berlin }
+sets: { max_members: 8, max_ttl: 1h }
+otp: { issue_limit: 5/m, verify_limit: 5/m, max_live_codes: 2 }
 )",
                               "fuzz");
     config->engine.sweep_interval_ms = 0;
+    config->otp.secret = "fuzz-secret-0123456789";
     config->engine.max_entries = 1000;
     limiter = std::move(Limiter::Create(*config, clock).value());
     context.limiter = limiter.get();

@@ -2,6 +2,7 @@
 #include "server/http_set_routes.h"
 
 #include <charconv>
+#include <memory>
 #include <vector>
 
 #include "floodgate/expiring_sets.h"

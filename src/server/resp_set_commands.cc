@@ -63,6 +63,17 @@ void Run(RespClient& c, const SetRequest& request, bool with_ttl, std::string* o
   });
 }
 
+// The argument quoted for an error message, ASCII only (other bytes as
+// '?'): client libraries decode error lines as text, and raw bytes would
+// break them.
+std::string QuoteArgument(std::string_view arg) {
+  std::string ascii(arg);
+  for (char& c : ascii) {
+    if (static_cast<unsigned char>(c) >= 0x80) c = '?';
+  }
+  return text::QuoteForMessage(ascii, 32, '\'');
+}
+
 }  // namespace
 
 // FG.SADD key member ttl_ms
@@ -71,8 +82,8 @@ void FgSadd(RespClient& c, const Args& a, std::string* out) {
   const auto [p, ec] = std::from_chars(a[3].data(), a[3].data() + a[3].size(), ttl_ms);
   if (a[3].empty() || ec != std::errc() || p != a[3].data() + a[3].size()) {
     c.loop->service().metrics->CountError("bad_request");
-    resp::AppendError(out, "ttl_ms must be an integer number of milliseconds, got " +
-                               text::QuoteForMessage(a[3], 32, '\''));
+    resp::AppendError(
+        out, "ttl_ms must be an integer number of milliseconds, got " + QuoteArgument(a[3]));
     return;
   }
   Run(c, SetRequest{SetOp::kAdd, a[1], a[2], ttl_ms}, false, out);

@@ -11,7 +11,7 @@
 #include "server/http_session.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  static floodgate::fuzz::SessionWorld world;
+  floodgate::fuzz::SessionWorld world;
   floodgate::server::HttpSessionFactory factory({world.loop.get()},
                                                 floodgate::http::ParserLimits{});
   auto session = factory.NewSession(0, {});

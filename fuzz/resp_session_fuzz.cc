@@ -10,7 +10,7 @@
 #include "server/resp_session.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  static floodgate::fuzz::SessionWorld world;
+  floodgate::fuzz::SessionWorld world;
   floodgate::server::RespSessionFactory factory({world.loop.get()},
                                                 floodgate::resp::ParserLimits{});
   auto session = factory.NewSession(0, {});

@@ -4,8 +4,9 @@
 -- HMACs of the live codes (never the codes), the issue events of the last
 -- issue period and the verification attempts of the last verify period.
 -- Counting the live events is the sliding log of seed 001. Every call drops
--- expired members first and ends by giving each key it touched the expiry
--- of its last member, so no key lives without a TTL.
+-- expired members first, and gives each key it adds to the expiry of its
+-- last member in the same call (dropping members never moves that), so no
+-- key lives without a TTL.
 --
 -- KEYS[1]  codes     fg:otp:{subject}:codes
 -- KEYS[2]  issues    fg:otp:{subject}:issues

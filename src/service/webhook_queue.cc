@@ -67,9 +67,8 @@ WebhookQueue::Stats WebhookQueue::GetStats() const {
 void WebhookQueue::Run() {
   std::unique_lock<std::mutex> lock(mu_);
   while (true) {
-    wake_.wait(lock, [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-      return stop_ || !bodies_.empty();
-    });
+    wake_.wait(lock,
+               [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stop_ || !bodies_.empty(); });
     if (stop_) return;
     std::string body = std::move(bodies_.front());
     bodies_.pop_front();

@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "protocol/http/json_error.h"
 #include "protocol/http/query.h"
 #include "protocol/http/response.h"
 
@@ -65,25 +66,6 @@ bool Validate(const CheckRequest& req, bool has_rule, bool has_key, std::string_
     return true;
   }
   return false;
-}
-
-// nlohmann's messages look like "[json.exception.parse_error.101] parse error
-// at line 1, column 5: syntax error while parsing value - invalid literal;
-// last read: 'tru,'". Keep the part after the position (the byte offset is
-// reported separately), and cut it: "last read" can quote a long token.
-std::string DescribeJsonError(std::string_view what) {
-  const size_t bracket = what.find("] ");
-  if (what.starts_with("[json.exception.") && bracket != std::string_view::npos) {
-    what.remove_prefix(bracket + 2);
-  }
-  if (what.starts_with("parse error")) {
-    const size_t colon = what.find(": ");
-    if (colon != std::string_view::npos) what.remove_prefix(colon + 2);
-  }
-  constexpr size_t kMaxBytes = 160;
-  std::string out(what.substr(0, kMaxBytes));
-  if (what.size() > kMaxBytes) out += "...";
-  return out;
 }
 
 // SAX handler for nlohmann::json::sax_parse: fills a CheckRequest from a

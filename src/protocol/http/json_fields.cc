@@ -6,28 +6,11 @@
 #include <nlohmann/json.hpp>
 #include <utility>
 
+#include "protocol/http/json_error.h"
 #include "protocol/http/response.h"
 
 namespace floodgate::http {
 namespace {
-
-// "[json.exception.parse_error.101] parse error at line 1, column 5: syntax
-// error while parsing value - invalid literal; last read: 'tru,'": the part
-// after the position, cut (the position is reported separately).
-std::string DescribeJsonError(std::string_view what) {
-  const size_t bracket = what.find("] ");
-  if (what.starts_with("[json.exception.") && bracket != std::string_view::npos) {
-    what.remove_prefix(bracket + 2);
-  }
-  if (what.starts_with("parse error")) {
-    const size_t colon = what.find(": ");
-    if (colon != std::string_view::npos) what.remove_prefix(colon + 2);
-  }
-  constexpr size_t kMaxBytes = 160;
-  std::string out(what.substr(0, kMaxBytes));
-  if (what.size() > kMaxBytes) out += "...";
-  return out;
-}
 
 std::string FieldList(std::span<const JsonField> fields) {
   std::string out;

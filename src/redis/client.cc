@@ -8,6 +8,7 @@
 #include <mutex>
 #include <thread>
 
+#include "redis/client_loop_driver.h"
 #include "redis/client_state.h"
 #include "redis/io_thread.h"
 
@@ -171,14 +172,37 @@ Client::~Client() {
 
 const ClientOptions& Client::options() const { return state_->options; }
 
+Result<std::unique_ptr<LoopDriver>> Client::NewLoopDriver() {
+  const int index = state_->options.io_threads + state_->next_loop_index.fetch_add(1);
+  auto loop = std::make_unique<IoThread>(*state_, index);
+  if (Status s = loop->StartDriven(); !s.ok()) return s;
+  return std::unique_ptr<LoopDriver>(new internal::ClientLoopDriver(std::move(loop)));
+}
+
+bool Client::RunsIoHere() const {
+  return internal::CurrentLoopState() == state_.get() || internal::AttachedLoop(*state_) != nullptr;
+}
+
 namespace {
 
-// Callers keep to one I/O thread each, so that one caller's requests share
-// that thread's writes.
-IoThread& ThreadForCaller(ClientState& state) {
-  if (state.threads.size() == 1) return *state.threads.front();
+// Callers keep to one I/O loop each, so that one caller's requests share
+// that loop's writes: a thread driving a loop of this client uses it (with
+// no lock and no wake-up: the thread steps it itself after its requests),
+// any other thread one of the I/O threads.
+void SubmitFromCaller(ClientState& state, std::vector<std::unique_ptr<Pending>>& batch) {
+  if (IoThread* attached = internal::AttachedLoop(state); attached != nullptr) {
+    attached->SubmitLocal(batch);
+    return;
+  }
+  if (state.threads.size() == 1) return state.threads.front()->Submit(batch);
   thread_local const size_t hash = std::hash<std::thread::id>{}(std::this_thread::get_id());
-  return *state.threads[hash % state.threads.size()];
+  state.threads[hash % state.threads.size()]->Submit(batch);
+}
+
+void SubmitFromCaller(ClientState& state, std::unique_ptr<Pending> p) {
+  std::vector<std::unique_ptr<Pending>> one;
+  one.push_back(std::move(p));
+  SubmitFromCaller(state, one);
 }
 
 }  // namespace
@@ -187,20 +211,20 @@ void Client::Send(std::string_view key, std::span<const std::string_view> args,
                   ReplyCallback done) {
   std::unique_ptr<Pending> p = internal::MakePending(key, args, std::move(done));
   p->deadline_ns = MonotonicNowNs() + state_->options.timeout_ms * 1'000'000;
-  ThreadForCaller(*state_).Submit(std::move(p));
+  SubmitFromCaller(*state_, std::move(p));
 }
 
 void Client::Send(std::string_view key, std::span<const std::string> args, ReplyCallback done) {
   std::unique_ptr<Pending> p = internal::MakePending(key, args, std::move(done));
   p->deadline_ns = MonotonicNowNs() + state_->options.timeout_ms * 1'000'000;
-  ThreadForCaller(*state_).Submit(std::move(p));
+  SubmitFromCaller(*state_, std::move(p));
 }
 
 void Client::Send(Batch&& batch) {
   if (batch.items_.empty()) return;
   const int64_t deadline = MonotonicNowNs() + state_->options.timeout_ms * 1'000'000;
   for (auto& p : batch.items_) p->deadline_ns = deadline;
-  ThreadForCaller(*state_).Submit(batch.items_);
+  SubmitFromCaller(*state_, batch.items_);
   batch.items_.clear();
 }
 
@@ -210,7 +234,7 @@ void Client::SendToNode(const std::string& node, std::span<const std::string_vie
   p->kind = PendingKind::kPinned;
   p->node = node;
   p->deadline_ns = MonotonicNowNs() + state_->options.timeout_ms * 1'000'000;
-  ThreadForCaller(*state_).Submit(std::move(p));
+  SubmitFromCaller(*state_, std::move(p));
 }
 
 void Client::SendToNode(const std::string& node, std::span<const std::string> args,
@@ -219,7 +243,7 @@ void Client::SendToNode(const std::string& node, std::span<const std::string> ar
   p->kind = PendingKind::kPinned;
   p->node = node;
   p->deadline_ns = MonotonicNowNs() + state_->options.timeout_ms * 1'000'000;
-  ThreadForCaller(*state_).Submit(std::move(p));
+  SubmitFromCaller(*state_, std::move(p));
 }
 
 namespace {
@@ -257,20 +281,22 @@ Result<OwnedReply> Wait(Waiter& waiter) {
 }
 
 Status CallOnLoopError() {
-  return InternalError("redis Client::Call from one of the client's I/O threads would deadlock");
+  return InternalError(
+      "redis Client::Call from a thread that runs the client's I/O (an I/O thread, or one "
+      "driving a loop) would deadlock");
 }
 
 }  // namespace
 
 Result<OwnedReply> Client::Call(std::string_view key, std::span<const std::string_view> args) {
-  if (internal::CurrentLoopState() == state_.get()) return CallOnLoopError();
+  if (RunsIoHere()) return CallOnLoopError();
   auto waiter = std::make_shared<Waiter>();
   Send(key, args, WaiterCallback(waiter));
   return Wait(*waiter);
 }
 
 Result<OwnedReply> Client::Call(std::string_view key, std::span<const std::string> args) {
-  if (internal::CurrentLoopState() == state_.get()) return CallOnLoopError();
+  if (RunsIoHere()) return CallOnLoopError();
   auto waiter = std::make_shared<Waiter>();
   Send(key, args, WaiterCallback(waiter));
   return Wait(*waiter);
@@ -278,7 +304,7 @@ Result<OwnedReply> Client::Call(std::string_view key, std::span<const std::strin
 
 Result<OwnedReply> Client::CallNode(const std::string& node,
                                     std::span<const std::string_view> args) {
-  if (internal::CurrentLoopState() == state_.get()) return CallOnLoopError();
+  if (RunsIoHere()) return CallOnLoopError();
   auto waiter = std::make_shared<Waiter>();
   SendToNode(node, args, WaiterCallback(waiter));
   return Wait(*waiter);

@@ -8,7 +8,8 @@
 //
 // Requests are queued to an I/O thread and written together: everything
 // submitted while the thread was busy goes out in one write per connection
-// (pipelining). Each request is answered exactly once, within timeout_ms of
+// (pipelining). A caller with an event loop of its own can run the I/O on
+// its thread instead (NewLoopDriver). Each request is answered exactly once, within timeout_ms of
 // its submission: with a reply, DEADLINE_EXCEEDED, or at once with
 // UNAVAILABLE when the node is known to be down (circuit open). See
 // docs/redis.md for reconnects, the circuit breaker and cluster routing.
@@ -25,6 +26,7 @@
 #include <vector>
 
 #include "absl/functional/any_invocable.h"
+#include "floodgate/loop_driver.h"
 #include "floodgate/status.h"
 #include "redis/url.h"
 #include "redis/wire.h"
@@ -119,8 +121,9 @@ class Client {
 
   // Sends a command. Non-blocking. Routed by `key`: in a cluster, to the
   // master of the key's slot (its hash tag's); otherwise to the one node.
-  // `done` runs exactly once, on an I/O thread; it must not block (it may
-  // Send). Commands are written in submission order per connection.
+  // `done` runs exactly once, on an I/O thread (or the thread driving the
+  // caller's loop); it must not block (it may Send). Commands are written in
+  // submission order per connection.
   void Send(std::string_view key, std::span<const std::string_view> args, ReplyCallback done);
   void Send(std::string_view key, std::span<const std::string> args, ReplyCallback done);
   void Send(std::string_view key, std::initializer_list<std::string_view> args,
@@ -141,7 +144,7 @@ class Client {
   }
 
   // Blocking forms for the command line and tests: the reply (possibly an
-  // error reply) or the failure status. Must not run on an I/O thread.
+  // error reply) or the failure status. INTERNAL where RunsIoHere().
   Result<OwnedReply> Call(std::string_view key, std::span<const std::string_view> args);
   Result<OwnedReply> Call(std::string_view key, std::span<const std::string> args);
   Result<OwnedReply> Call(std::string_view key, std::initializer_list<std::string_view> args) {
@@ -152,6 +155,19 @@ class Client {
                               std::initializer_list<std::string_view> args) {
     return CallNode(node, std::span<const std::string_view>(args.begin(), args.size()));
   }
+
+  // An I/O loop of this client for the caller's own event loop to drive
+  // (floodgate/loop_driver.h), with its own connections_per_node
+  // connections to each node. Requests made on the thread it is attached to
+  // go through it, and their callbacks run on that thread; other threads
+  // keep using the I/O threads (which also read the cluster slot map for
+  // every loop). The client must outlive it.
+  Result<std::unique_ptr<LoopDriver>> NewLoopDriver();
+
+  // Whether the calling thread runs this client's I/O (an I/O thread, or a
+  // thread a driver is attached to): a blocking call here would wait for
+  // itself.
+  bool RunsIoHere() const;
 
   // The nodes that hold data, for commands run on every master (SCAN):
   // standalone and proxy, the one node; cluster, the masters of the current

@@ -119,6 +119,8 @@ class ClientState {
   Counters counters;
   // Written once in Client::Create before any other thread sees the state.
   std::vector<std::unique_ptr<IoThread>> threads;
+  // Indexes of driven loops (Client::NewLoopDriver) count on from the threads'.
+  std::atomic<int> next_loop_index{0};
 
   // The breaker of node `id`, created on first use; shared by all threads.
   std::shared_ptr<CircuitBreaker> BreakerFor(const std::string& id);

@@ -6,6 +6,12 @@
 // deadlines and run timers, then write each connection that has output
 // once. Everything submitted while the loop was busy thus shares one write
 // per connection: that is the pipelining.
+//
+// A driven loop runs the same iteration in two halves on its caller's
+// thread: PollEvents (the events, read without waiting: the caller's own
+// epoll waited, woken by this loop's epoll descriptor) and Step (the
+// rest), so that the caller can make its requests in between and have
+// them written in the same iteration.
 #include "redis/io_thread.h"
 
 #include <pthread.h>
@@ -32,6 +38,20 @@ constexpr size_t kMaxNodes = 4096;
 
 // The client whose I/O thread this is (for Client::Call's deadlock check).
 thread_local const ClientState* t_loop_state = nullptr;
+// The driven loops attached to this thread (one per client at most).
+thread_local std::vector<IoThread*> t_attached;
+
+constexpr int kMaxEvents = 256;
+
+// A write to a socket the server closed must fail with EPIPE, not kill the
+// process (OpenSSL writes without MSG_NOSIGNAL). SIGPIPE is synchronous, so
+// blocking it on the writing thread is enough.
+void BlockSigpipe() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGPIPE);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+}
 
 int64_t Ms(int64_t ns) { return ns / 1'000'000; }
 
@@ -44,6 +64,13 @@ Status DeadlineError(const Node* node, int64_t timeout_ms) {
 }  // namespace
 
 const ClientState* CurrentLoopState() { return t_loop_state; }
+
+IoThread* AttachedLoop(const ClientState& state) {
+  for (IoThread* loop : t_attached) {
+    if (&loop->state() == &state) return loop;
+  }
+  return nullptr;
+}
 
 IoThread::IoThread(ClientState& state, int index)
     : state_(state),
@@ -61,6 +88,14 @@ IoThread::~IoThread() {
 }
 
 Status IoThread::Start() {
+  if (Status s = Open(); !s.ok()) return s;
+  thread_ = std::thread([this] { Run(); });
+  return Status::Ok();
+}
+
+Status IoThread::StartDriven() { return Open(); }
+
+Status IoThread::Open() {
   epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
   if (epoll_fd_ < 0) return InternalError(std::string("epoll_create1: ") + std::strerror(errno));
   wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
@@ -73,8 +108,8 @@ Status IoThread::Start() {
   }
   const StoreUrl& url = state_.options.url;
   if (url.mode == StoreMode::kCluster) slot_nodes_.assign(kSlotCount, nullptr);
-  // The thread has not started: this is still the only thread touching the
-  // loop state. Connect to the seeds at once, so that the first requests
+  // No thread runs the loop yet: this is still the only one touching its
+  // state. Connect to the seeds at once, so that the first requests
   // find a connection (or one on its way).
   for (const HostPort& hp : url.nodes) {
     Node* node = GetOrCreateNode(hp.ToString());
@@ -82,7 +117,6 @@ Status IoThread::Start() {
     seeds_.push_back(node);
     for (auto& conn : node->conns) ScheduleConnect(*conn);
   }
-  thread_ = std::thread([this] { Run(); });
   return Status::Ok();
 }
 
@@ -152,41 +186,111 @@ uint64_t IoThread::NextRandom() {
 }
 
 void IoThread::Run() {
-  // A write to a socket the server closed must fail with EPIPE, not kill
-  // the process (OpenSSL writes without MSG_NOSIGNAL). SIGPIPE is
-  // synchronous, so blocking it on this thread is enough.
-  sigset_t set;
-  sigemptyset(&set);
-  sigaddset(&set, SIGPIPE);
-  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  BlockSigpipe();
   t_loop_state = &state_;
-
-  constexpr int kMaxEvents = 256;
   epoll_event events[kMaxEvents];
   int64_t now = MonotonicNowNs();
-  bool housekeeping = true;
   while (true) {
-    const int n = epoll_wait(epoll_fd_, events, kMaxEvents, EpollTimeoutMs(now, housekeeping));
+    const int n = epoll_wait(epoll_fd_, events, kMaxEvents, EpollTimeoutMs(now, housekeeping_));
     now = MonotonicNowNs();
-    for (int i = 0; i < n; ++i) {
-      if (events[i].data.ptr == nullptr) {
-        uint64_t value;
-        [[maybe_unused]] const ssize_t r = ::read(wake_fd_, &value, sizeof(value));
-        continue;
-      }
-      static_cast<Connection*>(events[i].data.ptr)->HandleEvents(events[i].events, now);
-    }
+    HandleEvents(events, n, now);
     {
       std::lock_guard<std::mutex> lock(queue_mu_);
       if (stop_requested_) break;
       drained_.swap(queue_);
       wake_pending_ = false;
     }
-    DrainQueue(now);
-    housekeeping = Tick(now);
-    FlushDirty(now);
+    Advance(now);
   }
   ShutdownLoop();
+}
+
+void IoThread::HandleEvents(const epoll_event* events, int n, int64_t now_ns) {
+  for (int i = 0; i < n; ++i) {
+    if (events[i].data.ptr == nullptr) {
+      uint64_t value;
+      [[maybe_unused]] const ssize_t r = ::read(wake_fd_, &value, sizeof(value));
+      woken_ = true;
+      continue;
+    }
+    static_cast<Connection*>(events[i].data.ptr)->HandleEvents(events[i].events, now_ns);
+  }
+}
+
+void IoThread::Advance(int64_t now_ns) {
+  DrainQueue(now_ns);
+  housekeeping_ = Tick(now_ns);
+  FlushDirty(now_ns);
+}
+
+// --- Driven loops. ---
+
+void IoThread::Attach() {
+  if (attached_ || detached_) return;
+  attached_ = true;
+  BlockSigpipe();
+  t_attached.push_back(this);
+}
+
+void IoThread::SubmitLocal(std::vector<std::unique_ptr<Pending>>& batch) {
+  const int64_t max = state_.options.max_pending_per_thread;
+  for (auto& p : batch) {
+    p->live_counter = &live_pending_;
+    if (live_pending_.fetch_add(1, std::memory_order_relaxed) >= max) p->rejected = true;
+    local_queue_.push_back(std::move(p));
+  }
+  batch.clear();
+}
+
+void IoThread::PollEvents() {
+  if (detached_) return;
+  epoll_event events[kMaxEvents];
+  const int n = epoll_wait(epoll_fd_, events, kMaxEvents, 0);
+  if (n > 0) HandleEvents(events, n, MonotonicNowNs());
+}
+
+void IoThread::Step() {
+  if (detached_) return;
+  const int64_t now = MonotonicNowNs();
+  // Other threads' submissions: the eventfd they wrote woke PollEvents.
+  if (woken_) {
+    woken_ = false;
+    std::lock_guard<std::mutex> lock(queue_mu_);
+    drained_.swap(queue_);
+    wake_pending_ = false;
+  }
+  // The attached thread's come after them, in the order submitted.
+  if (drained_.empty()) {
+    drained_.swap(local_queue_);
+  } else {
+    for (auto& p : local_queue_) drained_.push_back(std::move(p));
+    local_queue_.clear();
+  }
+  Advance(now);
+}
+
+int IoThread::TimeoutMs() const {
+  if (detached_) return -1;
+  // Submitted by callbacks during the last step: the next one is due now.
+  if (!local_queue_.empty()) return 0;
+  return EpollTimeoutMs(MonotonicNowNs(), housekeeping_);
+}
+
+void IoThread::Detach() {
+  if (detached_) return;
+  detached_ = true;
+  // Still attached while it answers: callbacks that submit again land in
+  // local_queue_, which ShutdownLoop answers too.
+  ShutdownLoop();
+  if (attached_) {
+    attached_ = false;
+    for (size_t i = 0; i < t_attached.size(); ++i) {
+      if (t_attached[i] == this) {
+        t_attached.erase(t_attached.begin() + static_cast<std::ptrdiff_t>(i));
+        break;
+      }
+    }
+  }
 }
 
 int IoThread::EpollTimeoutMs(int64_t now_ns, bool housekeeping) const {
@@ -675,12 +779,6 @@ void IoThread::ExpireTimers(int64_t now_ns) {
 
 void IoThread::ShutdownLoop() {
   const Status status = UnavailableError("redis client shut down");
-  {
-    std::lock_guard<std::mutex> lock(queue_mu_);
-    drained_.swap(queue_);
-  }
-  for (auto& p : drained_) Finish(*p, status, nullptr);
-  drained_.clear();
   for (size_t i = 0; i < all_nodes_.size(); ++i) {
     Node& node = *all_nodes_[i];
     std::deque<std::unique_ptr<Pending>> waiting;
@@ -691,12 +789,14 @@ void IoThread::ShutdownLoop() {
       FailAll(in_flight, status);
     }
   }
-  // Callbacks above may have submitted more (to this thread too): answer
-  // those until the queue stays empty, then refuse further submissions.
+  // The queues, and whatever the callbacks submit meanwhile (to this loop
+  // too), until they stay empty; then further submissions are refused.
   while (true) {
     {
       std::lock_guard<std::mutex> lock(queue_mu_);
       drained_.swap(queue_);
+      for (auto& p : local_queue_) drained_.push_back(std::move(p));
+      local_queue_.clear();
       if (drained_.empty()) {
         stopped_ = true;
         break;

@@ -1,8 +1,12 @@
-// An I/O thread of the Redis client: its epoll loop, its submission queue,
-// its connections to every node it has talked to, request routing
-// (slots, MOVED/ASK), deadlines, circuit-breaker probes and, on thread 0,
-// cluster slot map refreshes. Private to src/redis/.
+// An I/O loop of the Redis client: its epoll, its submission queue, its
+// connections to every node it has talked to, request routing (slots,
+// MOVED/ASK), deadlines, circuit-breaker probes and, on I/O thread 0,
+// cluster slot map refreshes. It runs on a thread of its own (Start), or is
+// driven by the caller's event loop on the caller's thread (StartDriven:
+// see floodgate/loop_driver.h). Private to src/redis/.
 #pragma once
+
+#include <sys/epoll.h>
 
 #include <atomic>
 #include <cstdint>
@@ -23,6 +27,10 @@ namespace floodgate::redis::internal {
 // The state of the client whose I/O thread the caller is, or null.
 const ClientState* CurrentLoopState();
 
+class IoThread;
+// The driven loop of `state`'s client attached to the calling thread, or null.
+IoThread* AttachedLoop(const ClientState& state);
+
 // A node as one I/O thread sees it: its connections and the requests
 // waiting for one of them to be ready. Loop-thread only.
 struct Node {
@@ -36,7 +44,8 @@ struct Node {
   bool down = false;  // failed since last ready (for logging state changes once)
 };
 
-// Submit/Wake/Stop are thread-safe; everything else runs on the loop thread.
+// Submit/Wake/Stop are thread-safe; everything else runs on the loop's
+// thread: its own (Start), or the one it is attached to (StartDriven).
 class IoThread {
  public:
   IoThread(ClientState& state, int index);
@@ -46,15 +55,37 @@ class IoThread {
 
   // Creates the epoll and eventfd descriptors and starts the thread.
   Status Start();
+  // Creates the descriptors; no thread: the caller drives the loop with
+  // Attach, PollEvents, Step and Detach.
+  Status StartDriven();
   // Any thread. Queues requests (answering at once those over the bound
   // once the loop has stopped) and wakes the loop if it may be asleep.
   void Submit(std::vector<std::unique_ptr<Pending>>& batch);
   void Submit(std::unique_ptr<Pending> p);
-  // Any thread: asks the loop to stop; it answers everything UNAVAILABLE.
+  // Any thread: asks a threaded loop to stop; it answers everything UNAVAILABLE.
   void Stop();
   void Join();
   // Any thread: makes the loop run an iteration soon.
   void Wake();
+
+  // --- Driven loops, on the driving thread. ---
+  // Binds the loop to the calling thread: requests its client is given on
+  // this thread come here (SubmitLocal), until Detach.
+  void Attach();
+  // Handles the events epoll_fd() has ready (replies, connects): callbacks run here.
+  void PollEvents();
+  // Routes what was submitted since the last step, expires deadlines, opens
+  // connections, probes, and writes each connection's output once.
+  void Step();
+  // How long the driving loop may sleep before the next Step: 0 when
+  // submissions wait, -1 when nothing needs timely attention.
+  int TimeoutMs() const;
+  // Answers everything pending UNAVAILABLE, closes the connections and
+  // unbinds the thread. Later submissions are answered at once.
+  void Detach();
+  // The attached thread only: queues requests for the next Step, without a
+  // lock or a wake-up.
+  void SubmitLocal(std::vector<std::unique_ptr<Pending>>& batch);
 
   // Live Pending objects of this thread (the pending bound), for Submit's callers.
   std::atomic<int64_t>& live_pending() { return live_pending_; }
@@ -74,7 +105,12 @@ class IoThread {
   uint64_t NextRandom();
 
  private:
+  Status Open();
   void Run();
+  // Dispatches `n` epoll events.
+  void HandleEvents(const epoll_event* events, int n, int64_t now_ns);
+  // One iteration's work after the events: route, tick, write.
+  void Advance(int64_t now_ns);
   void DrainQueue(int64_t now_ns);
   bool Tick(int64_t now_ns);
   void FlushDirty(int64_t now_ns);
@@ -104,6 +140,9 @@ class IoThread {
   int wake_fd_ = -1;
   std::thread thread_;
   std::atomic<int64_t> live_pending_{0};
+  // Driven loops: attached to a thread, detached (stopped for good).
+  bool attached_ = false;
+  bool detached_ = false;
 
   std::mutex queue_mu_;
   std::vector<std::unique_ptr<Pending>> queue_ ABSL_GUARDED_BY(queue_mu_);
@@ -123,6 +162,11 @@ class IoThread {
   std::vector<Node*> slot_nodes_;
   uint64_t slot_map_version_ = 0;
   std::vector<std::unique_ptr<Pending>> drained_;
+  // Driven loops: the attached thread's submissions (SubmitLocal), and
+  // whether PollEvents saw the eventfd (other threads submitted).
+  std::vector<std::unique_ptr<Pending>> local_queue_;
+  bool woken_ = false;
+  bool housekeeping_ = true;  // the last Tick found something to watch
   std::vector<Connection*> flush_list_;
   std::vector<Connection*> connect_list_;
   Pending* timers_head_ = nullptr;

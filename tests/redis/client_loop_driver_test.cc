@@ -1,0 +1,316 @@
+// The Redis client's I/O driven by a caller's own event loop
+// (Client::NewLoopDriver) against real servers: requests made on the loop's
+// thread are written by its Step, together, and answered on that thread, in
+// order per key; deadlines are kept without polling; an idle driver lets its
+// loop sleep; a killed and restarted server is used again within a second;
+// Detach answers what is pending; a cluster's slot map is followed.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "redis/client.h"
+#include "redis/client_helpers.h"
+#include "testing/driven_loop.h"
+#include "testing/redis_cluster.h"
+#include "testing/redis_server.h"
+
+namespace floodgate::redis {
+namespace {
+
+using client_testing::Eventually;
+using client_testing::Latch;
+using client_testing::MakeClient;
+using client_testing::OptionsFor;
+using client_testing::Text;
+using floodgate::testing::DrivenLoop;
+using floodgate::testing::RedisServer;
+using Clock = std::chrono::steady_clock;
+
+int64_t MsSince(Clock::time_point start) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count();
+}
+
+std::unique_ptr<DrivenLoop> DriveClient(Client& client) {
+  Result<std::unique_ptr<LoopDriver>> driver = client.NewLoopDriver();
+  EXPECT_TRUE(driver.ok()) << driver.status().ToString();
+  if (!driver.ok()) return nullptr;
+  return std::make_unique<DrivenLoop>(std::move(driver).value());
+}
+
+// Sends PING from the loop until one is answered PONG (the driver has its
+// own connections, opened on its first steps).
+bool WaitUntilConnected(Client& client, DrivenLoop& loop) {
+  return Eventually([&] {
+    std::atomic<int> state{0};  // 0 waiting, 1 PONG, 2 anything else
+    loop.RunAndWait([&] {
+      client.Send("", {"PING"}, [&](Status s, const redisReply* r) {
+        state.store(s.ok() && r->type == REDIS_REPLY_STATUS ? 1 : 2);
+      });
+    });
+    Eventually([&] { return state.load() != 0; });
+    return state.load() == 1;
+  });
+}
+
+// Starts DEBUG SLEEP on its own connection (it blocks the whole server).
+std::thread SleepServer(int port, double seconds) {
+  std::thread sleeper([port, seconds] {
+    floodgate::testing::QueryText(port, {"DEBUG", "SLEEP", std::to_string(seconds)});
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  return sleeper;
+}
+
+TEST(ClientLoopDriverTest, OneIterationsRequestsShareOneWriteAndAreAnsweredOnTheLoopThread) {
+  RedisServer redis;
+  ASSERT_TRUE(redis.Start()) << redis.error();
+  ClientOptions options = OptionsFor(redis.url());
+  options.connections_per_node = 1;
+  auto client = MakeClient(options);
+  auto loop = DriveClient(*client);
+  ASSERT_TRUE(WaitUntilConnected(*client, *loop));
+
+  constexpr int kCommands = 200;
+  const Client::Stats before = client->GetStats();
+  Latch latch(kCommands);
+  std::vector<int64_t> values;  // appended on the loop's thread only
+  std::atomic<int> elsewhere{0};
+  loop->RunAndWait([&] {
+    EXPECT_TRUE(client->RunsIoHere());
+    for (int i = 0; i < kCommands; ++i) {
+      client->Send("counter", {"INCR", "counter"}, [&](Status s, const redisReply* r) {
+        if (std::this_thread::get_id() != loop->thread_id()) elsewhere.fetch_add(1);
+        values.push_back(s.ok() && r->type == REDIS_REPLY_INTEGER ? r->integer : -1);
+        latch.CountDown();
+      });
+    }
+  });
+  ASSERT_TRUE(latch.Wait());
+  EXPECT_EQ(elsewhere.load(), 0) << "callbacks ran off the loop's thread";
+  loop->RunAndWait([&] {
+    ASSERT_EQ(values.size(), size_t{kCommands});
+    for (int i = 0; i < kCommands; ++i) EXPECT_EQ(values[i], i + 1);
+  });
+  const Client::Stats after = client->GetStats();
+  EXPECT_EQ(after.commands_written - before.commands_written, uint64_t{kCommands});
+  EXPECT_EQ(after.writes - before.writes, 1u) << "one iteration's requests, one write";
+  EXPECT_FALSE(client->RunsIoHere());  // this thread is not the loop's
+}
+
+TEST(ClientLoopDriverTest, RequestsOnOneKeyRunInTheOrderSentAcrossIterations) {
+  RedisServer redis;
+  ASSERT_TRUE(redis.Start()) << redis.error();
+  auto client = MakeClient(OptionsFor(redis.url()));
+  auto loop = DriveClient(*client);
+  ASSERT_TRUE(WaitUntilConnected(*client, *loop));
+
+  constexpr int kIterations = 50;
+  constexpr int kPerIteration = 20;
+  Latch latch(kIterations * kPerIteration);
+  std::vector<int64_t> values;  // the loop's thread only
+  for (int it = 0; it < kIterations; ++it) {
+    loop->Post([&] {
+      for (int i = 0; i < kPerIteration; ++i) {
+        client->Send("ordered", {"INCR", "ordered"}, [&](Status s, const redisReply* r) {
+          values.push_back(s.ok() && r->type == REDIS_REPLY_INTEGER ? r->integer : -1);
+          latch.CountDown();
+        });
+      }
+    });
+  }
+  ASSERT_TRUE(latch.Wait());
+  loop->RunAndWait([&] {
+    ASSERT_EQ(values.size(), size_t{kIterations * kPerIteration});
+    for (size_t i = 0; i < values.size(); ++i) ASSERT_EQ(values[i], int64_t(i) + 1) << i;
+  });
+}
+
+TEST(ClientLoopDriverTest, IdleDriverLetsItsLoopSleep) {
+  RedisServer redis;
+  ASSERT_TRUE(redis.Start()) << redis.error();
+  auto client = MakeClient(OptionsFor(redis.url()));
+  auto loop = DriveClient(*client);
+  ASSERT_TRUE(WaitUntilConnected(*client, *loop));
+  loop->RunAndWait([] {});  // whatever was left to do, done
+  const int64_t before = loop->iterations();
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_LE(loop->iterations() - before, 1) << "an idle driver woke its loop";
+}
+
+TEST(ClientLoopDriverTest, ARequestNotAnsweredInTimeIsAnsweredAtItsDeadline) {
+  RedisServer redis;
+  ASSERT_TRUE(redis.Start({"--enable-debug-command", "yes"})) << redis.error();
+  ClientOptions options = OptionsFor(redis.url(), 20);
+  auto client = MakeClient(options);
+  auto loop = DriveClient(*client);
+  ASSERT_TRUE(WaitUntilConnected(*client, *loop));
+
+  std::thread sleeper = SleepServer(redis.port(), 0.4);
+  const int64_t before = loop->iterations();
+  std::atomic<int> code{-1};
+  std::atomic<int64_t> latency_ms{-1};
+  const Clock::time_point sent = Clock::now();
+  loop->Post([&] {
+    client->Send("", {"PING"}, [&](Status s, const redisReply*) {
+      latency_ms.store(MsSince(sent));
+      code.store(static_cast<int>(s.code()));
+    });
+  });
+  ASSERT_TRUE(Eventually([&] { return code.load() >= 0; }, std::chrono::seconds(2)));
+  EXPECT_EQ(code.load(), static_cast<int>(StatusCode::kDeadlineExceeded));
+  EXPECT_GE(latency_ms.load(), 19);
+  EXPECT_LE(latency_ms.load(), 20 + 60);  // slack for a shared machine
+  // The loop slept until the deadline instead of polling for it.
+  EXPECT_LE(loop->iterations() - before, 10);
+  sleeper.join();
+  // The late reply was dropped in order: the next answer is its own.
+  std::atomic<int> echoed{0};
+  loop->RunAndWait([&] {
+    client->Send("", {"ECHO", "in step"}, [&](Status s, const redisReply* r) {
+      echoed.store(s.ok() && r->type == REDIS_REPLY_STRING && std::string(r->str) == "in step" ? 1
+                                                                                               : 2);
+    });
+  });
+  ASSERT_TRUE(Eventually([&] { return echoed.load() != 0; }));
+  EXPECT_EQ(echoed.load(), 1);
+  EXPECT_GE(client->GetStats().stale_replies, 1u);
+}
+
+TEST(ClientLoopDriverTest, AKilledServerFailsFastAndIsUsedAgainWithinASecondOfItsReturn) {
+  RedisServer redis;
+  ASSERT_TRUE(redis.Start()) << redis.error();
+  ClientOptions options = OptionsFor(redis.url(), 20);
+  auto client = MakeClient(options);
+  auto loop = DriveClient(*client);
+  ASSERT_TRUE(WaitUntilConnected(*client, *loop));
+
+  // One INCR per millisecond from the loop, each outcome recorded.
+  struct Outcome {
+    bool ok;
+    int64_t sent_ms;
+    int64_t latency_ms;
+  };
+  std::mutex mu;
+  std::vector<Outcome> outcomes;
+  std::atomic<bool> stop{false};
+  const Clock::time_point start = Clock::now();
+  std::thread load([&] {
+    while (!stop.load()) {
+      loop->Post([&] {
+        const int64_t sent_ms = MsSince(start);
+        client->Send("load", {"INCR", "load"}, [&, sent_ms](Status s, const redisReply*) {
+          std::lock_guard<std::mutex> lock(mu);
+          outcomes.push_back({s.ok(), sent_ms, MsSince(start) - sent_ms});
+        });
+      });
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  });
+  auto last_ok_after = [&](int64_t ms) {
+    std::lock_guard<std::mutex> lock(mu);
+    return !outcomes.empty() && outcomes.back().ok && outcomes.back().sent_ms > ms;
+  };
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  redis.Kill();
+  const int64_t killed_ms = MsSince(start);
+  EXPECT_TRUE(
+      Eventually([&] { return client->GetStats().open_circuits == 1; }, std::chrono::seconds(2)))
+      << "the circuit did not open";
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  ASSERT_TRUE(redis.RestartSamePort()) << redis.error();
+  const int64_t back_ms = MsSince(start);
+  const bool recovered =
+      Eventually([&] { return last_ok_after(back_ms); }, std::chrono::seconds(1));
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  stop.store(true);
+  load.join();
+  loop->RunAndWait([] {});
+  EXPECT_TRUE(recovered) << "not used again within 1 s of the server's return";
+
+  std::lock_guard<std::mutex> lock(mu);
+  int late = 0, down_ok = 0, down_failed = 0;
+  for (const Outcome& o : outcomes) {
+    if (o.latency_ms > options.timeout_ms + 60) ++late;
+    if (o.sent_ms > killed_ms + 50 && o.sent_ms < back_ms - 50) (o.ok ? down_ok : down_failed)++;
+  }
+  EXPECT_EQ(late, 0) << "answers later than the timeout";
+  EXPECT_EQ(down_ok, 0);
+  EXPECT_GT(down_failed, 50);
+  EXPECT_GE(client->GetStats().circuit_rejections, 1u);
+}
+
+TEST(ClientLoopDriverTest, DetachAnswersEverythingPendingOnTheLoopThread) {
+  RedisServer redis;
+  ASSERT_TRUE(redis.Start({"--enable-debug-command", "yes"})) << redis.error();
+  auto client = MakeClient(OptionsFor(redis.url()));
+  auto loop = DriveClient(*client);
+  ASSERT_TRUE(WaitUntilConnected(*client, *loop));
+
+  std::thread sleeper = SleepServer(redis.port(), 0.3);
+  constexpr int kRequests = 10;
+  std::atomic<int> unavailable{0}, other{0}, elsewhere{0};
+  loop->RunAndWait([&] {
+    for (int i = 0; i < kRequests; ++i) {
+      client->Send("", {"PING"}, [&](Status s, const redisReply*) {
+        if (std::this_thread::get_id() != loop->thread_id()) elsewhere.fetch_add(1);
+        (s.code() == StatusCode::kUnavailable ? unavailable : other).fetch_add(1);
+      });
+    }
+  });
+  loop->RunAndWait([] {});  // written, now in flight
+  loop->Stop();             // detaches on the loop's thread
+  EXPECT_EQ(unavailable.load(), kRequests) << "answered by Detach, before Stop returned";
+  EXPECT_EQ(other.load(), 0);
+  EXPECT_EQ(elsewhere.load(), 0);
+  sleeper.join();
+  // The client itself goes on, on its I/O thread.
+  EXPECT_EQ(Text(client->Call("", {"PING"})), "PONG");
+}
+
+TEST(ClientLoopDriverTest, BlockingCallsOnTheLoopThreadAreRefused) {
+  RedisServer redis;
+  ASSERT_TRUE(redis.Start()) << redis.error();
+  auto client = MakeClient(OptionsFor(redis.url()));
+  auto loop = DriveClient(*client);
+  Result<OwnedReply> reply = UnavailableError("not run");
+  loop->RunAndWait([&] { reply = client->Call("", {"PING"}); });
+  EXPECT_EQ(reply.status().code(), StatusCode::kInternal) << Text(reply);
+  EXPECT_EQ(Text(client->Call("", {"PING"})), "PONG");  // from this thread, fine
+}
+
+TEST(ClientLoopDriverTest, ClusterRequestsFollowTheSlotMap) {
+  floodgate::testing::RedisCluster cluster;
+  ASSERT_TRUE(cluster.Start()) << cluster.error();
+  auto client = MakeClient(OptionsFor(cluster.url()));
+  ASSERT_FALSE(client->Masters().empty());  // the I/O thread read the slot map
+  auto loop = DriveClient(*client);
+
+  constexpr int kKeys = 300;
+  Latch written(kKeys);
+  std::atomic<int> failures{0};
+  loop->RunAndWait([&] {
+    for (int i = 0; i < kKeys; ++i) {
+      const std::string key = "k" + std::to_string(i);
+      client->Send(key, {"SET", key, "v" + std::to_string(i)}, [&](Status s, const redisReply* r) {
+        if (!s.ok() || r->type == REDIS_REPLY_ERROR) failures.fetch_add(1);
+        written.CountDown();
+      });
+    }
+  });
+  ASSERT_TRUE(written.Wait());
+  EXPECT_EQ(failures.load(), 0);
+  // Each key landed on its slot's master: read back through the I/O thread.
+  for (int i = 0; i < kKeys; i += 37) {
+    const std::string key = "k" + std::to_string(i);
+    EXPECT_EQ(Text(client->Call(key, {"GET", key})), "\"v" + std::to_string(i) + "\"");
+  }
+  EXPECT_EQ(client->GetStats().moved, 0u) << "the driver knew the slot map";
+}
+
+}  // namespace
+}  // namespace floodgate::redis

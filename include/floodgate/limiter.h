@@ -7,6 +7,7 @@
 //   if (d.ok() && d->allowed) { ... }
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -16,6 +17,7 @@
 #include "floodgate/config.h"
 #include "floodgate/decision.h"
 #include "floodgate/expiring_sets.h"
+#include "floodgate/loop_driver.h"
 #include "floodgate/otp.h"
 #include "floodgate/status.h"
 
@@ -96,7 +98,12 @@ class Limiter {
     // Sends the decisions held (unless max_calls_in_flight are); does
     // nothing when there are none.
     void Flush();
+    // Sends every decision held, whatever the bound (an event loop that is
+    // stopping: nothing may be left to send later).
+    void FlushAll();
     bool empty() const;
+    // Decisions held, not yet sent.
+    size_t size() const;
 
     struct Items;  // opaque: what the batch holds
 
@@ -110,8 +117,19 @@ class Limiter {
 
   // Whether decisions need a network round trip (a Redis store): Check,
   // Throttle and Reset then block their caller for up to the store's
-  // timeout, and the *Async forms complete on another thread.
+  // timeout, and the *Async forms complete on another thread (or inside the
+  // caller's own event loop, with a LoopDriver).
   bool remote() const;
+
+  // A remote store's network I/O for one event loop to run on its own
+  // thread (floodgate/loop_driver.h): requests made on the thread it is
+  // attached to (CheckAsync, AsyncBatch::Flush, ThrottleAsync, ResetAsync)
+  // are written by its Step and answered inside its PollEvents, with no
+  // hand-off to the store's I/O threads. Each driver has connections of its
+  // own. Null on the embedded store (nothing to drive). On an attached
+  // thread the blocking Check, Throttle and Reset fail with INTERNAL rather
+  // than wait for themselves.
+  Result<std::unique_ptr<LoopDriver>> NewLoopDriver();
 
   // Starts loading the memory a Check of (rule, tier, key) will touch. Costs
   // a hash; does nothing for unknown rules. Call it for every request of a

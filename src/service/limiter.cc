@@ -203,6 +203,15 @@ struct Limiter::Impl {
                    std::optional<int64_t> at_ms, CheckCallback done, AsyncBatch::Items& items);
   // Sends the decisions queued in `items` and empties it.
   void SendChecks(AsyncBatch::Items& items);
+  // A blocking call on the remote store waits for an answer that only this
+  // thread would deliver when it runs the store's I/O (a loop driver's, a
+  // callback on an I/O thread): refused.
+  Status BlockingAllowed() const {
+    if (!redis->client().RunsIoHere()) return Status::Ok();
+    return InternalError(
+        "a blocking call on the Redis store from a thread that runs its I/O would wait for "
+        "itself; use the *Async forms");
+  }
   // Checks rule, tier, key and cost; the variant to decide with.
   Status Resolve(std::string_view rule, std::string_view key, int64_t cost, std::string_view tier,
                  const Variant** variant) const;
@@ -383,6 +392,11 @@ void Limiter::CheckAsync(std::string_view rule, std::string_view key, int64_t co
 
 bool Limiter::remote() const { return impl_->redis != nullptr; }
 
+Result<std::unique_ptr<LoopDriver>> Limiter::NewLoopDriver() {
+  if (impl_->redis == nullptr) return std::unique_ptr<LoopDriver>();
+  return impl_->redis->client().NewLoopDriver();
+}
+
 Limiter::AsyncBatch::AsyncBatch(Limiter& limiter, int max_calls_in_flight)
     : limiter_(limiter), items_(std::make_unique<Items>()) {
   items_->max_in_flight = max_calls_in_flight;
@@ -405,7 +419,14 @@ void Limiter::AsyncBatch::Flush() {
   limiter_.impl_->SendChecks(*items_);
 }
 
+void Limiter::AsyncBatch::FlushAll() {
+  if (items_->checks.empty()) return;
+  limiter_.impl_->SendChecks(*items_);
+}
+
 bool Limiter::AsyncBatch::empty() const { return items_->checks.empty(); }
+
+size_t Limiter::AsyncBatch::size() const { return items_->checks.size(); }
 
 Status Limiter::Impl::Resolve(std::string_view rule, std::string_view key, int64_t cost,
                               std::string_view tier, const Variant** variant) const {
@@ -456,6 +477,7 @@ Status Limiter::Impl::Decide(std::string_view rule, std::string_view key, int64_
   const Variant* variant = nullptr;
   if (Status s = Resolve(rule, key, cost, tier, &variant); !s.ok()) return s;
   if (redis != nullptr) {
+    if (Status s = BlockingAllowed(); !s.ok()) return s;
     Waiter<Decision> waiter;
     AsyncBatch::Items items;
     QueueRemote(*variant, key, cost,
@@ -620,6 +642,7 @@ Result<Limiter::ThrottleResult> Limiter::Impl::Throttle(std::string_view key, in
                                                         int64_t quantity, const int64_t* at_ms) {
   if (Status s = KeyError(key); !s.ok()) return s;
   if (redis != nullptr) {
+    if (Status s = BlockingAllowed(); !s.ok()) return s;
     Waiter<ThrottleResult> waiter;
     redis->Throttle(key, max_burst, count, period_s, quantity,
                     at_ms != nullptr ? std::optional<int64_t>(*at_ms) : std::nullopt,
@@ -653,6 +676,7 @@ Result<Limiter::ThrottleResult> Limiter::Impl::Throttle(std::string_view key, in
 
 Status Limiter::Reset(std::string_view rule, std::string_view key) {
   if (impl_->redis != nullptr) {
+    if (Status s = impl_->BlockingAllowed(); !s.ok()) return s;
     std::promise<Status> done;
     ResetAsync(rule, key, [&done](const Status& s) { done.set_value(s); });
     return done.get_future().get();

@@ -2,10 +2,12 @@
 // per rule for a whole batch, decided in arrival order on Redis's clock; a
 // cluster gets one call per key with the same answers; a bound on calls in
 // flight holds decisions back until an answer comes, and a batch destroyed
-// while holding some still sends them.
+// while holding some still sends them. With a loop driver, all of it runs on
+// the loop's thread.
 #include <gtest/gtest.h>
 #include <hiredis/hiredis.h>
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstring>
@@ -17,6 +19,7 @@
 #include <vector>
 
 #include "floodgate/limiter.h"
+#include "testing/driven_loop.h"
 #include "testing/redis_cluster.h"
 #include "testing/redis_server.h"
 #include "testing/rules.h"
@@ -213,6 +216,72 @@ TEST(AsyncBatchTest, CallsInFlightHoldDecisionsBackUntilAnAnswer) {
   ASSERT_TRUE(answers.WaitFor(5));
   EXPECT_EQ(answers.allowed(), 5);
   sleeper.join();
+}
+
+TEST(AsyncBatchTest, ALoopDriverDecidesOnTheLoopThread) {
+  testing::RedisServer redis;
+  ASSERT_TRUE(redis.Start()) << redis.error();
+  ManualClock clock;
+  auto limiter = Limiter::Create(BatchConfig(redis.url()), clock);
+  ASSERT_TRUE(limiter.ok()) << limiter.status().ToString();
+  Result<std::unique_ptr<LoopDriver>> driver = (*limiter)->NewLoopDriver();
+  ASSERT_TRUE(driver.ok()) << driver.status().ToString();
+  ASSERT_NE(*driver, nullptr);
+  testing::DrivenLoop loop(std::move(driver).value());
+  Answers answers;
+  std::atomic<int> elsewhere{0};
+  Status blocking = Status::Ok();
+  {
+    Limiter::AsyncBatch batch(**limiter, /*max_calls_in_flight=*/1);
+    loop.RunAndWait([&] {
+      // On the attached thread a blocking Check would wait for itself.
+      blocking = (*limiter)->Check("fw", "blocked").status();
+      for (int i = 0; i < 3; ++i) {
+        for (int s = 0; s < 20; ++s) {
+          const std::string subject = "s" + std::to_string(s);
+          auto record = answers.Callback("fw:" + subject);
+          (*limiter)->CheckAsync(
+              "fw", subject, 1, "",
+              [&, record](const Status& st, const Decision& d) {
+                if (std::this_thread::get_id() != loop.thread_id()) elsewhere.fetch_add(1);
+                record(st, d);
+              },
+              &batch);
+        }
+        batch.Flush();  // the first goes, the next two are held behind it
+      }
+      EXPECT_FALSE(batch.empty());
+    });
+    // Answers come in the loop's later iterations, each letting the held
+    // decisions go at the next Flush (a server flushes every round).
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (answers.count() < 60 && std::chrono::steady_clock::now() < deadline) {
+      loop.RunAndWait([&] { batch.Flush(); });
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    ASSERT_EQ(answers.count(), 60);
+    loop.RunAndWait([&] { EXPECT_TRUE(batch.empty()); });
+  }
+  EXPECT_EQ(blocking.code(), StatusCode::kInternal) << blocking.ToString();
+  EXPECT_EQ(elsewhere.load(), 0) << "answers ran off the loop's thread";
+  const auto remaining = answers.remaining();
+  ASSERT_EQ(remaining.size(), 20u);
+  for (const auto& [subject, values] : remaining) {
+    EXPECT_EQ(values, (std::vector<int64_t>{999, 998, 997})) << subject;
+  }
+  // Off the loop's thread the blocking API works as ever.
+  EXPECT_TRUE((*limiter)->Check("fw", "free").ok());
+}
+
+TEST(AsyncBatchTest, TheEmbeddedStoreHasNothingToDrive) {
+  ManualClock clock;
+  Config config;
+  config.rules.push_back(testing::MakeRule(Algorithm::kFixedWindow, {"10/hour"}));
+  auto limiter = Limiter::Create(config, clock);
+  ASSERT_TRUE(limiter.ok()) << limiter.status().ToString();
+  Result<std::unique_ptr<LoopDriver>> driver = (*limiter)->NewLoopDriver();
+  ASSERT_TRUE(driver.ok());
+  EXPECT_EQ(*driver, nullptr);
 }
 
 }  // namespace

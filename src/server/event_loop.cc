@@ -1,6 +1,12 @@
 // EventLoop: level-triggered epoll. Reads until EAGAIN, lets the session
 // consume every complete request (pipelining), writes as much as the socket
 // takes, and asks for EPOLLOUT only while output is pending.
+//
+// A round with a remote store's driver: read the clients; if the store's
+// descriptor was ready, read its answers (their completions queue up on
+// this thread); end the round (the batch of decisions goes to the driver);
+// step the driver (the batch is written to Redis now); deliver the
+// completions; write the replies. No other thread takes part.
 #include "server/event_loop.h"
 
 #include <netinet/in.h>
@@ -18,6 +24,17 @@ namespace {
 
 constexpr size_t kReadChunk = 64 * 1024;
 constexpr uint64_t kListenerTag = uint64_t{1} << 32;  // epoll data: listener index | tag
+constexpr uint64_t kDriverTag = uint64_t{1} << 33;    // epoll data: the store driver's fd
+
+// The loop running on this thread, for ConnectionRef::Complete.
+thread_local EventLoop* t_running_loop = nullptr;
+
+// The sooner of two epoll timeouts (-1: none).
+int SoonerTimeout(int a, int b) {
+  if (a < 0) return b;
+  if (b < 0) return a;
+  return a < b ? a : b;
+}
 
 }  // namespace
 
@@ -37,6 +54,10 @@ struct EventLoop::Connection {
 
 void ConnectionRef::Complete(uint64_t tag, Completion completion) const {
   EventLoop* l = loop;
+  if (l == t_running_loop) {
+    l->local_.push_back(EventLoop::LocalCompletion{fd, generation, tag, std::move(completion)});
+    return;
+  }
   const ConnectionRef ref = *this;
   l->Post([l, ref, tag, completion = std::move(completion)]() mutable {
     l->Deliver(ref, tag, std::move(completion));
@@ -44,12 +65,12 @@ void ConnectionRef::Complete(uint64_t tag, Completion completion) const {
 }
 
 EventLoop::EventLoop(int index, std::vector<ListenerSpec> listeners, LoopLimits limits,
-                     std::atomic<int64_t>* open_connections, absl::AnyInvocable<void()> end_round)
+                     std::atomic<int64_t>* open_connections, LoopHooks hooks)
     : index_(index),
       listeners_(std::move(listeners)),
       limits_(limits),
       open_connections_(open_connections),
-      end_round_(std::move(end_round)) {
+      hooks_(std::move(hooks)) {
   epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
   wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   epoll_event ev{};
@@ -62,11 +83,23 @@ EventLoop::EventLoop(int index, std::vector<ListenerSpec> listeners, LoopLimits 
     lev.data.u64 = kListenerTag | i;
     epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, listeners_[i].fd, &lev);
   }
+  if (hooks_.driver != nullptr) {
+    // The driver's descriptor (an epoll of its own) polls readable while it
+    // has events: one epoll_wait here sleeps on clients and Redis alike.
+    epoll_event dev{};
+    dev.events = EPOLLIN;
+    dev.data.u64 = kDriverTag;
+    epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, hooks_.driver->fd(), &dev);
+  }
 }
 
 EventLoop::~EventLoop() {
   for (auto& c : connections_) {
     if (c) Close(c->fd);
+  }
+  if (hooks_.driver != nullptr) {
+    epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, hooks_.driver->fd(), nullptr);
+    hooks_.driver.reset();  // detached by Run already, unless Run never ran
   }
   for (auto& l : listeners_) close(l.fd);
   close(wake_fd_);
@@ -107,6 +140,18 @@ void EventLoop::RunPosted() {
   running_.clear();
 }
 
+void EventLoop::DeliverLocal() {
+  // Delivering only writes replies; swapped all the same, so a completion
+  // queued meanwhile is delivered too and never invalidates the iteration.
+  while (!local_.empty()) {
+    delivering_.swap(local_);
+    for (LocalCompletion& lc : delivering_) {
+      Deliver(ConnectionRef{this, lc.fd, lc.generation}, lc.tag, std::move(lc.completion));
+    }
+    delivering_.clear();
+  }
+}
+
 void EventLoop::Deliver(const ConnectionRef& ref, uint64_t tag, Completion completion) {
   if (ref.fd < 0 || static_cast<size_t>(ref.fd) >= connections_.size()) return;
   auto& slot = connections_[ref.fd];
@@ -124,28 +169,43 @@ void EventLoop::QueueFlush(Connection& c) {
 }
 
 void EventLoop::Run() {
+  t_running_loop = this;
+  LoopDriver* const driver = hooks_.driver.get();
+  if (driver != nullptr) driver->Attach();
   epoll_event events[256];
   const int max_idle_polls = limits_.idle_polls;
   int idle_polls = max_idle_polls;
+  // The driver's last step answered requests (timeouts, refusals): the
+  // round those answers free up (held decisions) runs at once.
+  bool again = false;
   while (!stopping_.load(std::memory_order_acquire)) {
     // After a busy round, poll without sleeping a few times before blocking:
     // a loop that sleeps between every round of requests makes each client
     // write pay for waking it (on loopback the sender's CPU does that work).
-    const int n = epoll_wait(epoll_fd_, events, 256, idle_polls < max_idle_polls ? 0 : -1);
-    if (n == 0) {
-      ++idle_polls;
-      continue;
-    }
-    if (n > 0) idle_polls = 0;
+    int timeout = idle_polls < max_idle_polls ? 0 : -1;
+    if (driver != nullptr) timeout = again ? 0 : SoonerTimeout(timeout, driver->TimeoutMs());
+    const int n = epoll_wait(epoll_fd_, events, 256, timeout);
     if (n < 0) {
       if (errno == EINTR) continue;
       break;
     }
+    if (n == 0) {
+      ++idle_polls;
+      // With a driver a timeout is the store's: its deadlines are due.
+      if (driver == nullptr) continue;
+    } else {
+      idle_polls = 0;
+    }
     RunPosted();
+    bool store_ready = false;
     for (int i = 0; i < n; ++i) {
       const uint64_t data = events[i].data.u64;
       if (data & kListenerTag) {
         Accept(listeners_[data & 0xffffffff]);
+        continue;
+      }
+      if (data == kDriverTag) {
+        store_ready = true;
         continue;
       }
       const int fd = static_cast<int>(data);
@@ -164,7 +224,16 @@ void EventLoop::Run() {
       }
       if (events[i].events & EPOLLOUT) Flush(c);
     }
-    if (end_round_) end_round_();
+    // The store's answers first: one may free the batch's bound on calls in
+    // flight, so that end_round sends the decisions it held.
+    if (store_ready) driver->PollEvents();
+    if (hooks_.end_round) hooks_.end_round();
+    if (driver != nullptr) {
+      const size_t answered = local_.size();
+      driver->Step();  // this round's requests are written now
+      again = local_.size() > answered;
+    }
+    DeliverLocal();
     // Replies are written once per round, after every ready connection has
     // been read, as redis-server does: clients then receive their replies
     // in bursts, which costs them (and the kernel) fewer wake-ups than
@@ -177,6 +246,13 @@ void EventLoop::Run() {
     }
     pending_flush_.clear();
   }
+  // Everything still held goes to the driver, which answers it all
+  // (UNAVAILABLE) on this thread: no callback is left to run after the
+  // loop is gone. The connections close without those replies.
+  if (hooks_.stop) hooks_.stop();
+  if (driver != nullptr) driver->Detach();
+  local_.clear();
+  t_running_loop = nullptr;
 }
 
 void EventLoop::Accept(const ListenerSpec& listener) {

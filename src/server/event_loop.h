@@ -1,5 +1,6 @@
 // EventLoop: one epoll loop per thread. Accepts on its own SO_REUSEPORT
-// sockets, reads, hands bytes to the connection's Session, writes replies.
+// sockets, reads, hands bytes to the connection's Session, writes replies;
+// with a remote store, also runs the store's network I/O for its requests.
 #pragma once
 
 #include <atomic>
@@ -11,6 +12,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/functional/any_invocable.h"
+#include "floodgate/loop_driver.h"
 #include "server/session.h"
 
 namespace floodgate::server {
@@ -42,14 +44,24 @@ struct ListenerSpec {
   std::string oversize_reply;  // written before closing an oversized request
 };
 
+// What a loop runs besides its connections, all on its thread.
+struct LoopHooks {
+  // After each round's input has been handled, before the store's I/O step
+  // and the replies: sends what the round's requests left for a remote store
+  // (LoopContext::EndRound).
+  absl::AnyInvocable<void()> end_round;
+  // Once, when Run ends, before the driver detaches: nothing may be left
+  // to send later (LoopContext::Stop).
+  absl::AnyInvocable<void()> stop;
+  // A remote store's network I/O, run by this loop (null: none).
+  std::unique_ptr<LoopDriver> driver;
+};
+
 // Thread-compatible: Run() on one thread; Stop() from any thread.
 class EventLoop {
  public:
-  // `end_round`, if set, runs on the loop's thread after each round's input
-  // has been handled, before its replies are written (it flushes work the
-  // round's requests left for a remote store, LoopContext::EndRound).
   EventLoop(int index, std::vector<ListenerSpec> listeners, LoopLimits limits,
-            std::atomic<int64_t>* open_connections, absl::AnyInvocable<void()> end_round = nullptr);
+            std::atomic<int64_t>* open_connections, LoopHooks hooks = {});
   ~EventLoop();
   EventLoop(const EventLoop&) = delete;
   EventLoop& operator=(const EventLoop&) = delete;
@@ -66,7 +78,16 @@ class EventLoop {
  private:
   friend struct ConnectionRef;
   struct Connection;
+  // A completion made on the loop's own thread (a store answer read by the
+  // driver, or one known at once), delivered at the end of the round.
+  struct LocalCompletion {
+    int fd;
+    uint64_t generation;
+    uint64_t tag;
+    Completion completion;
+  };
   void RunPosted();
+  void DeliverLocal();
   // Delivers a completion to the connection `ref` names, if it is still open.
   void Deliver(const ConnectionRef& ref, uint64_t tag, Completion completion);
   void QueueFlush(Connection& c);
@@ -80,13 +101,15 @@ class EventLoop {
   std::vector<ListenerSpec> listeners_;
   const LoopLimits limits_;
   std::atomic<int64_t>* open_connections_;
-  absl::AnyInvocable<void()> end_round_;
+  LoopHooks hooks_;
   int epoll_fd_ = -1;
   int wake_fd_ = -1;
   std::atomic<bool> stopping_{false};
   std::vector<std::unique_ptr<Connection>> connections_;  // indexed by fd
   std::vector<int> pending_flush_;  // connections with replies to write this round
   uint64_t next_generation_ = 1;
+  std::vector<LocalCompletion> local_;       // completed this round, on this thread
+  std::vector<LocalCompletion> delivering_;  // the loop's, swapped with local_
 
   std::mutex posted_mu_;
   std::vector<absl::AnyInvocable<void()>> posted_ ABSL_GUARDED_BY(posted_mu_);

@@ -72,16 +72,32 @@ Result<std::unique_ptr<Server>> Server::Start(const ServerOptions& options, Limi
       !s.ok()) {
     return s;
   }
+  // Each loop runs its own connections to a remote store: a request and its
+  // answer never cross threads (docs/design.md).
+  std::vector<std::unique_ptr<LoopDriver>> drivers(options.threads);
+  for (int i = 0; limiter->remote() && i < options.threads; ++i) {
+    auto driver = limiter->NewLoopDriver();
+    if (!driver.ok()) {
+      for (auto& loop_specs : specs) {
+        for (auto& s : loop_specs) close(s.fd);
+      }
+      return driver.status();
+    }
+    drivers[i] = std::move(*driver);
+  }
   for (int i = 0; i < options.threads; ++i) {
     LoopContext* context = server->loop_contexts_[i].get();
     LoopLimits limits = options.limits;
-    // With a remote store a loop mostly waits for the store's answers, which
-    // wake it through its eventfd: polling would only take CPU from Redis
-    // and the clients on a small machine (docs/benchmarks.md).
+    // A loop on a remote store mostly waits for the store's answers, which
+    // wake it through its epoll: polling would only take CPU from Redis and
+    // the clients on a small machine (docs/benchmarks.md).
     if (limiter->remote()) limits.idle_polls = 0;
-    server->loops_.push_back(std::make_unique<EventLoop>(i, std::move(specs[i]), limits,
-                                                         &server->open_connections_,
-                                                         [context] { context->EndRound(); }));
+    LoopHooks hooks;
+    hooks.end_round = [context] { context->EndRound(); };
+    hooks.stop = [context] { context->Stop(); };
+    hooks.driver = std::move(drivers[i]);
+    server->loops_.push_back(std::make_unique<EventLoop>(
+        i, std::move(specs[i]), limits, &server->open_connections_, std::move(hooks)));
   }
   for (auto& loop : server->loops_) {
     server->threads_.emplace_back([l = loop.get()] { l->Run(); });

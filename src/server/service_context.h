@@ -51,6 +51,9 @@ class LoopContext {
   // round in which an answer arrives.
   Limiter::AsyncBatch* batch() { return &batch_; }
   void EndRound() { batch_.Flush(); }
+  // The loop is stopping: whatever the batch holds goes to the store now
+  // (whose driver then answers it), not when the batch is destroyed.
+  void Stop() { batch_.FlushAll(); }
 
   // Cached per loop so the hot path takes no lock.
   RuleCounters* CountersFor(std::string_view rule) {

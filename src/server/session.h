@@ -26,7 +26,11 @@ struct ConnectionRef {
   uint64_t generation = 0;  // tells a connection from a later one on the same fd
 
   // Thread-safe: runs `completion` for request `tag` of this connection on
-  // its loop (Session::OnCompletion), unless the connection has closed.
+  // its loop (Session::OnCompletion), unless the connection has closed. On
+  // the loop's own thread (an answer read by its store driver, or one known
+  // at once) it is queued without a lock or a wake-up and delivered before
+  // the round's replies are written, never from inside a session's OnInput;
+  // from another thread it is posted (EventLoop::Post).
   void Complete(uint64_t tag, Completion completion) const;
 };
 

@@ -515,10 +515,12 @@ def free_port() -> int:
 
 class RedisServer:
     """A redis-server on a free port in its own directory; stop()/start()
-    to simulate an outage on the same port."""
+    to simulate an outage on the same port. debug=True allows DEBUG SLEEP
+    (a stalled server)."""
 
-    def __init__(self, directory: Path):
+    def __init__(self, directory: Path, debug: bool = False):
         self.binary = require_tool("redis-server", "redis-server")
+        self.debug = debug
         self.dir = directory
         self.dir.mkdir(parents=True, exist_ok=True)
         self.port = free_port()
@@ -532,7 +534,8 @@ class RedisServer:
     def start(self) -> None:
         self.proc = subprocess.Popen(
             [self.binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
-             "--appendonly", "no", "--dir", str(self.dir), "--logfile", str(self.dir / "log")],
+             "--appendonly", "no", "--dir", str(self.dir), "--logfile", str(self.dir / "log"),
+             *(["--enable-debug-command", "yes"] if self.debug else [])],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.monotonic() + START_TIMEOUT_S
         while time.monotonic() < deadline:
@@ -561,8 +564,8 @@ class RedisServer:
 def redis_server(tmp_dir):
     servers: list[RedisServer] = []
 
-    def make() -> RedisServer:
-        server = RedisServer(tmp_dir / f"redis-{len(servers)}")
+    def make(debug: bool = False) -> RedisServer:
+        server = RedisServer(tmp_dir / f"redis-{len(servers)}", debug=debug)
         servers.append(server)
         return server
 

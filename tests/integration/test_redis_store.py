@@ -245,6 +245,63 @@ def test_redis_down_answers_by_on_backend_error_within_the_timeout(start_server,
     assert backend.client().pttl("fg:{closed:gina}") > 0
 
 
+def stall(backend, seconds):
+    """DEBUG SLEEP on its own connection: the whole server stops answering."""
+    t = threading.Thread(target=lambda: backend.client().execute_command(
+        "DEBUG", "SLEEP", str(seconds)))
+    t.start()
+    time.sleep(0.05)
+    return t
+
+
+def test_a_stalled_redis_is_answered_by_on_backend_error_within_the_timeout(
+        start_server, redis_server):
+    """Each event loop runs its own Redis connections: their deadlines are
+    kept by the loop itself, which sleeps until the earliest one."""
+    backend = redis_server(debug=True)
+    config = CONFIG.replace("timeout_ms: 2000", "timeout_ms: 20")  # the default
+    server = start_server(config, threads=1, extra_args=["--store", backend.url])
+    c = client(server.resp_port)
+    assert c.execute_command("FG.CHECK", "closed", "ivy")[0] == 1
+    sleeper = stall(backend, 0.5)
+    worst = 0.0
+    for rule, expected in (("closed", 0), ("open", 1), ("closed", 0)):
+        t0 = time.monotonic()
+        reply = c.execute_command("FG.CHECK", rule, "ivy")
+        worst = max(worst, time.monotonic() - t0)
+        assert reply[0] == expected, (rule, reply)
+    assert worst < 0.3, worst  # 20 ms, with slack for a loaded machine; not the 0.5 s stall
+    sleeper.join()
+    t_back = time.monotonic()
+    while time.monotonic() - t_back < 2.0:
+        if c.execute_command("FG.CHECK", "closed", "ivy")[0] == 1:
+            break
+        time.sleep(0.01)
+    assert time.monotonic() - t_back < 1.0  # normal again within a second
+    assert metric(server, "floodgate_backend_errors_total") >= 3
+
+
+def test_stopping_with_decisions_in_flight_on_a_stalled_redis_is_clean_and_prompt(
+        start_server, redis_server, resp_conn):
+    """Decisions in flight or held back when the server stops are answered
+    by the loops themselves before they go: the process exits at once,
+    cleanly (sanitizer builds would report a callback reaching a loop that
+    is gone)."""
+    backend = redis_server(debug=True)
+    server = start_server(CONFIG, threads=2, extra_args=["--store", backend.url])
+    assert client(server.resp_port).execute_command("FG.CHECK", "closed", "jo")[0] == 1
+    sleeper = stall(backend, 1.5)
+    conns = [resp_conn(server.resp_port) for _ in range(6)]
+    for i, conn in enumerate(conns):
+        # A pipeline each: the first call stays in flight, the rest is held.
+        conn.send(b"".join(conn.encode("FG.CHECK", "closed", f"jo{i}:{j}") for j in range(5)))
+    time.sleep(0.2)
+    t0 = time.monotonic()
+    assert server.stop() == 0
+    assert time.monotonic() - t0 < 1.0, "waited for the stalled Redis"
+    sleeper.join()
+
+
 def test_local_cache_denies_without_a_round_trip(start_server, backend):
     server = start_server(CONFIG, extra_args=["--store", backend.url])
     c = client(server.resp_port)

@@ -11,6 +11,7 @@
 
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <poll.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
@@ -178,12 +179,22 @@ void EventLoop::Run() {
   // The driver's last step answered requests (timeouts, refusals): the
   // round those answers free up (held decisions) runs at once.
   bool again = false;
+  // The last round left decisions waiting for the store and found too few
+  // requests to be worth waking for (LoopHooks::wait_for_store).
+  bool store_only = false;
   while (!stopping_.load(std::memory_order_acquire)) {
     // After a busy round, poll without sleeping a few times before blocking:
     // a loop that sleeps between every round of requests makes each client
     // write pay for waking it (on loopback the sender's CPU does that work).
     int timeout = idle_polls < max_idle_polls ? 0 : -1;
     if (driver != nullptr) timeout = again ? 0 : SoonerTimeout(timeout, driver->TimeoutMs());
+    if (store_only && !again) {
+      // Only the store's answer (or Stop, Post) can make the next round
+      // worth its wake-up; what clients send meanwhile is read with it.
+      pollfd wait_for[2] = {{driver->fd(), POLLIN, 0}, {wake_fd_, POLLIN, 0}};
+      if (poll(wait_for, 2, timeout) < 0 && errno != EINTR) break;
+      timeout = 0;
+    }
     const int n = epoll_wait(epoll_fd_, events, 256, timeout);
     if (n < 0) {
       if (errno == EINTR) continue;
@@ -234,6 +245,7 @@ void EventLoop::Run() {
       again = local_.size() > answered;
     }
     DeliverLocal();
+    store_only = driver != nullptr && hooks_.wait_for_store && hooks_.wait_for_store();
     // Replies are written once per round, after every ready connection has
     // been read, as redis-server does: clients then receive their replies
     // in bursts, which costs them (and the kernel) fewer wake-ups than

@@ -53,6 +53,10 @@ struct LoopHooks {
   // Once, when Run ends, before the driver detaches: nothing may be left
   // to send later (LoopContext::Stop).
   absl::AnyInvocable<void()> stop;
+  // With a driver, after each round: whether the next wait should be for
+  // the store's answers alone, the clients' input left unread until one
+  // comes (LoopContext::WaitForStoreOnly).
+  absl::AnyInvocable<bool()> wait_for_store;
   // A remote store's network I/O, run by this loop (null: none).
   std::unique_ptr<LoopDriver> driver;
 };

@@ -95,6 +95,7 @@ Result<std::unique_ptr<Server>> Server::Start(const ServerOptions& options, Limi
     LoopHooks hooks;
     hooks.end_round = [context] { context->EndRound(); };
     hooks.stop = [context] { context->Stop(); };
+    hooks.wait_for_store = [context] { return context->WaitForStoreOnly(); };
     hooks.driver = std::move(drivers[i]);
     server->loops_.push_back(std::make_unique<EventLoop>(
         i, std::move(specs[i]), limits, &server->open_connections_, std::move(hooks)));

@@ -50,7 +50,21 @@ class LoopContext {
   // together. With store calls in flight at the bound, they wait for the
   // round in which an answer arrives.
   Limiter::AsyncBatch* batch() { return &batch_; }
-  void EndRound() { batch_.Flush(); }
+  void EndRound() {
+    const size_t added = batch_.size() - held_;
+    batch_.Flush();
+    held_ = batch_.size();
+    few_held_ = held_ > 0 && added < kFewDecisions;
+  }
+  // Whether the loop should wait for the store's answers alone before
+  // reading its clients again: the round left decisions held back for a
+  // call in flight (they go when it is answered) and brought fewer than
+  // kFewDecisions. Clients that each send one request at a time then do
+  // not wake the loop once per request for nothing it can send; their
+  // requests are read together when the answer comes (docs/design.md).
+  // Deep pipelines bring more per round and keep being read meanwhile, so
+  // that parsing them overlaps Redis's work.
+  bool WaitForStoreOnly() const { return few_held_; }
   // The loop is stopping: whatever the batch holds goes to the store now
   // (whose driver then answers it), not when the batch is destroyed.
   void Stop() { batch_.FlushAll(); }
@@ -80,9 +94,13 @@ class LoopContext {
   }
 
  private:
+  static constexpr size_t kFewDecisions = 8;
+
   ServiceContext* service_;
   const int index_;
   Limiter::AsyncBatch batch_;
+  size_t held_ = 0;  // decisions the batch held after the last round
+  bool few_held_ = false;
   absl::flat_hash_map<std::string, RuleCounters*> counters_;
 };
 

@@ -255,7 +255,7 @@ def stall(backend, seconds):
 
 
 def test_a_stalled_redis_is_answered_by_on_backend_error_within_the_timeout(
-        start_server, redis_server):
+        start_server, redis_server, resp_conn):
     """Each event loop runs its own Redis connections: their deadlines are
     kept by the loop itself, which sleeps until the earliest one."""
     backend = redis_server(debug=True)
@@ -271,6 +271,15 @@ def test_a_stalled_redis_is_answered_by_on_backend_error_within_the_timeout(
         worst = max(worst, time.monotonic() - t0)
         assert reply[0] == expected, (rule, reply)
     assert worst < 0.3, worst  # 20 ms, with slack for a loaded machine; not the 0.5 s stall
+    # A loop holding decisions back for a call in flight may wait for the
+    # store's answer before reading again: never longer than the timeout.
+    held = resp_conn(server.resp_port)
+    pinger = client(server.resp_port)
+    held.send(b"".join(held.encode("FG.CHECK", "closed", f"ivy{i}") for i in range(3)))
+    t0 = time.monotonic()
+    assert pinger.ping() is True
+    assert time.monotonic() - t0 < 0.3
+    assert [held.read_reply()[0] for _ in range(3)] == [0, 0, 0]
     sleeper.join()
     t_back = time.monotonic()
     while time.monotonic() - t_back < 2.0:

@@ -34,7 +34,10 @@ struct RedisConfig {
   // rule's on_backend_error.
   int64_t timeout_ms = 20;
   int64_t connect_timeout_ms = 500;
-  int connections_per_node = 2;  // per I/O thread
+  int connections_per_node = 2;  // per I/O thread, and per server event loop
+  // Threads running the Redis I/O of requests made off a server event loop
+  // (the library's blocking API, floodgate audit). Each event loop of
+  // `floodgate serve` runs its own connections (Limiter::NewLoopDriver).
   int io_threads = 1;
   // Subjects Redis denied until T are denied here until T without asking
   // Redis again (never admits what Redis would deny).

@@ -2,6 +2,7 @@
 real clients (redis-py, curl) in front of it."""
 
 import json
+import os
 import subprocess
 import threading
 import time
@@ -309,6 +310,37 @@ def test_stopping_with_decisions_in_flight_on_a_stalled_redis_is_clean_and_promp
     assert server.stop() == 0
     assert time.monotonic() - t0 < 1.0, "waited for the stalled Redis"
     sleeper.join()
+
+
+def wake_ups(pid):
+    """Context switches so far of each of a process's threads, by thread id."""
+    counts = {}
+    for task in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{task}/status") as f:
+                counts[task] = sum(int(line.split()[1]) for line in f if line.startswith(
+                    ("voluntary_ctxt_switches", "nonvoluntary_ctxt_switches")))
+        except FileNotFoundError:
+            pass
+    return counts
+
+
+def test_an_idle_server_on_redis_does_not_poll(start_server, backend):
+    """Each event loop sleeps on its own epoll, its Redis connections in it:
+    with nothing to do it does not wake up (no polling, no periodic timer)."""
+    server = start_server(CONFIG, threads=2, extra_args=["--store", backend.url])
+    c = client(server.resp_port)
+    for i in range(50):
+        c.execute_command("FG.CHECK", "closed", f"kim{i}")
+    time.sleep(0.3)
+    before = wake_ups(server.proc.pid)
+    time.sleep(1.5)
+    after = wake_ups(server.proc.pid)
+    woke = {t: after[t] - before.get(t, 0) for t in after}
+    # The embedded store's once-a-second sweep wakes its thread (and a
+    # sanitizer's runtime its own, every 100 ms); a loop on a 5 ms timer
+    # would show ~300.
+    assert max(woke.values()) <= 20, f"wake-ups per thread in 1.5 s idle: {woke}"
 
 
 def test_local_cache_denies_without_a_round_trip(start_server, backend):

@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <map>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -15,6 +16,7 @@
 
 #include "redis/client.h"
 #include "redis/client_helpers.h"
+#include "redis/slot_map.h"
 #include "testing/driven_loop.h"
 #include "testing/redis_cluster.h"
 #include "testing/redis_server.h"
@@ -55,6 +57,24 @@ bool WaitUntilConnected(Client& client, DrivenLoop& loop) {
     Eventually([&] { return state.load() != 0; });
     return state.load() == 1;
   });
+}
+
+// Sends one command from the loop's thread and waits for its answer, as Text().
+std::string OnLoop(DrivenLoop& loop, Client& client, const std::string& key,
+                   std::vector<std::string> args) {
+  std::mutex mu;
+  std::string text;
+  Latch latch(1);
+  loop.Post([&] {
+    client.Send(key, args, [&](Status s, const redisReply* r) {
+      std::lock_guard<std::mutex> lock(mu);
+      text = s.ok() ? DescribeReply(r) : "status " + s.ToString();
+      latch.CountDown();
+    });
+  });
+  EXPECT_TRUE(latch.Wait());
+  std::lock_guard<std::mutex> lock(mu);
+  return text;
 }
 
 // Starts DEBUG SLEEP on its own connection (it blocks the whole server).
@@ -310,6 +330,55 @@ TEST(ClientLoopDriverTest, ClusterRequestsFollowTheSlotMap) {
     EXPECT_EQ(Text(client->Call(key, {"GET", key})), "\"v" + std::to_string(i) + "\"");
   }
   EXPECT_EQ(client->GetStats().moved, 0u) << "the driver knew the slot map";
+}
+
+TEST(ClientLoopDriverTest, ClusterRedirectsAreFollowedAndMovedUpdatesTheDriversMap) {
+  floodgate::testing::RedisCluster cluster;
+  ASSERT_TRUE(cluster.Start()) << cluster.error();
+  auto client = MakeClient(OptionsFor(cluster.url()));
+  const std::vector<std::string> masters = client->Masters();
+  ASSERT_EQ(masters.size(), 3u);
+  auto loop = DriveClient(*client);
+  const std::string key = "migrating:{d}";
+  const std::string slot = std::to_string(KeySlot(key));
+  ASSERT_EQ(OnLoop(*loop, *client, key, {"SET", key, "v1"}), "OK");
+
+  std::string source, target;
+  std::map<std::string, std::string> ids;
+  for (const std::string& node : masters) {
+    Result<OwnedReply> id = client->CallNode(node, {"CLUSTER", "MYID"});
+    ASSERT_TRUE(id.ok());
+    ids[node].assign((*id)->str, (*id)->len);
+    if (Text(client->CallNode(node, {"EXISTS", key})) == "(integer) 1") source = node;
+  }
+  ASSERT_FALSE(source.empty());
+  for (const std::string& node : masters) {
+    if (node != source) target = node;
+  }
+  const HostPort to = *ParseHostPort(target);
+  // Migrating: the old master answers ASK, which the driver follows.
+  ASSERT_EQ(Text(client->CallNode(target, {"CLUSTER", "SETSLOT", slot, "IMPORTING", ids[source]})),
+            "OK");
+  ASSERT_EQ(Text(client->CallNode(source, {"CLUSTER", "SETSLOT", slot, "MIGRATING", ids[target]})),
+            "OK");
+  ASSERT_EQ(Text(client->CallNode(source, {"MIGRATE", to.host, std::to_string(to.port), "", "0",
+                                           "5000", "KEYS", key})),
+            "OK");
+  Client::Stats before = client->GetStats();
+  EXPECT_EQ(OnLoop(*loop, *client, key, {"GET", key}), "\"v1\"");
+  EXPECT_EQ(client->GetStats().ask - before.ask, 1u);
+  // Moved: the driver's copy of the map is stale until its MOVED.
+  for (const std::string& node : masters) {
+    ASSERT_EQ(Text(client->CallNode(node, {"CLUSTER", "SETSLOT", slot, "NODE", ids[target]})),
+              "OK");
+  }
+  before = client->GetStats();
+  EXPECT_EQ(OnLoop(*loop, *client, key, {"GET", key}), "\"v1\"");
+  EXPECT_EQ(client->GetStats().moved - before.moved, 1u);
+  before = client->GetStats();
+  EXPECT_EQ(OnLoop(*loop, *client, key, {"SET", key, "v2"}), "OK");
+  EXPECT_EQ(client->GetStats().moved - before.moved, 0u) << "the driver learnt the slot's node";
+  EXPECT_EQ(Text(client->Call(key, {"GET", key})), "\"v2\"");
 }
 
 }  // namespace

@@ -123,12 +123,12 @@ class Limiter {
 
   // A remote store's network I/O for one event loop to run on its own
   // thread (floodgate/loop_driver.h): requests made on the thread it is
-  // attached to (CheckAsync, AsyncBatch::Flush, ThrottleAsync, ResetAsync)
-  // are written by its Step and answered inside its PollEvents, with no
-  // hand-off to the store's I/O threads. Each driver has connections of its
-  // own. Null on the embedded store (nothing to drive). On an attached
-  // thread the blocking Check, Throttle and Reset fail with INTERNAL rather
-  // than wait for themselves.
+  // attached to (CheckAsync, AsyncBatch::Flush, ThrottleAsync, ResetAsync,
+  // and those of sets() and otp()) are written by its Step and answered
+  // inside its PollEvents, with no hand-off to the store's I/O threads. Each
+  // driver has connections of its own. Null on the embedded store (nothing
+  // to drive). On an attached thread the blocking Check, Throttle and Reset
+  // fail with INTERNAL rather than wait for themselves.
   Result<std::unique_ptr<LoopDriver>> NewLoopDriver();
 
   // Starts loading the memory a Check of (rule, tier, key) will touch. Costs

@@ -27,9 +27,10 @@ class LoopDriver {
   // Binds the driver to the calling thread. From then until Detach, the
   // store's requests made on this thread go through this driver, and their
   // callbacks run on this thread, inside PollEvents, Step or Detach. Blocking
-  // calls on the store (Limiter::Check on a remote store) must not be made
-  // here: they would wait for this thread; they fail instead. Blocks SIGPIPE
-  // on the thread (a TLS write to a closed socket must not kill the process).
+  // calls on the store must not be made here: they would wait for this
+  // thread (Limiter::Check, Throttle and Reset fail with INTERNAL instead).
+  // Blocks SIGPIPE on the thread (a TLS write to a closed socket must not
+  // kill the process).
   virtual void Attach() = 0;
 
   // A descriptor that polls readable (EPOLLIN, level-triggered) when

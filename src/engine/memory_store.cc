@@ -257,7 +257,7 @@ Status MemoryStore::Update(const PreparedKey& prepared, int64_t now_ms, UpdateFn
     Entry* e = shard.table.EntryAt(slot);
     int64_t* state = e->state();
     bool fresh = false;
-    if (e->ExpiredAt(now_ms)) {
+    if (!layout.ages_itself && e->ExpiredAt(now_ms)) {
       // Reuse the blob: same key, same size. It was not freed, so it does
       // not count in expired_freed.
       impl_->ReleaseState(layout, state);

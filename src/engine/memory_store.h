@@ -28,10 +28,20 @@ struct VariantLayout {
   // Called with the state before an entry's memory is freed (expiry, sweep,
   // reset, destruction). Null when the state owns nothing. Must not block.
   void (*release)(int64_t* state) = nullptr;
+  // The state judges its own staleness: an expired one decides exactly as a
+  // zeroed one would (the rules' algorithms: their expiry is the instant the
+  // state holds nothing any more, and they read time from the state). Update
+  // then does not look at an existing entry's expiry: `fn` gets the state as
+  // it is, with fresh == false. The expiry still frees the entry (sweep, a
+  // full store). Why: on distinct subjects the expiry test is a branch on
+  // the entry's cache miss, and skipping it made a gcra decision ~25 ns
+  // faster in limiter_bench (its entries expire a second after last use).
+  bool ages_itself = false;
 };
 
 // Runs under the shard lock with the entry's state. `fresh` is true when the
-// entry did not exist or had expired: the state is then all zeros. Returns
+// entry did not exist or had expired (unless its variant ages_itself): the
+// state is then all zeros. Returns
 // the entry's new expiry in ms since the epoch; a value <= now_ms means "keep
 // nothing": the entry is removed (or never created). Must not call the store.
 //

@@ -258,6 +258,7 @@ Result<std::shared_ptr<const RuleSet>> Limiter::Impl::Build(
       ids.emplace(def, v.id);
       engine::VariantLayout layout;
       layout.state_words = compiled->state_words;
+      layout.ages_itself = true;  // every algorithm's state does (see VariantLayout)
       if (compiled->algorithm == Algorithm::kSlidingLog) layout.release = &ReleaseSlidingLog;
       added.emplace_back(v.id, layout);
     }
@@ -306,6 +307,7 @@ Result<std::unique_ptr<Limiter>> Limiter::Create(const Config& config, const Clo
   }
   std::vector<engine::VariantLayout> layouts(kFirstRuleVariant);
   layouts[kThrottleVariant].state_words = 1;  // a TAT
+  layouts[kThrottleVariant].ages_itself = true;
   layouts[kSetVariant] = engine::SetStore::Layout();
   layouts[kOtpVariant] = engine::OtpStore::Layout();
   std::shared_ptr<const RuleSet> rules;

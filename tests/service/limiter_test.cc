@@ -105,6 +105,57 @@ rules:
   EXPECT_EQ(limiter->GetStats().expired_freed, 250);
 }
 
+// A state past its expiry that no sweep has freed yet is not reset on access
+// (VariantLayout::ages_itself): the algorithms read time from the state, so
+// it must decide exactly as a fresh one would.
+TEST(LimiterTest, AnExpiredStateNotYetSweptDecidesExactlyAsAFreshOne) {
+  const char* yaml = R"(
+rules:
+  fw: { algorithm: fixed_window, limits: [2/s] }
+  sw: { algorithm: sliding_window, limits: [2/s] }
+  sl: { algorithm: sliding_log, limits: [2/s] }
+  tb: { algorithm: token_bucket, limits: [2/s] }
+  gc: { algorithm: gcra, limits: [2/s] }
+)";
+  ManualClock clock(0);
+  auto limiter = MakeLimiter(MakeConfig(yaml), clock);
+  const int64_t t0 = 1'700'000'000'000;
+  const int64_t later = t0 + 10'000;  // long past every state's expiry
+  auto same = [](const Decision& a, const Decision& b) {
+    EXPECT_EQ(a.allowed, b.allowed);
+    EXPECT_EQ(a.remaining, b.remaining);
+    EXPECT_EQ(a.retry_after_ms, b.retry_after_ms);
+    EXPECT_EQ(a.reset_after_ms, b.reset_after_ms);
+  };
+  for (const char* rule : {"fw", "sw", "sl", "tb", "gc"}) {
+    SCOPED_TRACE(rule);
+    Decision d;
+    for (const char* key : {"old", "old2"}) {
+      for (int i = 0; i < 2; ++i) {
+        ASSERT_TRUE(limiter->CheckAt(t0, rule, key, 1, "", &d).ok());
+        EXPECT_TRUE(d.allowed);
+      }
+      ASSERT_TRUE(limiter->CheckAt(t0, rule, key, 1, "", &d).ok());
+      EXPECT_FALSE(d.allowed);
+    }
+
+    // Later, the expired subjects answer exactly as ones never seen: a peek,
+    // then the whole limit at once, then one more.
+    Decision old_d, new_d;
+    ASSERT_TRUE(limiter->CheckAt(later, rule, "old", 0, "", &old_d).ok());
+    ASSERT_TRUE(limiter->CheckAt(later, rule, "new", 0, "", &new_d).ok());
+    same(old_d, new_d);
+    ASSERT_TRUE(limiter->CheckAt(later, rule, "old2", 2, "", &old_d).ok());
+    ASSERT_TRUE(limiter->CheckAt(later, rule, "new2", 2, "", &new_d).ok());
+    EXPECT_TRUE(new_d.allowed);
+    same(old_d, new_d);
+    ASSERT_TRUE(limiter->CheckAt(later, rule, "old2", 1, "", &old_d).ok());
+    ASSERT_TRUE(limiter->CheckAt(later, rule, "new2", 1, "", &new_d).ok());
+    EXPECT_FALSE(new_d.allowed);
+    same(old_d, new_d);
+  }
+}
+
 TEST(LimiterTest, PeeksAndDenialsOnNewSubjectsStoreNothing) {
   ManualClock clock(0);
   auto limiter = MakeLimiter(MakeConfig(kRules), clock);

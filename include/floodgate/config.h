@@ -95,6 +95,38 @@ struct OtpConfig {
   OtpDeliveryConfig delivery;
 };
 
+// How the rules' quota alerts (Rule::alerts) are delivered: a bounded queue
+// and worker threads POSTing each event, retried with exponential backoff
+// and jitter, pending events kept across restarts (docs/alerts.md). Read
+// once, at Limiter::Create; the rules' thresholds and webhooks reload.
+struct AlertDeliveryConfig {
+  // Events waiting for delivery or for a retry; past it a new event is
+  // dropped (counted and logged): a dead webhook must not grow memory.
+  int64_t queue_size = 10'000;
+  int workers = 2;            // POSTs in flight at once
+  int64_t timeout_ms = 5000;  // per POST: connect, send and the status line
+  // A failing event is retried until this long after it was emitted, then
+  // dropped (counted).
+  int64_t retry_for_ms = 24LL * 3'600'000;
+  // The first retry comes after about backoff_initial, each next one after
+  // twice as long, at most backoff_max; each wait is drawn at random from
+  // its upper half, so that many events do not come back in lockstep.
+  int64_t backoff_initial_ms = 1000;
+  int64_t backoff_max_ms = 300'000;
+  // The embedded store: the file that keeps pending events across a
+  // restart. Empty: alerts.spool in $STATE_DIRECTORY (systemd's
+  // StateDirectory=), else in /var/lib/floodgate.
+  std::string spool;
+  int64_t recent = 100;  // events GET /v1/alerts/recent can list
+  // The Redis store: pending events live in one stream, shared by every
+  // floodgate server on that Redis; it keeps at most this many entries.
+  int64_t stream_max_len = 100'000;
+  // The Redis store: an event another server took and has not confirmed
+  // for this long is taken over (that server stopped without handing it
+  // back).
+  int64_t claim_after_ms = 60'000;
+};
+
 struct Config {
   std::string source;  // file name, for messages
   std::string store = "memory";
@@ -104,6 +136,7 @@ struct Config {
   ServerConfig server;
   SetsConfig sets;
   OtpConfig otp;
+  AlertDeliveryConfig alert_delivery;
   std::vector<Rule> rules;  // in file order; names are unique
   // Top-level sections this version reads but does not act on yet
   // (e.g. "envoy_ratelimit"): reported by check-config.

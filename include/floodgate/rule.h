@@ -61,6 +61,26 @@ Result<Limit> ParseLimit(std::string_view text);
 
 enum class OnBackendError { kAllow, kDeny };
 
+// Thresholds per rule at most: each limit keeps one "already sent" bit per
+// threshold for its current window.
+inline constexpr int kMaxAlertThresholds = 8;
+
+// Quota alerts of a rule (seed 002): when an admitted request takes a
+// limit's usage in its current window to a threshold, one event per (rule,
+// subject, tier, limit, threshold, window) is POSTed to `webhook`, signed
+// with HMAC-SHA256 under the secret in the environment variable
+// `secret_env`. Usage is the limit's capacity minus what remains after the
+// request: units counted in the window for the windowed algorithms, burst
+// consumed for token_bucket and gcra (docs/alerts.md).
+struct AlertConfig {
+  // Percentages of the capacity, 1 to 100, strictly increasing; empty: no
+  // alerts.
+  std::vector<int> thresholds;
+  std::string webhook;  // http://host[:port]/path
+  std::string secret_env = "FG_ALERT_SECRET";
+  bool enabled() const { return !thresholds.empty(); }
+};
+
 struct Rule {
   std::string name;
   Algorithm algorithm = Algorithm::kFixedWindow;
@@ -77,6 +97,7 @@ struct Rule {
   // Dry run: evaluate and count, but always admit.
   bool shadow = false;
   OnBackendError on_backend_error = OnBackendError::kAllow;
+  AlertConfig alerts;
 };
 
 }  // namespace floodgate

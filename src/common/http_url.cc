@@ -27,9 +27,9 @@ Result<HttpUrl> ParseHttpUrl(std::string_view text) {
   constexpr std::string_view kScheme = "http://";
   if (text.substr(0, kScheme.size()) != kScheme) {
     if (text.substr(0, 8) == "https://") {
-      return UrlError(text,
-                      "https is not supported; deliver through a local relay on http:// (the "
-                      "codes travel in the body)");
+      // TLS would need certificates and their checks here; a local relay
+      // (nginx, stunnel) adds it where the gateway needs it.
+      return UrlError(text, "https is not supported; deliver through a local relay on http://");
     }
     return UrlError(text, "must start with http://");
   }

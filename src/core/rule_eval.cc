@@ -173,6 +173,17 @@ Result<CompiledRule> CompileRule(const Rule& rule, const std::string& tier,
     return InvalidArgumentError("rule '" + rule.name + "' needs 1 to " +
                                 std::to_string(kMaxLimitsPerRule) + " limits");
   }
+  const std::vector<int>& thresholds = rule.alerts.thresholds;
+  if (thresholds.size() > static_cast<size_t>(kMaxAlertThresholds)) {
+    return InvalidArgumentError("rule '" + rule.name + "' has more than " +
+                                std::to_string(kMaxAlertThresholds) + " alert thresholds");
+  }
+  for (size_t j = 0; j < thresholds.size(); ++j) {
+    if (thresholds[j] < 1 || thresholds[j] > 100 || (j > 0 && thresholds[j] <= thresholds[j - 1])) {
+      return InvalidArgumentError("rule '" + rule.name +
+                                  "': alert thresholds must be increasing percentages, 1 to 100");
+    }
+  }
   CompiledRule c;
   c.name = rule.name;
   c.tier = tier;
@@ -251,6 +262,10 @@ Result<CompiledRule> CompileRule(const Rule& rule, const std::string& tier,
     c.limits.push_back(p);
   }
   c.state_words = StateWords(c.algorithm, static_cast<int>(c.limits.size()));
+  if (rule.alerts.enabled()) {
+    c.alerts = CompileAlertPolicy(rule.alerts.thresholds, c.limits, c.state_words);
+    c.state_words += kAlertWordsPerLimit * static_cast<int>(c.limits.size());
+  }
   return c;
 }
 

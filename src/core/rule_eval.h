@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "core/alerts.h"
 #include "core/calendar.h"
 #include "core/limit_params.h"
 #include "floodgate/decision.h"
@@ -23,7 +24,10 @@ struct CompiledRule {
   OnBackendError on_backend_error = OnBackendError::kAllow;
   std::vector<LimitParams> limits;
   std::shared_ptr<const Zone> zone;  // keeps limits[i].zone alive
-  int state_words = 0;               // see StateWords()
+  // The algorithm's words (StateWords()), then the alert words when the
+  // rule has alerts (core/alerts.h).
+  int state_words = 0;
+  AlertPolicy alerts;
 };
 
 // Compiles `limits` (a rule's own or a tier's) of `rule`. INVALID_ARGUMENT

@@ -85,7 +85,11 @@ TEST(ParseConfigTest, SpecExample) {
   EXPECT_EQ(c.otp.verify_limit, L(5, 15, TimeUnit::kMinute));
   EXPECT_EQ(c.otp.secret_env, "FG_OTP_SECRET");
   EXPECT_TRUE(c.otp.secret.empty());
-  EXPECT_THAT(c.unsupported, ElementsAre("rules.api.alerts", "envoy_ratelimit"));
+  EXPECT_THAT(api.alerts.thresholds, ElementsAre(80, 100));
+  EXPECT_EQ(api.alerts.webhook, "http://127.0.0.1:9000/quota");
+  EXPECT_EQ(api.alerts.secret_env, "FG_ALERT_SECRET");
+  EXPECT_FALSE(otp.alerts.enabled());
+  EXPECT_THAT(c.unsupported, ElementsAre("envoy_ratelimit"));
 }
 
 TEST(ParseConfigTest, EmptyConfigHasDefaultsAndNoRules) {
@@ -324,7 +328,8 @@ TEST(ParseConfigErrorTest, WrongYamlTypes) {
             "test.yaml:4:16: 'rules.api.algorithm' must be a string, not a list (near "
             "'algorithm')");
   EXPECT_EQ(Error("rules:\n  api:\n    limits: 10/s\n    alerts: [80, 100]\n"),
-            "test.yaml:4:13: 'rules.api.alerts' must be a map, not a list (near 'alerts')");
+            "test.yaml:4:13: 'rules.api.alerts' must be a map with thresholds and a webhook, not "
+            "a list (near 'alerts')");
   EXPECT_EQ(Error("- a\n- b\n"),
             "test.yaml:1:1: the config must be a map of sections (store, listen, engine, rules), "
             "not a list (near '')");
@@ -346,7 +351,7 @@ TEST(ParseConfigErrorTest, KeysMustBeStrings) {
 TEST(ParseConfigErrorTest, UnknownKeys) {
   EXPECT_EQ(Error("store: memory\nstorage: memory\n"),
             "test.yaml:2:1: unknown key 'storage' at top level; expected store, listen, engine, "
-            "redis, server, rules, sets, otp or envoy_ratelimit (near 'storage')");
+            "redis, server, rules, sets, otp, alert_delivery or envoy_ratelimit (near 'storage')");
   EXPECT_EQ(Error("rules:\n  api:\n    limits: 10/s\n    limit: 10/s\n"),
             "test.yaml:4:5: unknown key 'limit' in rule 'api'; expected algorithm, limits, burst, "
             "tiers, timezone, shadow, on_backend_error or alerts (near 'limit')");
@@ -848,7 +853,7 @@ TEST(ParseConfigErrorTest, SetsAndOtp) {
             "test.yaml:2:3: 'otp.delivery' needs a url (near 'delivery')");
   EXPECT_EQ(Error("otp:\n  delivery: { url: 'https://sms.example/send' }\n"),
             "test.yaml:2:20: 'otp.delivery.url': URL \"https://sms.example/send\": https is not "
-            "supported; deliver through a local relay on http:// (the codes travel in the body) "
+            "supported; deliver through a local relay on http:// "
             "(near 'https://sms.example/send')");
   EXPECT_EQ(Error("otp:\n  delivery: { url: 'http://h:99999/' }\n"),
             "test.yaml:2:20: 'otp.delivery.url': URL \"http://h:99999/\": port must be between 1 "
@@ -868,11 +873,12 @@ TEST(DescribeConfigTest, SpecExample) {
             "store: memory\n"
             "rules (2):\n"
             "  api: sliding_window 60/minute, 5000/day; tiers: pro=600/minute, 100000/day; "
-            "on_backend_error=allow\n"
+            "on_backend_error=allow; alerts at 80%, 100% to http://127.0.0.1:9000/quota "
+            "(secret_env=FG_ALERT_SECRET)\n"
             "  otp_issue: sliding_log 3/5m; on_backend_error=allow\n"
             "otp: digits=6, ttl=300000ms, issue_limit=3/5m, verify_limit=5/15m, "
             "max_live_codes=3, secret_env=FG_OTP_SECRET\n"
-            "not yet supported, ignored: rules.api.alerts, envoy_ratelimit\n");
+            "not yet supported, ignored: envoy_ratelimit\n");
 }
 
 TEST(DescribeConfigTest, EveryOptionalPart) {
@@ -900,6 +906,118 @@ rules:
 
 TEST(DescribeConfigTest, NoRules) {
   EXPECT_EQ(DescribeConfig(Parse("")), "store: memory\nrules (0):\n");
+}
+
+}  // namespace
+}  // namespace floodgate
+
+namespace floodgate {
+namespace {
+
+// --- Quota alerts ---
+
+TEST(ParseConfigTest, Alerts) {
+  const Config c = Parse(R"(
+rules:
+  api:
+    limits: [60/minute, 5000/day]
+    alerts:
+      thresholds: 90
+      webhook: http://hooks.internal:9000/quota?src=fg
+      secret_env: QUOTA_HOOK_SECRET
+alert_delivery:
+  queue_size: 50
+  workers: 4
+  timeout_ms: 1500
+  retry_for: 2h
+  backoff_initial: 200ms
+  backoff_max: 30s
+  spool: /tmp/fg/alerts.spool
+  recent: 20
+  stream_max_len: 5000
+  claim_after: 2m
+)");
+  ASSERT_EQ(c.rules.size(), 1u);
+  const AlertConfig& a = c.rules[0].alerts;
+  EXPECT_THAT(a.thresholds, ElementsAre(90));
+  EXPECT_EQ(a.webhook, "http://hooks.internal:9000/quota?src=fg");
+  EXPECT_EQ(a.secret_env, "QUOTA_HOOK_SECRET");
+  const AlertDeliveryConfig& d = c.alert_delivery;
+  EXPECT_EQ(d.queue_size, 50);
+  EXPECT_EQ(d.workers, 4);
+  EXPECT_EQ(d.timeout_ms, 1500);
+  EXPECT_EQ(d.retry_for_ms, 7'200'000);
+  EXPECT_EQ(d.backoff_initial_ms, 200);
+  EXPECT_EQ(d.backoff_max_ms, 30'000);
+  EXPECT_EQ(d.spool, "/tmp/fg/alerts.spool");
+  EXPECT_EQ(d.recent, 20);
+  EXPECT_EQ(d.stream_max_len, 5000);
+  EXPECT_EQ(d.claim_after_ms, 120'000);
+  EXPECT_TRUE(c.unsupported.empty());
+
+  const AlertDeliveryConfig defaults = Parse("").alert_delivery;
+  EXPECT_EQ(defaults.retry_for_ms, 86'400'000);  // a day
+  EXPECT_EQ(defaults.queue_size, 10'000);
+  EXPECT_TRUE(defaults.spool.empty());
+}
+
+TEST(ParseConfigTest, BadAlertsAreRefusedWithTheirPlace) {
+  const std::string head = "rules:\n  api:\n    limits: 10/s\n";
+  EXPECT_EQ(Error(head + "    alerts: { webhook: http://h/ }\n"),
+            "test.yaml:4:5: 'rules.api.alerts' needs thresholds, e.g. [80, 100] (near 'alerts')");
+  EXPECT_EQ(Error(head + "    alerts: { thresholds: [80] }\n"),
+            "test.yaml:4:5: 'rules.api.alerts' needs a webhook (http://host:port/path) (near "
+            "'alerts')");
+  EXPECT_EQ(Error(head + "    alerts: { thresholds: [80, 0], webhook: http://h/ }\n"),
+            "test.yaml:4:32: 'rules.api.alerts.thresholds' must be an integer between 1 and 100 "
+            "(near '0')");
+  EXPECT_EQ(Error(head + "    alerts: { thresholds: [80, 101], webhook: http://h/ }\n"),
+            "test.yaml:4:32: 'rules.api.alerts.thresholds' must be an integer between 1 and 100 "
+            "(near '101')");
+  EXPECT_EQ(Error(head + "    alerts: { thresholds: [90, 80], webhook: http://h/ }\n"),
+            "test.yaml:4:32: 'rules.api.alerts.thresholds' must be in increasing order, each "
+            "once (near '80')");
+  EXPECT_EQ(Error(head + "    alerts: { thresholds: [80, 80], webhook: http://h/ }\n"),
+            "test.yaml:4:32: 'rules.api.alerts.thresholds' must be in increasing order, each "
+            "once (near '80')");
+  EXPECT_EQ(Error(head + "    alerts: { thresholds: [], webhook: http://h/ }\n"),
+            "test.yaml:4:27: 'rules.api.alerts.thresholds' is an empty list (near "
+            "'thresholds')");
+  EXPECT_EQ(
+      Error(head + "    alerts: { thresholds: [1, 2, 3, 4, 5, 6, 7, 8, 9], webhook: http://h/ }\n"),
+      "test.yaml:4:52: 'rules.api.alerts.thresholds' has too many thresholds (at most 8) "
+      "(near '9')");
+  EXPECT_EQ(Error(head + "    alerts: { thresholds: 80%, webhook: http://h/ }\n"),
+            "test.yaml:4:27: 'rules.api.alerts.thresholds' must be an integer between 1 and 100 "
+            "(near '80%')");
+  EXPECT_EQ(Error(head + "    alerts: { thresholds: 80, webhook: https://h/ }\n"),
+            "test.yaml:4:40: 'rules.api.alerts.webhook': URL \"https://h/\": https is not "
+            "supported; deliver through a local relay on http:// (near 'https://h/')");
+  EXPECT_EQ(Error(head + "    alerts: { thresholds: 80, webhook: http://h/, secret: x }\n"),
+            "test.yaml:4:51: the webhook secret does not go in the file: put it in an "
+            "environment variable and name that with 'rules.api.alerts.secret_env' (near "
+            "'secret')");
+  EXPECT_EQ(Error(head + "    alerts: { thresholds: 80, webhook: http://h/, secret_env: 1X }\n"),
+            "test.yaml:4:63: 'rules.api.alerts.secret_env' must name an environment variable "
+            "([A-Za-z_][A-Za-z0-9_]*) (near '1X')");
+  EXPECT_EQ(Error(head + "    alerts: { thresholds: 80, webhook: http://h/, email: a@b }\n"),
+            "test.yaml:4:51: unknown key 'email' in rules.api.alerts; expected thresholds, "
+            "webhook or secret_env (near 'email')");
+  EXPECT_EQ(Error("alert_delivery: { retry_for: 24 }\n"),
+            "test.yaml:1:30: 'alert_delivery.retry_for' must be a number and a unit, e.g. 500ms, "
+            "30s, 5m, 1h or 7d (near '24')");
+  EXPECT_EQ(Error("alert_delivery: { workers: 0 }\n"),
+            "test.yaml:1:28: 'alert_delivery.workers' must be an integer between 1 and 64 (near "
+            "'0')");
+  EXPECT_EQ(Error("alert_delivery: { backoff_initial: 2m, backoff_max: 1m }\n"),
+            "test.yaml:1:1: 'alert_delivery.backoff_initial' must not exceed "
+            "'alert_delivery.backoff_max' (near 'alert_delivery')");
+  EXPECT_EQ(Error("alert_delivery: { spool: '' }\n"),
+            "test.yaml:1:26: 'alert_delivery.spool' must be a file path (near '')");
+  EXPECT_EQ(Error("alert_delivery: { retries: 3 }\n"),
+            "test.yaml:1:19: unknown key 'retries' in alert_delivery; expected queue_size, "
+            "workers, timeout_ms, retry_for, backoff_initial, backoff_max, spool, recent, "
+            "stream_max_len or claim_after (near 'retries')");
 }
 
 }  // namespace

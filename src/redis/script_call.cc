@@ -24,6 +24,10 @@ namespace {
 // older scripts are treated as empty rather than misread.
 constexpr std::string_view kStateLayout = "state-layout-1";
 
+// Fields per limit a rule with alerts adds to a decision's reply: the
+// thresholds fired, the window's start and end.
+constexpr int kAlertReplyFields = 3;
+
 void AppendNumber(int64_t v, std::vector<std::string>* argv) {
   char buf[24];
   const auto r = std::to_chars(buf, buf + sizeof(buf), v);
@@ -52,7 +56,7 @@ int ArgvStride(Algorithm algorithm) {
 
 void AppendHead(ScriptCall call, Algorithm algorithm, std::span<const std::string> keys,
                 std::string_view fingerprint, std::optional<int64_t> now_ms, int num_limits,
-                std::vector<std::string>* argv) {
+                int num_thresholds, std::vector<std::string>* argv) {
   const Script& script = ScriptFor(algorithm);
   if (call == ScriptCall::kEvalSha) {
     argv->emplace_back("EVALSHA");
@@ -69,7 +73,14 @@ void AppendHead(ScriptCall call, Algorithm algorithm, std::span<const std::strin
   } else {
     argv->emplace_back();
   }
-  AppendNumber(num_limits, argv);
+  if (num_thresholds == 0) {
+    AppendNumber(num_limits, argv);
+  } else {
+    // "2a3": 2 limits, 3 alert thresholds (see the scripts' headers).
+    AppendNumber(num_limits, argv);
+    argv->back() += 'a';
+    argv->back() += static_cast<char>('0' + num_thresholds);
+  }
 }
 
 Status Malformed(std::string_view script, const std::string& what) {
@@ -155,6 +166,13 @@ std::string Fingerprint(const core::CompiledRule& rule) {
     def += std::to_string(l.count) + '/' + std::to_string(l.multiplier) + 'x' +
            std::to_string(static_cast<int>(l.unit)) + '^' + std::to_string(l.capacity);
   }
+  // The alert words follow the algorithm's and their bits index the
+  // thresholds: other thresholds, another state. A rule without alerts
+  // keeps the fingerprint it always had.
+  for (int j = 0; j < rule.alerts.num_thresholds; ++j) {
+    def += j == 0 ? "|alerts:" : ",";
+    def += std::to_string(rule.alerts.percents[j]);
+  }
   unsigned char digest[EVP_MAX_MD_SIZE];
   unsigned int size = 0;
   if (EVP_Digest(def.data(), def.size(), digest, &size, EVP_sha1(), nullptr) != 1 || size < 8) {
@@ -177,7 +195,8 @@ void AppendCheckCall(ScriptCall call, const core::CompiledRule& rule, std::strin
   const int n = static_cast<int>(rule.limits.size());
   argv->reserve(argv->size() + 6 + 2 * keys.size() +
                 static_cast<size_t>(n * ArgvStride(rule.algorithm)));
-  AppendHead(call, rule.algorithm, keys, fingerprint, now_ms, n, argv);
+  const core::AlertPolicy& alerts = rule.alerts;
+  AppendHead(call, rule.algorithm, keys, fingerprint, now_ms, n, alerts.num_thresholds, argv);
   const int64_t around_ms = now_ms ? *now_ms : clock_ms;
   for (const core::LimitParams& l : rule.limits) {
     switch (rule.algorithm) {
@@ -218,6 +237,16 @@ void AppendCheckCall(ScriptCall call, const core::CompiledRule& rule, std::strin
         break;
     }
   }
+  if (alerts.enabled()) {
+    // Per limit the period of its alert windows and the usages that reach
+    // the thresholds (computed here: capacity x percent can pass 2^53).
+    for (int i = 0; i < n; ++i) {
+      AppendNumber(rule.limits[i].period_ms, argv);
+      for (int j = 0; j < alerts.num_thresholds; ++j) {
+        AppendNumber(alerts.units[static_cast<size_t>(i * alerts.num_thresholds + j)], argv);
+      }
+    }
+  }
   // One cost stands for all when every decision has it (the usual case):
   // k fewer arguments for Redis to parse and the script to read.
   bool same = true;
@@ -254,13 +283,15 @@ Status CheckReplyShape(Algorithm algorithm, const redisReply& reply, size_t deci
 }
 
 Status DecodeCheckReply(const core::CompiledRule& rule, const redisReply& reply, size_t index,
-                        Decision* decision, int64_t* now_ms) {
+                        Decision* decision, int64_t* now_ms, core::AlertOutcome* alerts) {
   const int n = static_cast<int>(rule.limits.size());
   const int stride = ReplyStride(rule.algorithm);
-  int64_t v[1 + kMaxLimitsPerRule * 7];
+  const int alert_fields = rule.alerts.enabled() ? kAlertReplyFields : 0;
+  int64_t v[1 + kMaxLimitsPerRule * (7 + kAlertReplyFields)];
   if (n < 1 || n > kMaxLimitsPerRule) return InternalError("rule with no limits");
   const std::string_view script = AlgorithmName(rule.algorithm);
-  if (Status s = DecisionIntegers(reply, index, 1 + static_cast<size_t>(n * stride), script, v);
+  if (Status s = DecisionIntegers(reply, index,
+                                  1 + static_cast<size_t>(n * (stride + alert_fields)), script, v);
       !s.ok()) {
     return s;
   }
@@ -295,14 +326,28 @@ Status DecodeCheckReply(const core::CompiledRule& rule, const redisReply& reply,
     return Malformed(script, "admitted does not match its limits");
   }
   core::FinishDecision(rule, admitted, decision);
+  if (alerts != nullptr) {
+    alerts->num_limits = alert_fields > 0 ? n : 0;
+    const int m = rule.alerts.num_thresholds;
+    for (int i = 0; i < alerts->num_limits; ++i) {
+      const int64_t* f = v + 1 + n * stride + i * kAlertReplyFields;
+      // Only bits of configured thresholds, and only on an admission.
+      if (f[0] < 0 || f[0] >= (int64_t{1} << m) || (f[0] != 0 && !admitted)) {
+        return Malformed(script, "bad alert bits");
+      }
+      alerts->fired[i] = static_cast<uint32_t>(f[0]);
+      alerts->used[i] = decision->limits[i].limit - decision->limits[i].remaining;
+      alerts->window[i] = core::Window{f[1], f[2]};
+    }
+  }
   if (now_ms != nullptr) *now_ms = reply.element[0]->integer;
   return Status::Ok();
 }
 
 Status DecodeCheckReply(const core::CompiledRule& rule, const redisReply& reply, Decision* decision,
-                        int64_t* now_ms) {
+                        int64_t* now_ms, core::AlertOutcome* alerts) {
   if (Status s = CheckReplyShape(rule.algorithm, reply, 1); !s.ok()) return s;
-  return DecodeCheckReply(rule, reply, 0, decision, now_ms);
+  return DecodeCheckReply(rule, reply, 0, decision, now_ms, alerts);
 }
 
 Status AppendThrottleCall(ScriptCall call, std::string_view throttle_key, int64_t max_burst,
@@ -315,7 +360,7 @@ Status AppendThrottleCall(ScriptCall call, std::string_view throttle_key, int64_
   const int64_t emission_us = p->emission_us;
   const std::string keys[] = {std::string(throttle_key)};
   argv->reserve(argv->size() + 10);
-  AppendHead(call, Algorithm::kGcra, keys, /*fingerprint=*/"", now_ms, 1, argv);
+  AppendHead(call, Algorithm::kGcra, keys, /*fingerprint=*/"", now_ms, 1, 0, argv);
   AppendNumber(emission_us, argv);
   AppendNumber(capacity, argv);
   AppendNumber(quantity, argv);

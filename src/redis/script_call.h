@@ -6,17 +6,20 @@
 // Argument and reply layouts are documented at the top of each script
 // (src/redis/scripts/<algorithm>.lua). In short, one call makes k decisions
 // of one rule, one per key, in order: KEYS are the k state keys and ARGV is
-//   fingerprint, now_ms ('' = the script reads TIME), n, then per limit
+//   fingerprint, now_ms ('' = the script reads TIME), n (or "nAm" for a rule with m alert
+//   thresholds), then per limit
 //   fixed_window:   count, period_ms (0 = calendar), b0, b1, b2, b3
 //   sliding_window: count, period_ms
 //   sliding_log:    count, period_ms
 //   token_bucket:   count, period_ms, capacity
 //   gcra:           emission_us, limit (max_burst + 1)
-// then the k costs (or one, when all k are the same). The reply is {now_ms, then per decision a
-// string of little-endian doubles: admitted, then per limit allowed, limit, remaining, retry_after,
+// then, with alerts, per limit period_ms and the m usages that reach the thresholds, then the k
+// costs (or one, when all k are the same). The reply is {now_ms, then per decision a string of
+// little-endian doubles: admitted, then per limit allowed, limit, remaining, retry_after,
 // reset_after[, window_start_ms, window_end_ms]} (the window pair for fixed_window and
-// sliding_window; gcra's durations in microseconds, the others' in ms), or an error in place of a
-// decision that could not be made (fixed_window's clock skew).
+// sliding_window; gcra's durations in microseconds, the others' in ms), then with alerts per limit
+// the bits of the thresholds fired and the alert window's start and end; or an error in place of
+// a decision that could not be made (fixed_window's clock skew).
 //
 // Every function here is thread-safe (no shared mutable state).
 #pragma once
@@ -97,12 +100,14 @@ Status CheckReplyShape(Algorithm algorithm, const redisReply& reply, size_t deci
 // limit, period_ms, shadow mode), and stores the script's instant in *now_ms
 // (when not null). A decision the script refused (fixed_window's "ERR
 // floodgate: clock skew …") is UNAVAILABLE with Redis's message; a
-// malformed one is INTERNAL. *decision is unspecified on error.
+// malformed one is INTERNAL. *decision is unspecified on error. For a rule
+// with alerts, *alerts (when not null) receives the thresholds the decision
+// fired (core/alerts.h); otherwise its num_limits is 0.
 Status DecodeCheckReply(const core::CompiledRule& rule, const redisReply& reply, size_t index,
-                        Decision* decision, int64_t* now_ms);
+                        Decision* decision, int64_t* now_ms, core::AlertOutcome* alerts = nullptr);
 // The reply to a call of one decision: CheckReplyShape, then decision 0.
 Status DecodeCheckReply(const core::CompiledRule& rule, const redisReply& reply, Decision* decision,
-                        int64_t* now_ms);
+                        int64_t* now_ms, core::AlertOutcome* alerts = nullptr);
 
 // Appends the command for redis-cell's CL.THROTTLE on the gcra script:
 // `count` per `period_s` seconds with `max_burst`, spending `quantity`, on

@@ -132,14 +132,14 @@ class Conn {
   Status Decide(const core::CompiledRule& rule, const std::string& fingerprint,
                 const std::string& key, int64_t cost, std::optional<int64_t> now_ms,
                 int64_t clock_ms, Decision* d, int64_t* script_now = nullptr,
-                int64_t* pttl = nullptr) {
+                int64_t* pttl = nullptr, core::AlertOutcome* alerts = nullptr) {
     const redisReply* r = Run(
         [&](ScriptCall mode, std::vector<std::string>* argv) {
           AppendCheckCall(mode, rule, fingerprint, key, cost, now_ms, clock_ms, argv);
         },
         key, now_ms.has_value() && hold_, pttl);
     if (r == nullptr) return UnavailableError("no reply");
-    return DecodeCheckReply(rule, *r, d, script_now);
+    return DecodeCheckReply(rule, *r, d, script_now, alerts);
   }
 
   // CL.THROTTLE at an explicit instant (held, see Run).
@@ -257,10 +257,11 @@ TEST_F(ScriptsTest, GoldenVectorsThroughEvalsha) {
 
   const auto cases = testing::LoadVectors(testing::VectorsDir());
   ASSERT_GE(cases.size(), 10u);
-  int steps = 0;
+  int steps = 0, alert_steps = 0;
   for (const auto& vc : cases) {
     SCOPED_TRACE(vc.file + ": " + vc.name);
     ASSERT_TRUE(conn_->Command({"FLUSHALL"}) != nullptr);
+    if (vc.rule.alerts.enabled()) alert_steps += static_cast<int>(vc.steps.size());
     for (size_t i = 0; i < vc.steps.size(); ++i) {
       SCOPED_TRACE("step " + std::to_string(i));
       const auto& step = vc.steps[i];
@@ -271,17 +272,20 @@ TEST_F(ScriptsTest, GoldenVectorsThroughEvalsha) {
       const std::string key = StateKey(vc.rule.name, step.tier, step.key);
       Decision d;
       int64_t script_now = 0;
+      core::AlertOutcome alerts;
       const Status s = conn_->Decide(*rule, Fingerprint(*rule), key, step.cost, step.t_ms,
-                                     step.t_ms, &d, &script_now);
+                                     step.t_ms, &d, &script_now, nullptr, &alerts);
       ASSERT_TRUE(s.ok()) << s.ToString();
       EXPECT_EQ(script_now, step.t_ms);
       testing::ExpectMatches(step, d);
+      testing::ExpectAlerts(step, testing::Fired(*rule, alerts));
       ++steps;
     }
   }
   EXPECT_GE(steps, 60);
   EXPECT_GE(conn_->fallbacks(), 1);
   EXPECT_LE(conn_->fallbacks(), 5);  // once per script, then EVALSHA finds it
+  EXPECT_GE(alert_steps, 30);
 }
 
 // One random rule for the differential test, or nullopt when it does not
@@ -317,6 +321,15 @@ std::optional<core::CompiledRule> RandomRule(std::mt19937_64& rng, bool* big) {
   }
   rule.timezone = kZones[rng() % std::size(kZones)];
   rule.shadow = rng() % 6 == 0;
+  // Half the rules alert, at one to four of these thresholds.
+  if (rng() % 2 == 0) {
+    static const int kPercents[] = {1, 10, 34, 50, 80, 90, 99, 100};
+    for (int p : kPercents) {
+      if (rng() % 3 == 0 && rule.alerts.thresholds.size() < 4) rule.alerts.thresholds.push_back(p);
+    }
+    if (rule.alerts.thresholds.empty()) rule.alerts.thresholds.push_back(80);
+    rule.alerts.webhook = "http://127.0.0.1:9/hook";
+  }
   auto compiled = core::CompileRule(rule, "", rule.limits);
   if (!compiled.ok()) return std::nullopt;
   return *compiled;
@@ -329,6 +342,7 @@ TEST_F(ScriptsTest, RandomSequencesMatchTheEngineFieldByField) {
   int denials = 0;
   int steps_back = 0;
   int failures = 0;
+  int alerts_fired = 0;
   int per_algorithm[5] = {};
   for (uint64_t seed = 1; std::chrono::steady_clock::now() < deadline && failures < 3; ++seed) {
     std::mt19937_64 rng(seed);
@@ -377,10 +391,12 @@ TEST_F(ScriptsTest, RandomSequencesMatchTheEngineFieldByField) {
       }
 
       Decision want;
-      const int64_t expires = core::EvaluateRule(*rule, state.data(), t, cost, &want);
+      core::AlertOutcome want_alerts, got_alerts;
+      const int64_t expires =
+          core::EvaluateRuleWithAlerts(*rule, state.data(), t, cost, &want, &want_alerts);
       Decision got;
       int64_t pttl = 0;
-      const Status s = conn_->Decide(*rule, fp, key, cost, t, t, &got, nullptr, &pttl);
+      const Status s = conn_->Decide(*rule, fp, key, cost, t, t, &got, nullptr, &pttl, &got_alerts);
       ++steps;
       if (!s.ok()) {
         ADD_FAILURE() << "step " << i << " t=" << t << " cost=" << cost << ": " << s.ToString();
@@ -393,6 +409,16 @@ TEST_F(ScriptsTest, RandomSequencesMatchTheEngineFieldByField) {
         failed = true;
         break;
       }
+      const auto want_fired = testing::Fired(*rule, want_alerts);
+      if (testing::Fired(*rule, got_alerts) != want_fired) {
+        ADD_FAILURE() << "step " << i << " t=" << t << " cost=" << cost
+                      << ": alerts differ; the engine fired "
+                      << ::testing::PrintToString(want_fired) << ", the script "
+                      << ::testing::PrintToString(testing::Fired(*rule, got_alerts));
+        failed = true;
+        break;
+      }
+      alerts_fired += static_cast<int>(want_fired.size());
       if (want.shadow_denied || !want.allowed) ++denials;
       // A write sets the TTL to the state's own expiry, relative to now.
       if (want.allowed && !want.shadow_denied && cost > 0) {
@@ -409,8 +435,9 @@ TEST_F(ScriptsTest, RandomSequencesMatchTheEngineFieldByField) {
   for (int a : per_algorithm) EXPECT_GE(a, 5);
   EXPECT_GE(denials, sequences);  // the limits were actually reached
   EXPECT_GE(steps_back, sequences / 2);
-  std::printf("differential: %d sequences, %d steps, %d denials, %d steps back\n", sequences, steps,
-              denials, steps_back);
+  EXPECT_GE(alerts_fired, sequences / 2);  // the alerting rules crossed thresholds
+  std::printf("differential: %d sequences, %d steps, %d denials, %d steps back, %d alerts\n",
+              sequences, steps, denials, steps_back, alerts_fired);
 }
 
 TEST_F(ScriptsTest, SlidingLogKeepsCursorsPastAStepBack) {
@@ -541,9 +568,11 @@ TEST_F(ScriptsTest, ManyDecisionsInOneCallMatchTheEngineInOrder) {
       ASSERT_TRUE(shape.ok()) << shape.ToString();
       for (size_t j = 0; j < k; ++j) {
         Decision want, got;
-        core::EvaluateRule(*rule, states[subject[j]].data(), t, costs[j], &want);
+        core::AlertOutcome want_alerts, got_alerts;
+        core::EvaluateRuleWithAlerts(*rule, states[subject[j]].data(), t, costs[j], &want,
+                                     &want_alerts);
         int64_t now = 0;
-        const Status s = DecodeCheckReply(*rule, *reply, j, &got, &now);
+        const Status s = DecodeCheckReply(*rule, *reply, j, &got, &now, &got_alerts);
         ASSERT_TRUE(s.ok()) << "decision " << j << ": " << s.ToString();
         EXPECT_EQ(now, t);
         const std::string diff = Diff(want, got);
@@ -553,6 +582,8 @@ TEST_F(ScriptsTest, ManyDecisionsInOneCallMatchTheEngineInOrder) {
           failed = true;
           break;
         }
+        EXPECT_EQ(testing::Fired(*rule, got_alerts), testing::Fired(*rule, want_alerts))
+            << "decision " << j << " of " << k;
         ++decisions;
         if (!want.allowed) ++denials;
       }

@@ -2,21 +2,26 @@
 // decisions. Any store must reproduce them; a Checker adapts a store.
 //
 // File format: {"cases": [{"name", "rule": {algorithm, limits, burst?, tiers?,
-// timezone?, shadow?}, "steps": [{"t", "key"?, "cost"?, "tier"?, expected
-// fields…}]}]}. Expected fields are any of allowed, shadow_denied, limit,
-// remaining, retry_after_ms, reset_after_ms, and "limits": [{allowed,
-// remaining, retry_after_ms, reset_after_ms}] per limit; absent ones are not
-// checked.
+// timezone?, shadow?, alerts?}, "steps": [{"t", "key"?, "cost"?, "tier"?,
+// expected fields…}]}]}. Expected fields are any of allowed, shadow_denied,
+// limit, remaining, retry_after_ms, reset_after_ms, "limits": [{allowed,
+// remaining, retry_after_ms, reset_after_ms}] per limit, and "alerts": the
+// thresholds the step fired, [{limit (index), threshold (percent), used,
+// window_start, window_end}] ([] for none); absent ones are not checked.
+// A rule's "alerts" is its list of thresholds (percent).
 #pragma once
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <functional>
 #include <string>
 #include <vector>
 
+#include "core/alerts.h"
+#include "core/rule_eval.h"
 #include "floodgate/decision.h"
 #include "floodgate/rule.h"
 #include "nlohmann/json.hpp"
@@ -69,6 +74,10 @@ inline std::vector<VectorCase> LoadVectors(const std::string& dir) {
       if (r.contains("burst")) vc.rule.burst = r.at("burst").get<std::vector<int64_t>>();
       if (r.contains("timezone")) vc.rule.timezone = r.at("timezone").get<std::string>();
       if (r.contains("shadow")) vc.rule.shadow = r.at("shadow").get<bool>();
+      if (r.contains("alerts")) {
+        vc.rule.alerts.thresholds = r.at("alerts").get<std::vector<int>>();
+        vc.rule.alerts.webhook = "http://127.0.0.1:9/vectors";
+      }
       if (r.contains("tiers")) {
         for (const auto& [tier, limits] : r.at("tiers").items()) {
           vc.rule.tiers[tier] = ParseLimits(limits);
@@ -120,6 +129,52 @@ inline void ExpectMatches(const VectorStep& step, const Decision& d) {
       }
     }
   }
+}
+
+// One threshold a decision fired, as the vectors write it.
+struct FiredAlert {
+  int limit = 0;
+  int threshold = 0;  // percent
+  int64_t used = 0;
+  int64_t window_start_ms = 0;
+  int64_t window_end_ms = 0;
+  friend bool operator==(const FiredAlert&, const FiredAlert&) = default;
+};
+
+inline std::ostream& operator<<(std::ostream& out, const FiredAlert& f) {
+  return out << "{limit " << f.limit << ", " << f.threshold << "%, used " << f.used << ", ["
+             << f.window_start_ms << ", " << f.window_end_ms << ")}";
+}
+
+// What `outcome` fired for `rule`, in (limit, threshold) order.
+inline std::vector<FiredAlert> Fired(const core::CompiledRule& rule,
+                                     const core::AlertOutcome& outcome) {
+  std::vector<FiredAlert> out;
+  for (int i = 0; i < outcome.num_limits; ++i) {
+    for (int j = 0; j < rule.alerts.num_thresholds; ++j) {
+      if ((outcome.fired[i] & (1u << j)) == 0) continue;
+      out.push_back(FiredAlert{i, rule.alerts.percents[j], outcome.used[i],
+                               outcome.window[i].start_ms, outcome.window[i].end_ms});
+    }
+  }
+  return out;
+}
+
+// Compares what a step fired with its "alerts" expectation, when it has one.
+inline void ExpectAlerts(const VectorStep& step, std::vector<FiredAlert> fired) {
+  if (!step.expect.contains("alerts")) return;
+  std::vector<FiredAlert> want;
+  for (const auto& a : step.expect.at("alerts")) {
+    want.push_back(FiredAlert{a.at("limit").get<int>(), a.at("threshold").get<int>(),
+                              a.at("used").get<int64_t>(), a.at("window_start").get<int64_t>(),
+                              a.at("window_end").get<int64_t>()});
+  }
+  auto order = [](const FiredAlert& a, const FiredAlert& b) {
+    return std::pair(a.limit, a.threshold) < std::pair(b.limit, b.threshold);
+  };
+  std::sort(want.begin(), want.end(), order);
+  std::sort(fired.begin(), fired.end(), order);
+  EXPECT_EQ(fired, want) << "alerts fired";
 }
 
 inline std::string VectorsDir() { return std::string(FLOODGATE_SOURCE_DIR) + "/tests/vectors"; }

@@ -7,18 +7,24 @@
 -- ARGV[1]     definition fingerprint; a state with another one is treated as
 --             empty ('' skips the check)
 -- ARGV[2]     now in ms since the epoch; '' reads the server's TIME (once)
--- ARGV[3]     n, the number of limits
+-- ARGV[3]     n, the number of limits; or 'nAm' (e.g. '2a3') for a rule with
+--             m alert thresholds (src/core/alerts.h)
 -- ARGV[4..3+6n]  6 fields per limit: count, period_ms, b0, b1, b2, b3.
 --             period_ms > 0: windows aligned to the epoch (the b fields unused).
 --             period_ms = 0: calendar windows [b0,b1) [b1,b2) [b2,b3), the
 --             previous, current and next windows around the caller's clock.
--- ARGV[4+6n..3+6n+k]  the cost of each decision (0 peeks); or one value,
---             ARGV[4+6n], the cost of every decision
+-- then, with alerts, 1 + m fields per limit: its period_ms, then the usage
+--             that reaches each threshold
+-- then the cost of each decision (0 peeks); or one value, the cost of
+--             every decision
 --
--- Reply: {now_ms, then per key one element}: a string of 1 + 7n
+-- Reply: {now_ms, then per key one element}: a string of 1 + 7n (+ 3n)
 --        little-endian doubles (struct '<d...'), admitted then per limit
 --        allowed, limit, remaining, retry_after_ms, reset_after_ms,
---        window_start_ms, window_end_ms; or the error "ERR floodgate: clock
+--        window_start_ms, window_end_ms; then, with alerts, per limit the
+--        thresholds this decision reached first in its window (bit j:
+--        threshold j) and that window's start and end; or the error
+--        "ERR floodgate: clock
 --        skew ..." when a calendar limit's now falls outside [b0, b3) and
 --        outside the window the state already counts (that decision changes
 --        nothing). Packed, because Redis turns every integer of a Lua reply
@@ -26,8 +32,10 @@
 -- Error: "ERR floodgate: bad fixed_window arguments", before any decision.
 --
 -- State (one string): a byte with the fingerprint's length, the fingerprint,
--- then per limit three little-endian doubles: window start, window end, used.
--- Written only when a request with cost > 0 is admitted; a denial or a peek
+-- then per limit three little-endian doubles: window start, window end, used;
+-- then, with alerts, per limit two more: the window start its alert bits
+-- belong to, and the bits (threshold j reached and reported in it). Written
+-- only when a request with cost > 0 is admitted; a denial or a peek
 -- writes nothing. Its expiry is the end of the latest window it counts: SET
 -- PX writes both. On Redis's clock (ARGV[2] ''), when every limit stays in
 -- the window the state already counts, that instant is unchanged, and
@@ -49,10 +57,15 @@ if on_time then
 else
   now = tonumber(ARGV[2])
 end
-local n = tonumber(ARGV[3])
+local n, m = tonumber(ARGV[3]), 0
+if not n then
+  local ns, ms = string.match(ARGV[3] or '', '^(%d+)a(%d)$')
+  n, m = tonumber(ns), tonumber(ms)
+end
 local k = #KEYS
-if not now or not n or n < 1 or #fp > 255 or k < 1 or #ARGV ~= 3 + 6 * n + k and
-    #ARGV ~= 4 + 6 * n then
+local na = m > 0 and (1 + m) * n or 0  -- alert fields
+if not now or not n or n < 1 or m > 8 or #fp > 255 or k < 1 or
+    #ARGV ~= 3 + 6 * n + na + k and #ARGV ~= 4 + 6 * n + na then
   return redis.error_reply('ERR floodgate: bad fixed_window arguments')
 end
 
@@ -66,7 +79,39 @@ for i = 1, n do
   b2[i] = tonumber(ARGV[a + 5])
   b3[i] = tonumber(ARGV[a + 6])
 end
-local cost_at = 3 + 6 * n
+-- Alerts (src/core/alerts.cc): per limit its period and threshold usages.
+local aperiod, aunits = {}, {}
+for i = 1, m > 0 and n or 0 do
+  local a = 3 + 6 * n + (1 + m) * (i - 1)
+  aperiod[i] = tonumber(ARGV[a + 1])
+  for j = 1, m do aunits[(i - 1) * m + j] = tonumber(ARGV[a + 1 + j]) end
+end
+local band, bor = bit.band, bit.bor
+
+-- Limit i's alert step after a decision: with its window [ws, we), its
+-- usage and its stored (aws, abits), the bits fired, the pair to store and
+-- until when the state must live for its bits (0: no bits).
+local function alert(i, admitted, used, ws, we, aws, abits)
+  if abits ~= 0 and ws < aws then
+    return 0, aws, abits, aws + aperiod[i]  -- the clock stepped back: nothing fires
+  end
+  local bits = abits
+  if ws ~= aws then bits = 0 end
+  local fired = 0
+  if admitted then
+    for j = 1, m do
+      local b = 2 ^ (j - 1)
+      if band(bits, b) == 0 and used >= aunits[(i - 1) * m + j] then fired = bor(fired, b) end
+    end
+  end
+  if fired ~= 0 then
+    bits = bor(bits, fired)
+    aws, abits = ws, bits
+  end
+  return fired, aws, abits, bits ~= 0 and we or 0
+end
+
+local cost_at = 3 + 6 * n + na
 local costs = #ARGV - cost_at  -- k, or 1: one cost for every decision
 for j = 1, costs do
   if not tonumber(ARGV[cost_at + j]) then
@@ -75,7 +120,8 @@ for j = 1, costs do
 end
 local same_cost = costs == 1 and tonumber(ARGV[cost_at + 1])
 
-local fmt = '<' .. string.rep('d', 3 * n)
+local words = m > 0 and 5 or 3  -- doubles per limit in the state
+local fmt = '<' .. string.rep('d', words * n)
 local fl = #fp
 local head = string.char(fl) .. fp
 local body_at = tostring(1 + fl)  -- SETRANGE's offset of the doubles
@@ -118,8 +164,9 @@ local function step(i, c, sws, swe, sused)
   return 0, lim - used, we - t, used > 0 and we - t or 0, ws, we, used
 end
 
-local rfmt = '<' .. string.rep('d', 1 + 7 * n)
-local out = {}  -- the state to write, 3 per limit
+local rlen = 1 + 7 * n + (m > 0 and 3 * n or 0)
+local rfmt = '<' .. string.rep('d', rlen)
+local out = {}  -- the state to write, 3 (5 with alerts) per limit
 local vals = {}  -- the decision's reply fields
 
 -- One decision, in general: its reply element. `raw` is the stored value,
@@ -147,12 +194,28 @@ local function decide(key, cost, raw, at, sfl)
     pos = pos + 7
   end
   vals[1] = admitted
+  local keep = 0  -- the state's life for its alert bits
+  if m > 0 then
+    local ok = cost > 0 and admitted == 1
+    for i = 1, n do
+      local aws, abits = 0, 0
+      if at then aws, abits = unpack_state('<dd', raw, at + 24 * n + 16 * (i - 1)) end
+      local p = 1 + 7 * (i - 1)
+      local ws, we = vals[p + 6], vals[p + 7]
+      local fired, keep_i
+      fired, aws, abits, keep_i = alert(i, ok, vals[p + 2] - vals[p + 3], ws, we, aws, abits)
+      out[3 * n + 2 * i - 1], out[3 * n + 2 * i] = aws, abits
+      if keep_i > keep then keep = keep_i end
+      local r = 1 + 7 * n + 3 * (i - 1)
+      vals[r + 1], vals[r + 2], vals[r + 3] = fired, ws, we
+    end
+  end
   if cost > 0 and admitted == 1 then
-    local value = pack_state(fmt, unpack(out, 1, 3 * n))
+    local value = pack_state(fmt, unpack(out, 1, words * n))
     if same_windows then
       rget('SETRANGE', key, body_at, value)  -- the fingerprint is unchanged
     else
-      local expires = 0
+      local expires = keep
       for i = 1, n do
         if out[3 * i] > 0 and out[3 * i - 1] > expires then expires = out[3 * i - 1] end
       end
@@ -175,7 +238,7 @@ local function decide(key, cost, raw, at, sfl)
       pos = pos + 7
     end
   end
-  return pack_state(rfmt, unpack(vals, 1, 1 + 7 * n))
+  return pack_state(rfmt, unpack(vals, 1, rlen))
 end
 
 -- The common case, one limit with epoch-aligned windows and no clock step
@@ -183,7 +246,7 @@ end
 -- computed once per call. Interpreting the general path cost Redis more than
 -- the GET and the write together. (The differential tests run rules of both
 -- kinds.)
-local fast = n == 1 and period[1] > 0
+local fast = m == 0 and n == 1 and period[1] > 0
 local lim1, ws1, we1, left1, px1 = count[1], 0, 0, 0, ''
 if fast then
   local r = fmod(now, period[1])
@@ -202,7 +265,7 @@ for j = 1, k do
   local at, sfl = nil, fl
   if raw then
     if fl == 0 then sfl = string.byte(raw, 1) or 0 end  -- '' skips the check
-    if #raw == 1 + sfl + 24 * n and (fl == 0 or string.find(raw, head, 1, true) == 1) then
+    if #raw == 1 + sfl + 8 * words * n and (fl == 0 or string.find(raw, head, 1, true) == 1) then
       at = 2 + sfl
     end
   end

@@ -9,20 +9,28 @@
 -- ARGV[1]     definition fingerprint; a state with another one is treated as
 --             empty ('' skips the check)
 -- ARGV[2]     now in ms since the epoch; '' reads the server's TIME (once)
--- ARGV[3]     n, the number of limits
+-- ARGV[3]     n, the number of limits; or 'nAm' (e.g. '2a3') for a rule with
+--             m alert thresholds (src/core/alerts.h)
 -- ARGV[4..3+2n]  2 fields per limit: count, period_ms
--- ARGV[4+2n..3+2n+k]  the cost of each decision (0 peeks); or one value,
---             ARGV[4+2n], the cost of every decision
+-- then, with alerts, 1 + m fields per limit: its period_ms, then the usage
+--             that reaches each threshold
+-- then the cost of each decision (0 peeks); or one value, the cost of
+--             every decision
 --
--- Reply: {now_ms, then per key a string of 1 + 5n little-endian doubles
---        (struct '<d...')}: admitted, then per limit allowed, limit,
---        remaining, retry_after_ms, reset_after_ms. Packed: Redis turns each
---        integer of a Lua reply into RESP one by one.
+-- Reply: {now_ms, then per key a string of 1 + 5n (+ 3n) little-endian
+--        doubles (struct '<d...')}: admitted, then per limit allowed, limit,
+--        remaining, retry_after_ms, reset_after_ms; then, with alerts, per
+--        limit the thresholds this decision reached first in its window (bit
+--        j: threshold j) and that window's start and end (the epoch-aligned
+--        period holding now). Packed: Redis turns each integer of a Lua reply
+--        into RESP one by one.
 -- Error: "ERR floodgate: bad sliding_log arguments", before any decision.
 --
 -- State (one string): a byte with the fingerprint's length, the fingerprint,
 -- a byte with n, per limit a header '<I4I4' (the 0-based index of its first
--- event still inside its window, the units it counts from there), then the
+-- event still inside its window, the units it counts from there), with
+-- alerts per limit '<dd' (the window start its alert bits belong to, the
+-- bits), then the
 -- logged events in time order, 9 bytes each, '<i6I3': time in ms (signed 48
 -- bits) and units. Fixed-width events are read by position (GETRANGE), so
 -- a decision reads only the events that age out (or that a retry walks
@@ -44,10 +52,15 @@ if ARGV[2] == '' then
 else
   now = tonumber(ARGV[2])
 end
-local n = tonumber(ARGV[3])
+local n, m = tonumber(ARGV[3]), 0
+if not n then
+  local ns, ms = string.match(ARGV[3] or '', '^(%d+)a(%d)$')
+  n, m = tonumber(ns), tonumber(ms)
+end
 local k = #KEYS
-if not now or not n or n < 1 or #fp > 255 or k < 1 or #ARGV ~= 3 + 2 * n + k and
-    #ARGV ~= 4 + 2 * n then
+local na = m > 0 and (1 + m) * n or 0  -- alert fields
+if not now or not n or n < 1 or m > 8 or #fp > 255 or k < 1 or
+    #ARGV ~= 3 + 2 * n + na + k and #ARGV ~= 4 + 2 * n + na then
   return redis.error_reply('ERR floodgate: bad sliding_log arguments')
 end
 
@@ -58,7 +71,45 @@ for i = 1, n do
   period[i] = tonumber(ARGV[3 + 2 * i])
   if period[i] > longest then longest = period[i] end
 end
-local cost_at = 3 + 2 * n
+-- Alerts (src/core/alerts.cc): per limit its period and threshold usages.
+local aperiod, aunits = {}, {}
+for i = 1, m > 0 and n or 0 do
+  local a = 3 + 2 * n + (1 + m) * (i - 1)
+  aperiod[i] = tonumber(ARGV[a + 1])
+  for j = 1, m do aunits[(i - 1) * m + j] = tonumber(ARGV[a + 1 + j]) end
+end
+local band, bor = bit.band, bit.bor
+
+-- Limit i's alert step after a decision: with its usage and its stored
+-- (aws, abits), the bits fired, the pair to store and until when the state
+-- must live for its bits (0: no bits). The window is the epoch-aligned
+-- period holding now.
+local function alert(i, admitted, used, aws, abits)
+  local p = aperiod[i]
+  local r = math.fmod(now, p)
+  if r < 0 then r = r + p end
+  local ws = now - r
+  local we = ws + p
+  if abits ~= 0 and ws < aws then
+    return 0, aws, abits, aws + p, ws, we  -- the clock stepped back: nothing fires
+  end
+  local bits = abits
+  if ws ~= aws then bits = 0 end
+  local fired = 0
+  if admitted then
+    for j = 1, m do
+      local b = 2 ^ (j - 1)
+      if band(bits, b) == 0 and used >= aunits[(i - 1) * m + j] then fired = bor(fired, b) end
+    end
+  end
+  if fired ~= 0 then
+    bits = bor(bits, fired)
+    aws, abits = ws, bits
+  end
+  return fired, aws, abits, bits ~= 0 and we or 0, ws, we
+end
+
+local cost_at = 3 + 2 * n + na
 local costs = #ARGV - cost_at  -- k, or 1: one cost for every decision
 for j = 1, costs do
   if not tonumber(ARGV[cost_at + j]) then
@@ -68,7 +119,9 @@ end
 local same_cost = costs == 1 and tonumber(ARGV[cost_at + 1])
 
 local EVENT = 9  -- bytes per event
-local rfmt = '<' .. string.rep('d', 1 + 5 * n)
+local HEAD = m > 0 and 24 or 8  -- header bytes per limit
+local rlen = 1 + 5 * n + (m > 0 and 3 * n or 0)
+local rfmt = '<' .. string.rep('d', rlen)
 local rget = redis.call
 
 -- Event k of the log of `key` (its events start at byte `base`): time,
@@ -91,12 +144,12 @@ local function decide(key, cost)
   -- a denial or a peek costs the same whatever the log's length.
   local size = rget('STRLEN', key)
   local base, E = 0, 0
-  local C, S = {}, {}
-  for i = 1, n do C[i], S[i] = 0, 0 end
+  local C, S, A, B = {}, {}, {}, {}  -- A, B: alert window and bits
+  for i = 1, n do C[i], S[i], A[i], B[i] = 0, 0, 0, 0 end
   if size > 0 then
-    local head = rget('GETRANGE', key, 0, 1 + 255 + 1 + 8 * n - 1)
+    local head = rget('GETRANGE', key, 0, 1 + 255 + 1 + HEAD * n - 1)
     local fl = string.byte(head, 1)
-    local start = 2 + fl + 8 * n  -- header bytes
+    local start = 2 + fl + HEAD * n  -- header bytes
     if (fp == '' or string.sub(head, 2, 1 + fl) == fp) and string.byte(head, 2 + fl) == n and
         size >= start and (size - start) % EVENT == 0 then
       local e = (size - start) / EVENT
@@ -107,6 +160,9 @@ local function decide(key, cost)
       end
       if valid then
         base, E = start, e
+        for i = 1, m > 0 and n or 0 do
+          A[i], B[i] = struct.unpack('<dd', head, 3 + fl + 8 * n + 16 * (i - 1))
+        end
       else
         for i = 1, n do C[i], S[i] = 0, 0 end
       end
@@ -196,13 +252,33 @@ local function decide(key, cost)
     r.reset = (S[i] > 0 and newest) and newest + period[i] - t or 0
   end
 
+  local keep = 0  -- the state's life for its alert bits
+  local avals = {}  -- the reply's alert fields
+  for i = 1, m > 0 and n or 0 do
+    local fired, keep_i, ws, we
+    fired, A[i], B[i], keep_i, ws, we =
+      alert(i, admitted and cost > 0, count[i] - res[i].remaining, A[i], B[i])
+    if keep_i > keep then keep = keep_i end
+    avals[3 * i - 2], avals[3 * i - 1], avals[3 * i] = fired, ws, we
+  end
+
   if kept then
-    if #kept == 0 then
+    -- Alert bits outlive an emptied log, as in the C++ state (which the
+    -- engine frees only once its expiry, their window's end, has passed):
+    -- a clock step back into their window must still find them.
+    local bits_left = false
+    for i = 1, m > 0 and n or 0 do
+      if B[i] ~= 0 then bits_left = true end
+    end
+    if #kept == 0 and not bits_left then
       rget('DEL', key)
     else
       local head = {string.char(#fp), fp, string.char(n)}
       for i = 1, n do head[#head + 1] = struct.pack('<I4I4', C[i] - lo, S[i]) end
-      local ttl = newest + longest - now
+      for i = 1, m > 0 and n or 0 do head[#head + 1] = struct.pack('<dd', A[i], B[i]) end
+      local life = newest and newest + longest or 0
+      if keep > life then life = keep end
+      local ttl = life - now
       if ttl < 1 then ttl = 1 end
       rget('SET', key, table.concat(head) .. kept, 'PX', string.format('%d', ttl))
     end
@@ -215,7 +291,8 @@ local function decide(key, cost)
     vals[p + 1], vals[p + 2], vals[p + 3], vals[p + 4] = r.allowed, r.limit, r.remaining, r.retry
     vals[p + 5] = r.reset
   end
-  return struct.pack(rfmt, unpack(vals, 1, 1 + 5 * n))
+  for x = 1, #avals do vals[1 + 5 * n + x] = avals[x] end
+  return struct.pack(rfmt, unpack(vals, 1, rlen))
 end
 
 local reply = {now}

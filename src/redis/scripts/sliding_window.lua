@@ -8,21 +8,28 @@
 -- ARGV[1]     definition fingerprint; a state with another one is treated as
 --             empty ('' skips the check)
 -- ARGV[2]     now in ms since the epoch; '' reads the server's TIME (once)
--- ARGV[3]     n, the number of limits
+-- ARGV[3]     n, the number of limits; or 'nAm' (e.g. '2a3') for a rule with
+--             m alert thresholds (src/core/alerts.h)
 -- ARGV[4..3+2n]  2 fields per limit: count, period_ms
--- ARGV[4+2n..3+2n+k]  the cost of each decision (0 peeks); or one value,
---             ARGV[4+2n], the cost of every decision
+-- then, with alerts, 1 + m fields per limit: its period_ms, then the usage
+--             that reaches each threshold
+-- then the cost of each decision (0 peeks); or one value, the cost of
+--             every decision
 --
--- Reply: {now_ms, then per key a string of 1 + 7n little-endian doubles
---        (struct '<d...')}: admitted, then per limit allowed, limit,
+-- Reply: {now_ms, then per key a string of 1 + 7n (+ 3n) little-endian
+--        doubles (struct '<d...')}: admitted, then per limit allowed, limit,
 --        remaining, retry_after_ms, reset_after_ms, window_start_ms,
---        window_end_ms. Packed: Redis turns each integer of a Lua reply into
---        RESP one by one.
+--        window_end_ms; then, with alerts, per limit the thresholds this
+--        decision reached first in its window (bit j: threshold j) and that
+--        window's start and end. Packed: Redis turns each integer of a Lua
+--        reply into RESP one by one.
 -- Error: "ERR floodgate: bad sliding_window arguments", before any decision.
 --
 -- State (one string): a byte with the fingerprint's length, the fingerprint,
 -- then per limit three little-endian doubles: current bucket start, current,
--- previous. Written (SET PX) only when a request with cost > 0 is admitted.
+-- previous; then, with alerts, per limit two more: the window start its alert
+-- bits belong to, and the bits. Written (SET PX) only when a request with
+-- cost > 0 is admitted.
 --
 -- Exactness: the configuration keeps count * period_ms <= 2^53, and every
 -- comparison below is arranged so that no product or sum exceeds that (the
@@ -46,10 +53,15 @@ if ARGV[2] == '' then
 else
   now = tonumber(ARGV[2])
 end
-local n = tonumber(ARGV[3])
+local n, m = tonumber(ARGV[3]), 0
+if not n then
+  local ns, ms = string.match(ARGV[3] or '', '^(%d+)a(%d)$')
+  n, m = tonumber(ns), tonumber(ms)
+end
 local k = #KEYS
-if not now or not n or n < 1 or #fp > 255 or k < 1 or #ARGV ~= 3 + 2 * n + k and
-    #ARGV ~= 4 + 2 * n then
+local na = m > 0 and (1 + m) * n or 0  -- alert fields
+if not now or not n or n < 1 or m > 8 or #fp > 255 or k < 1 or
+    #ARGV ~= 3 + 2 * n + na + k and #ARGV ~= 4 + 2 * n + na then
   return redis.error_reply('ERR floodgate: bad sliding_window arguments')
 end
 
@@ -58,7 +70,39 @@ for i = 1, n do
   count[i] = tonumber(ARGV[2 + 2 * i])
   period[i] = tonumber(ARGV[3 + 2 * i])
 end
-local cost_at = 3 + 2 * n
+-- Alerts (src/core/alerts.cc): per limit its period and threshold usages.
+local aperiod, aunits = {}, {}
+for i = 1, m > 0 and n or 0 do
+  local a = 3 + 2 * n + (1 + m) * (i - 1)
+  aperiod[i] = tonumber(ARGV[a + 1])
+  for j = 1, m do aunits[(i - 1) * m + j] = tonumber(ARGV[a + 1 + j]) end
+end
+local band, bor = bit.band, bit.bor
+
+-- Limit i's alert step after a decision: with its window [ws, we), its
+-- usage and its stored (aws, abits), the bits fired, the pair to store and
+-- until when the state must live for its bits (0: no bits).
+local function alert(i, admitted, used, ws, we, aws, abits)
+  if abits ~= 0 and ws < aws then
+    return 0, aws, abits, aws + aperiod[i]  -- the clock stepped back: nothing fires
+  end
+  local bits = abits
+  if ws ~= aws then bits = 0 end
+  local fired = 0
+  if admitted then
+    for j = 1, m do
+      local b = 2 ^ (j - 1)
+      if band(bits, b) == 0 and used >= aunits[(i - 1) * m + j] then fired = bor(fired, b) end
+    end
+  end
+  if fired ~= 0 then
+    bits = bor(bits, fired)
+    aws, abits = ws, bits
+  end
+  return fired, aws, abits, bits ~= 0 and we or 0
+end
+
+local cost_at = 3 + 2 * n + na
 local costs = #ARGV - cost_at  -- k, or 1: one cost for every decision
 for j = 1, costs do
   if not tonumber(ARGV[cost_at + j]) then
@@ -67,8 +111,10 @@ for j = 1, costs do
 end
 local same_cost = costs == 1 and tonumber(ARGV[cost_at + 1])
 
-local fmt = '<' .. string.rep('d', 3 * n)
-local rfmt = '<' .. string.rep('d', 1 + 7 * n)
+local words = m > 0 and 5 or 3  -- doubles per limit in the state
+local fmt = '<' .. string.rep('d', words * n)
+local rlen = 1 + 7 * n + (m > 0 and 3 * n or 0)
+local rfmt = '<' .. string.rep('d', rlen)
 local fl = #fp
 local head = string.char(fl) .. fp
 local rget, unpack_state, pack_state = redis.call, struct.unpack, struct.pack
@@ -131,7 +177,7 @@ for j = 1, k do
   if raw then
     local sfl = fl
     if fl == 0 then sfl = string.byte(raw, 1) or 0 end  -- '' skips the check
-    if #raw == 1 + sfl + 24 * n and (fl == 0 or string.find(raw, head, 1, true) == 1) then
+    if #raw == 1 + sfl + 8 * words * n and (fl == 0 or string.find(raw, head, 1, true) == 1) then
       state = {unpack_state(fmt, raw, 2 + sfl)}
     end
   end
@@ -150,9 +196,24 @@ for j = 1, k do
     pos = pos + 7
   end
   vals[1] = admitted
+  if m > 0 then
+    local ok = cost > 0 and admitted == 1
+    for i = 1, n do
+      local aws, abits = 0, 0
+      if state then aws, abits = state[3 * n + 2 * i - 1], state[3 * n + 2 * i] end
+      local p = 1 + 7 * (i - 1)
+      local ws, we = vals[p + 6], vals[p + 7]
+      local fired, keep
+      fired, aws, abits, keep = alert(i, ok, vals[p + 2] - vals[p + 3], ws, we, aws, abits)
+      out[3 * n + 2 * i - 1], out[3 * n + 2 * i] = aws, abits
+      if keep > expires then expires = keep end
+      local r = 1 + 7 * n + 3 * (i - 1)
+      vals[r + 1], vals[r + 2], vals[r + 3] = fired, ws, we
+    end
+  end
   if cost > 0 and admitted == 1 then
     if expires > now then
-      rget('SET', key, head .. pack_state(fmt, unpack(out, 1, 3 * n)), 'PX',
+      rget('SET', key, head .. pack_state(fmt, unpack(out, 1, words * n)), 'PX',
         string.format('%d', expires - now))
     else
       rget('DEL', key)
@@ -170,6 +231,6 @@ for j = 1, k do
       pos = pos + 7
     end
   end
-  reply[j + 1] = pack_state(rfmt, unpack(vals, 1, 1 + 7 * n))
+  reply[j + 1] = pack_state(rfmt, unpack(vals, 1, rlen))
 end
 return reply

@@ -8,22 +8,29 @@
 -- ARGV[1]     definition fingerprint; a state with another one is treated as
 --             empty ('' skips the check)
 -- ARGV[2]     now in ms since the epoch; '' reads the server's TIME (once)
--- ARGV[3]     n, the number of limits
+-- ARGV[3]     n, the number of limits; or 'nAm' (e.g. '2a3') for a rule with
+--             m alert thresholds (src/core/alerts.h)
 -- ARGV[4..3+3n]  3 fields per limit: count (refilled per period), period_ms,
 --             capacity
--- ARGV[4+3n..3+3n+k]  the cost of each decision (0 peeks); or one value,
---             ARGV[4+3n], the cost of every decision
+-- then, with alerts, 1 + m fields per limit: its period_ms, then the usage
+--             (burst consumed) that reaches each threshold
+-- then the cost of each decision (0 peeks); or one value, the cost of
+--             every decision
 --
--- Reply: {now_ms, then per key a string of 1 + 5n little-endian doubles
---        (struct '<d...')}: admitted, then per limit allowed, limit,
---        remaining, retry_after_ms, reset_after_ms. Packed: Redis turns each
---        integer of a Lua reply into RESP one by one.
+-- Reply: {now_ms, then per key a string of 1 + 5n (+ 3n) little-endian
+--        doubles (struct '<d...')}: admitted, then per limit allowed, limit,
+--        remaining, retry_after_ms, reset_after_ms; then, with alerts, per
+--        limit the thresholds this decision reached first in its window (bit
+--        j: threshold j) and that window's start and end (the epoch-aligned
+--        period holding now). Packed: Redis turns each integer of a Lua reply
+--        into RESP one by one.
 -- Error: "ERR floodgate: bad token_bucket arguments", before any decision.
 --
 -- State (one string): a byte with the fingerprint's length, the fingerprint,
 -- then per limit two little-endian doubles: tokens missing scaled by
--- period_ms (0 = full), time of the last update. Written (SET PX) only when a
--- request with cost > 0 is admitted.
+-- period_ms (0 = full), time of the last update; then, with alerts, per limit
+-- two more: the window start its alert bits belong to, and the bits. Written
+-- (SET PX) only when a request with cost > 0 is admitted.
 --
 -- Exactness: the configuration keeps max(count, capacity) * period_ms <= 2^53;
 -- comparisons are arranged so no sum exceeds the full bucket.
@@ -46,10 +53,15 @@ if ARGV[2] == '' then
 else
   now = tonumber(ARGV[2])
 end
-local n = tonumber(ARGV[3])
+local n, m = tonumber(ARGV[3]), 0
+if not n then
+  local ns, ms = string.match(ARGV[3] or '', '^(%d+)a(%d)$')
+  n, m = tonumber(ns), tonumber(ms)
+end
 local k = #KEYS
-if not now or not n or n < 1 or #fp > 255 or k < 1 or #ARGV ~= 3 + 3 * n + k and
-    #ARGV ~= 4 + 3 * n then
+local na = m > 0 and (1 + m) * n or 0  -- alert fields
+if not now or not n or n < 1 or m > 8 or #fp > 255 or k < 1 or
+    #ARGV ~= 3 + 3 * n + na + k and #ARGV ~= 4 + 3 * n + na then
   return redis.error_reply('ERR floodgate: bad token_bucket arguments')
 end
 
@@ -60,7 +72,45 @@ for i = 1, n do
   period[i] = tonumber(ARGV[a + 2])
   capacity[i] = tonumber(ARGV[a + 3])
 end
-local cost_at = 3 + 3 * n
+-- Alerts (src/core/alerts.cc): per limit its period and threshold usages.
+local aperiod, aunits = {}, {}
+for i = 1, m > 0 and n or 0 do
+  local a = 3 + 3 * n + (1 + m) * (i - 1)
+  aperiod[i] = tonumber(ARGV[a + 1])
+  for j = 1, m do aunits[(i - 1) * m + j] = tonumber(ARGV[a + 1 + j]) end
+end
+local band, bor = bit.band, bit.bor
+
+-- Limit i's alert step after a decision: with its usage and its stored
+-- (aws, abits), the bits fired, the pair to store and until when the state
+-- must live for its bits (0: no bits). The window is the epoch-aligned
+-- period holding now.
+local function alert(i, admitted, used, aws, abits)
+  local p = aperiod[i]
+  local r = math.fmod(now, p)
+  if r < 0 then r = r + p end
+  local ws = now - r
+  local we = ws + p
+  if abits ~= 0 and ws < aws then
+    return 0, aws, abits, aws + p, ws, we  -- the clock stepped back: nothing fires
+  end
+  local bits = abits
+  if ws ~= aws then bits = 0 end
+  local fired = 0
+  if admitted then
+    for j = 1, m do
+      local b = 2 ^ (j - 1)
+      if band(bits, b) == 0 and used >= aunits[(i - 1) * m + j] then fired = bor(fired, b) end
+    end
+  end
+  if fired ~= 0 then
+    bits = bor(bits, fired)
+    aws, abits = ws, bits
+  end
+  return fired, aws, abits, bits ~= 0 and we or 0, ws, we
+end
+
+local cost_at = 3 + 3 * n + na
 local costs = #ARGV - cost_at  -- k, or 1: one cost for every decision
 for j = 1, costs do
   if not tonumber(ARGV[cost_at + j]) then
@@ -69,8 +119,10 @@ for j = 1, costs do
 end
 local same_cost = costs == 1 and tonumber(ARGV[cost_at + 1])
 
-local fmt = '<' .. string.rep('d', 2 * n)
-local rfmt = '<' .. string.rep('d', 1 + 5 * n)
+local words = m > 0 and 4 or 2  -- doubles per limit in the state
+local fmt = '<' .. string.rep('d', words * n)
+local rlen = 1 + 5 * n + (m > 0 and 3 * n or 0)
+local rfmt = '<' .. string.rep('d', rlen)
 local fl = #fp
 local head = string.char(fl) .. fp
 local rget, unpack_state, pack_state = redis.call, struct.unpack, struct.pack
@@ -116,7 +168,7 @@ for j = 1, k do
   if raw then
     local sfl = fl
     if fl == 0 then sfl = string.byte(raw, 1) or 0 end  -- '' skips the check
-    if #raw == 1 + sfl + 16 * n and (fl == 0 or string.find(raw, head, 1, true) == 1) then
+    if #raw == 1 + sfl + 8 * words * n and (fl == 0 or string.find(raw, head, 1, true) == 1) then
       state = {unpack_state(fmt, raw, 2 + sfl)}
     end
   end
@@ -136,9 +188,23 @@ for j = 1, k do
     pos = pos + 5
   end
   vals[1] = admitted
+  if m > 0 then
+    local ok = cost > 0 and admitted == 1
+    for i = 1, n do
+      local aws, abits = 0, 0
+      if state then aws, abits = state[2 * n + 2 * i - 1], state[2 * n + 2 * i] end
+      local p = 1 + 5 * (i - 1)
+      local fired, keep, ws, we
+      fired, aws, abits, keep, ws, we = alert(i, ok, vals[p + 2] - vals[p + 3], aws, abits)
+      out[2 * n + 2 * i - 1], out[2 * n + 2 * i] = aws, abits
+      if keep > expires then expires = keep end
+      local r = 1 + 5 * n + 3 * (i - 1)
+      vals[r + 1], vals[r + 2], vals[r + 3] = fired, ws, we
+    end
+  end
   if cost > 0 and admitted == 1 then
     if expires > now then
-      rget('SET', key, head .. pack_state(fmt, unpack(out, 1, 2 * n)), 'PX',
+      rget('SET', key, head .. pack_state(fmt, unpack(out, 1, words * n)), 'PX',
         string.format('%d', expires - now))
     else
       rget('DEL', key)
@@ -156,6 +222,6 @@ for j = 1, k do
       pos = pos + 5
     end
   end
-  reply[j + 1] = pack_state(rfmt, unpack(vals, 1, 1 + 5 * n))
+  reply[j + 1] = pack_state(rfmt, unpack(vals, 1, rlen))
 end
 return reply

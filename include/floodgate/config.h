@@ -115,7 +115,8 @@ struct AlertDeliveryConfig {
   int64_t backoff_max_ms = 300'000;
   // The embedded store: the file that keeps pending events across a
   // restart. Empty: alerts.spool in $STATE_DIRECTORY (systemd's
-  // StateDirectory=), else in /var/lib/floodgate.
+  // StateDirectory=), else in /var/lib/floodgate. "off": none (pending
+  // events are dropped at shutdown, counted).
   std::string spool;
   int64_t recent = 100;  // events GET /v1/alerts/recent can list
   // The Redis store: pending events live in one stream, shared by every

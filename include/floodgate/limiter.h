@@ -13,6 +13,7 @@
 #include <memory>
 #include <string_view>
 
+#include "floodgate/alerts.h"
 #include "floodgate/clock.h"
 #include "floodgate/config.h"
 #include "floodgate/decision.h"
@@ -193,6 +194,12 @@ class Limiter {
   // section (read once, at Create; disabled without one). Thread-safe;
   // lives as long as the Limiter.
   Otp& otp();
+  // The quota alerts of the rules (Rule::alerts): recent events, delivery
+  // counters. Delivery settings are the config's alert_delivery section,
+  // read once, at Create; a rule's thresholds and webhook reload. Create
+  // and Reload refuse a rule with alerts whose secret is not set.
+  // Thread-safe; lives as long as the Limiter.
+  Alerts& alerts();
 
  private:
   struct Impl;

@@ -78,6 +78,10 @@ struct AlertConfig {
   std::vector<int> thresholds;
   std::string webhook;  // http://host[:port]/path
   std::string secret_env = "FG_ALERT_SECRET";
+  // The secret itself: never read from the file. Empty: read from
+  // secret_env when the Limiter is created or reloaded (an embedding
+  // program may set it directly).
+  std::string secret;
   bool enabled() const { return !thresholds.empty(); }
 };
 

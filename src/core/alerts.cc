@@ -42,6 +42,7 @@ int64_t ApplyAlerts(const CompiledRule& rule, const Decision& d, int64_t now_ms,
   const int n = d.num_limits;
   const int m = policy.num_thresholds;
   out->num_limits = n;
+  out->at_ms = now_ms;
   // A shadow rule's denial consumed nothing: only real admissions count.
   const bool admitted = d.allowed && !d.shadow_denied && cost > 0;
   int64_t keep_until = 0;

@@ -52,6 +52,7 @@ inline constexpr int kAlertWordsPerLimit = 2;
 // What one decision fired, per limit.
 struct AlertOutcome {
   int num_limits = 0;
+  int64_t at_ms = 0;  // the decision's instant (Redis: the script's clock)
   // Bit j: this decision took limit i to threshold j (first time in its window).
   std::array<uint32_t, kMaxLimitsPerRule> fired{};
   std::array<int64_t, kMaxLimitsPerRule> used{};  // the limit's usage after the decision

@@ -43,13 +43,15 @@ void RedisStore::CheckMany(const core::CompiledRule& rule, std::string_view fing
                                           : CheckReplyShape(r->algorithm, *reply, k);
                }
                if (!shape.ok()) {
-                 for (size_t i = 0; i < k; ++i) done(i, shape, kEmpty);
+                 for (size_t i = 0; i < k; ++i) done(i, shape, kEmpty, nullptr);
                  return;
                }
                Decision d;
+               core::AlertOutcome alerts;
+               core::AlertOutcome* fired = r->alerts.enabled() ? &alerts : nullptr;
                for (size_t i = 0; i < k; ++i) {
-                 const Status decoded = DecodeCheckReply(*r, *reply, i, &d, nullptr);
-                 done(i, decoded, decoded.ok() ? d : kEmpty);
+                 const Status decoded = DecodeCheckReply(*r, *reply, i, &d, nullptr, fired);
+                 done(i, decoded, decoded.ok() ? d : kEmpty, decoded.ok() ? fired : nullptr);
                }
              });
 }

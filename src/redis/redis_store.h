@@ -46,8 +46,11 @@ class RedisStore {
   // malformed reply); the decision is then empty. The command is added to
   // `batch` (sent by the caller with Client::Send), or sent at once when
   // `batch` is null. `rule` must outlive the answers.
+  // `alerts` is what decision i fired (core/alerts.h) for a rule with
+  // alerts, decided by the script with the count; null otherwise.
   using ManyDone =
-      absl::AnyInvocable<void(size_t index, const Status& status, const Decision& decision)>;
+      absl::AnyInvocable<void(size_t index, const Status& status, const Decision& decision,
+                              const core::AlertOutcome* alerts)>;
   void CheckMany(const core::CompiledRule& rule, std::string_view fingerprint,
                  std::span<const std::string> keys, std::span<const int64_t> costs,
                  std::optional<int64_t> now_ms, int64_t clock_ms, ManyDone done, Batch* batch);

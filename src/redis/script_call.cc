@@ -328,6 +328,7 @@ Status DecodeCheckReply(const core::CompiledRule& rule, const redisReply& reply,
   core::FinishDecision(rule, admitted, decision);
   if (alerts != nullptr) {
     alerts->num_limits = alert_fields > 0 ? n : 0;
+    alerts->at_ms = reply.element[0]->integer;
     const int m = rule.alerts.num_thresholds;
     for (int i = 0; i < alerts->num_limits; ++i) {
       const int64_t* f = v + 1 + n * stride + i * kAlertReplyFields;

@@ -36,7 +36,7 @@ std::string Sha1Hex(std::string_view text) {
 }
 
 // Indexed by Feature.
-constexpr std::array<std::string_view, 2> kFeatures = {"expiring_set", "otp"};
+constexpr std::array<std::string_view, 3> kFeatures = {"expiring_set", "otp", "alert_stream"};
 
 std::string_view EmbeddedSource(std::string_view name) {
   for (const EmbeddedLua& lua : kEmbeddedLua) {

@@ -24,9 +24,9 @@ const Script& ScriptFor(Algorithm algorithm);
 // Every algorithm script, one per algorithm.
 std::span<const Script> AllScripts();
 
-// The scripts that are not an algorithm's, by file name: "expiring_set"
-// and "otp". Thread-safe.
-enum class Feature { kExpiringSet, kOtp };
+// The scripts that are not an algorithm's, by file name: "expiring_set",
+// "otp" and "alert_stream". Thread-safe.
+enum class Feature { kExpiringSet, kOtp, kAlertStream };
 const Script& ScriptFor(Feature feature);
 std::span<const Script> FeatureScripts();
 

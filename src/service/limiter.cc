@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "core/alerts.h"
 #include "core/gcra.h"
 #include "core/rule_eval.h"
 #include "engine/memory_store.h"
@@ -23,6 +24,7 @@
 #include "engine/set_store.h"
 #include "redis/redis_store.h"
 #include "redis/script_call.h"
+#include "service/alerts_impl.h"
 #include "service/expiring_sets_impl.h"
 #include "service/local_deny_cache.h"
 #include "service/otp_impl.h"
@@ -59,7 +61,10 @@ constexpr uint32_t kFirstRuleVariant = 3;
 
 struct Variant {
   core::CompiledRule compiled;
-  uint32_t id = 0;          // the store's variant: which state this rule (tier) uses
+  uint32_t id = 0;  // the store's variant: which state this rule (tier) uses
+  // Where its quota alerts go; null when the rule has none (next to `id`,
+  // which every decision reads anyway).
+  std::shared_ptr<const service::AlertTarget> alerts;
   std::string fingerprint;  // remote stores: redis::Fingerprint(compiled)
 };
 
@@ -83,6 +88,12 @@ std::string DefinitionKey(const Rule& rule, const std::string& tier,
   for (const Limit& l : limits) key += l.ToString() + ',';
   key += '\0';
   for (int64_t b : rule.burst) key += std::to_string(b) + ',';
+  // Alert thresholds add state words and name their bits: other thresholds,
+  // another layout. The webhook and the secret are not part of the state.
+  if (rule.alerts.enabled()) {
+    key += "\0alerts:";
+    for (int t : rule.alerts.thresholds) key += std::to_string(t) + ',';
+  }
   return key;
 }
 
@@ -127,6 +138,7 @@ struct PendingCheck {
   int64_t cost;
   int64_t sent_ms;  // see QueueRemote
   Limiter::CheckCallback done;
+  std::string subject;  // variants with alerts only: the events name it
 };
 
 }  // namespace
@@ -143,9 +155,13 @@ struct Limiter::AsyncBatch::Items {
 
 struct Limiter::Impl {
   Impl(const Clock& clk) : clock(clk), instance_id(next_instance_id.fetch_add(1)) {}
-  // The client first: its shutdown answers requests in flight, whose
-  // callbacks use the members below.
-  ~Impl() { redis.reset(); }
+  // Alerts first: their shutdown hands pending events to the Redis stream
+  // through the client. Then the client: its shutdown answers requests in
+  // flight, whose callbacks use the members below.
+  ~Impl() {
+    alerts.reset();
+    redis.reset();
+  }
 
   // The current RuleSet, from this thread's cache when still current. The
   // cache keeps it alive until this thread's next call, so no reference
@@ -212,6 +228,12 @@ struct Limiter::Impl {
         "a blocking call on the Redis store from a thread that runs its I/O would wait for "
         "itself; use the *Async forms");
   }
+  // The embedded decision of a variant with alerts: the alert bits are
+  // decided under the same lock as the count, the events emitted after.
+  Status DecideWithAlerts(const Variant& variant, const engine::MemoryStore::PreparedKey& key,
+                          int64_t now_ms, int64_t cost, Decision* decision);
+  // Starts the alerts' delivery when `rules` has a rule with alerts.
+  Status StartAlertsFor(const RuleSet& rules);
   // Checks rule, tier, key and cost; the variant to decide with.
   Status Resolve(std::string_view rule, std::string_view key, int64_t cost, std::string_view tier,
                  const Variant** variant) const;
@@ -233,6 +255,8 @@ struct Limiter::Impl {
   bool remote_build = false;  // Create() for a remote store, before `redis` exists
   std::unique_ptr<ExpiringSets> sets;
   std::unique_ptr<Otp> otp;
+  // Never null once created; its threads run only once a rule has alerts.
+  std::unique_ptr<service::AlertsImpl> alerts;
 };
 
 Result<std::shared_ptr<const RuleSet>> Limiter::Impl::Build(
@@ -263,6 +287,11 @@ Result<std::shared_ptr<const RuleSet>> Limiter::Impl::Build(
       added.emplace_back(v.id, layout);
     }
     v.compiled = std::move(*compiled);
+    if (rule.alerts.enabled()) {
+      auto target = service::MakeAlertTarget(rule, v.compiled);
+      if (!target.ok()) return target.status();
+      v.alerts = std::make_shared<const service::AlertTarget>(std::move(*target));
+    }
     if (redis != nullptr || remote_build) v.fingerprint = redis::Fingerprint(v.compiled);
     return v;
   };
@@ -334,6 +363,8 @@ Result<std::unique_ptr<Limiter>> Limiter::Create(const Config& config, const Clo
   auto otp = service::MakeOtp(config.otp, clock, impl->store.get(), kOtpVariant, client);
   if (!otp.ok()) return otp.status();
   impl->otp = std::move(*otp);
+  impl->alerts = std::make_unique<service::AlertsImpl>(config.alert_delivery, client);
+  if (Status s = impl->StartAlertsFor(*rules); !s.ok()) return s;
   return std::unique_ptr<Limiter>(new Limiter(std::move(impl)));
 }
 
@@ -344,6 +375,9 @@ Status Limiter::Reload(const Config& config) {
   std::lock_guard<std::mutex> lock(impl_->mu);
   auto built = impl_->Build(config, nullptr);
   if (!built.ok()) return built.status();
+  // Alerts added by this config need their delivery running before any
+  // decision can emit.
+  if (Status s = impl_->StartAlertsFor(**built); !s.ok()) return s;
   impl_->current = std::move(*built);
   impl_->generation.fetch_add(1, std::memory_order_release);
   return Status::Ok();
@@ -497,9 +531,32 @@ Status Limiter::Impl::Decide(std::string_view rule, std::string_view key, int64_
     prepared = store->Prepare(variant->id, key);
   }
   const int64_t now_ms = at_ms != nullptr ? *at_ms : clock.NowMs();
+  if (variant->alerts != nullptr)
+    return DecideWithAlerts(*variant, prepared, now_ms, cost, decision);
   return store->Update(prepared, now_ms, [&](int64_t* state, bool /*fresh*/) {
     return core::EvaluateRule(compiled, state, now_ms, cost, decision);
   });
+}
+
+Status Limiter::Impl::DecideWithAlerts(const Variant& variant,
+                                       const engine::MemoryStore::PreparedKey& key, int64_t now_ms,
+                                       int64_t cost, Decision* decision) {
+  core::AlertOutcome outcome;
+  const Status s = store->Update(key, now_ms, [&](int64_t* state, bool /*fresh*/) {
+    return core::EvaluateRuleWithAlerts(variant.compiled, state, now_ms, cost, decision, &outcome);
+  });
+  // Outside the shard lock: building and queueing the events waits for nothing.
+  if (s.ok() && outcome.any()) {
+    alerts->Emit(variant.compiled, *variant.alerts, key.key, outcome, now_ms);
+  }
+  return s;
+}
+
+Status Limiter::Impl::StartAlertsFor(const RuleSet& rules) {
+  for (const auto& [name, entry] : rules.rules) {
+    if (entry.base.alerts != nullptr) return alerts->Start();
+  }
+  return Status::Ok();
 }
 
 void Limiter::Impl::QueueRemote(const Variant& variant, std::string_view key, int64_t cost,
@@ -521,8 +578,9 @@ void Limiter::Impl::QueueRemote(const Variant& variant, std::string_view key, in
   // there): the batch keeps that set alive until the answers.
   const std::shared_ptr<const RuleSet>& rules = Cache().rules;
   if (items.rule_sets.empty() || items.rule_sets.back() != rules) items.rule_sets.push_back(rules);
-  items.checks.push_back(PendingCheck{rules.get(), &variant, at_ms, std::move(state_key), cost,
-                                      sent_ms, std::move(done)});
+  items.checks.push_back(
+      PendingCheck{rules.get(), &variant, at_ms, std::move(state_key), cost, sent_ms,
+                   std::move(done), variant.alerts != nullptr ? std::string(key) : std::string()});
 }
 
 void Limiter::Impl::SendChecks(AsyncBatch::Items& items) {
@@ -536,6 +594,7 @@ void Limiter::Impl::SendChecks(AsyncBatch::Items& items) {
     int64_t cost;
     int64_t sent_ms;
     CheckCallback done;
+    std::string subject;  // variants with alerts only
   };
   for (size_t first = 0; first < checks.size(); ++first) {
     if (items.taken[first]) continue;
@@ -551,13 +610,14 @@ void Limiter::Impl::SendChecks(AsyncBatch::Items& items) {
       items.taken[i] = 1;
       keys.push_back(std::move(c.key));
       costs.push_back(c.cost);
-      entries.push_back(Entry{c.cost, c.sent_ms, std::move(c.done)});
+      entries.push_back(Entry{c.cost, c.sent_ms, std::move(c.done), std::move(c.subject)});
     }
     std::shared_ptr<const RuleSet> rules;
     for (const auto& set : items.rule_sets) {
       if (set.get() == head.rules) rules = set;
     }
     const core::CompiledRule* compiled = &head.variant->compiled;
+    const service::AlertTarget* alert_target = head.variant->alerts.get();
     // Moving a vector keeps its elements in place: the spans stay valid
     // while the callback below takes the vectors.
     const std::span<const std::string> key_span(keys);
@@ -565,9 +625,10 @@ void Limiter::Impl::SendChecks(AsyncBatch::Items& items) {
     items.in_flight->fetch_add(1, std::memory_order_relaxed);
     redis->CheckMany(
         *compiled, head.variant->fingerprint, key_span, cost_span, head.at_ms, head.sent_ms,
-        [this, rules = std::move(rules), compiled, keys = std::move(keys),
+        [this, rules = std::move(rules), compiled, alert_target, keys = std::move(keys),
          entries = std::move(entries),
-         in_flight = items.in_flight](size_t i, const Status& s, const Decision& d) mutable {
+         in_flight = items.in_flight](size_t i, const Status& s, const Decision& d,
+                                      const core::AlertOutcome* alert_outcome) mutable {
           // Before any answer: the first one may wake the batch's owner,
           // whose next Flush must see the call done.
           if (i == 0) in_flight->fetch_sub(1, std::memory_order_release);
@@ -579,6 +640,11 @@ void Limiter::Impl::SendChecks(AsyncBatch::Items& items) {
           }
           if (deny_cache != nullptr && !d.allowed) {
             deny_cache->Remember(keys[i], e.cost, e.sent_ms, d);
+          }
+          // The script decided the alert bits with the count: emit before
+          // answering, so that a caller who sees the decision can see its events.
+          if (alert_outcome != nullptr && alert_target != nullptr && alert_outcome->any()) {
+            alerts->Emit(*compiled, *alert_target, e.subject, *alert_outcome, alert_outcome->at_ms);
           }
           e.done(Status::Ok(), d);
         },
@@ -732,5 +798,7 @@ Config Limiter::config() const { return impl_->Rules().config; }
 ExpiringSets& Limiter::sets() { return *impl_->sets; }
 
 Otp& Limiter::otp() { return *impl_->otp; }
+
+Alerts& Limiter::alerts() { return *impl_->alerts; }
 
 }  // namespace floodgate

@@ -11,6 +11,7 @@
 #include "floodgate/limiter.h"
 #include "redis/client.h"
 #include "redis/script_call.h"
+#include "testing/http_receiver.h"
 #include "testing/nutcracker.h"
 #include "testing/redis_cluster.h"
 #include "testing/redis_server.h"
@@ -29,11 +30,15 @@ void RunCase(const testing::VectorCase& vc, const std::string& url, const std::s
   config.redis.local_cache = false;
   config.redis.timeout_ms = 2000;  // correctness here, not latency
   config.rules.push_back(vc.rule);
+  // Events go to the stream, then to a receiver that answers 200.
+  static testing::HttpReceiver* const webhook = new testing::HttpReceiver();
+  config.rules.back().alerts.webhook = webhook->url();
   config.engine.sweep_interval_ms = 0;
   ManualClock clock;
   auto limiter = Limiter::Create(config, clock);
   ASSERT_TRUE(limiter.ok()) << limiter.status().ToString();
   ASSERT_TRUE((*limiter)->remote());
+  int64_t last_emitted = 0;
   for (size_t i = 0; i < vc.steps.size(); ++i) {
     SCOPED_TRACE("step " + std::to_string(i));
     const auto& step = vc.steps[i];
@@ -43,6 +48,10 @@ void RunCase(const testing::VectorCase& vc, const std::string& url, const std::s
     ASSERT_TRUE(s.ok()) << s.ToString();
     EXPECT_FALSE(d.backend_error) << "the store failed at step " << i;
     testing::ExpectMatches(step, d);
+    // The script decided the alert bits; the Limiter emitted their events
+    // before answering.
+    testing::ExpectAlerts(
+        step, testing::Fired(testing::EmittedSince((*limiter)->alerts(), &last_emitted)));
     ++*steps;
     // The script sets TTLs from the vector's instants, which may leave a
     // state 1 ms to live in real time while the next step comes at the same

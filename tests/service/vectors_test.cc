@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include "floodgate/limiter.h"
+#include "testing/http_receiver.h"
 #include "testing/vectors.h"
 
 namespace floodgate {
@@ -10,15 +11,19 @@ namespace {
 TEST(GoldenVectorsTest, EmbeddedStoreMatchesEveryStep) {
   const auto cases = testing::LoadVectors(testing::VectorsDir());
   ASSERT_GE(cases.size(), 10u);
-  int steps = 0;
+  testing::HttpReceiver webhook;
+  int steps = 0, alert_steps = 0;
   for (const auto& vc : cases) {
     SCOPED_TRACE(vc.file + ": " + vc.name);
     Config config;
     config.rules.push_back(vc.rule);
+    config.rules.back().alerts.webhook = webhook.url();
+    config.alert_delivery.spool = "off";
     config.engine.sweep_interval_ms = 0;
     ManualClock clock;
     auto limiter = Limiter::Create(config, clock);
     ASSERT_TRUE(limiter.ok()) << limiter.status().ToString();
+    int64_t emitted = 0;
     for (size_t i = 0; i < vc.steps.size(); ++i) {
       SCOPED_TRACE("step " + std::to_string(i));
       const auto& step = vc.steps[i];
@@ -26,10 +31,15 @@ TEST(GoldenVectorsTest, EmbeddedStoreMatchesEveryStep) {
       auto d = (*limiter)->Check("r", step.key, step.cost, step.tier);
       ASSERT_TRUE(d.ok()) << d.status().ToString();
       testing::ExpectMatches(step, *d);
+      // The events this step emitted, as the alerts' recent list has them.
+      testing::ExpectAlerts(step,
+                            testing::Fired(testing::EmittedSince((*limiter)->alerts(), &emitted)));
       ++steps;
+      if (step.expect.contains("alerts")) ++alert_steps;
     }
   }
   EXPECT_GE(steps, 60);
+  EXPECT_GE(alert_steps, 30);
 }
 
 }  // namespace

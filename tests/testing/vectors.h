@@ -22,6 +22,7 @@
 
 #include "core/alerts.h"
 #include "core/rule_eval.h"
+#include "floodgate/alerts.h"
 #include "floodgate/decision.h"
 #include "floodgate/rule.h"
 #include "nlohmann/json.hpp"
@@ -77,6 +78,7 @@ inline std::vector<VectorCase> LoadVectors(const std::string& dir) {
       if (r.contains("alerts")) {
         vc.rule.alerts.thresholds = r.at("alerts").get<std::vector<int>>();
         vc.rule.alerts.webhook = "http://127.0.0.1:9/vectors";
+        vc.rule.alerts.secret = "vectors-secret";
       }
       if (r.contains("tiers")) {
         for (const auto& [tier, limits] : r.at("tiers").items()) {
@@ -144,6 +146,30 @@ struct FiredAlert {
 inline std::ostream& operator<<(std::ostream& out, const FiredAlert& f) {
   return out << "{limit " << f.limit << ", " << f.threshold << "%, used " << f.used << ", ["
              << f.window_start_ms << ", " << f.window_end_ms << ")}";
+}
+
+// What the events `records` say was fired (any order).
+inline std::vector<FiredAlert> Fired(const std::vector<AlertRecord>& records) {
+  std::vector<FiredAlert> out;
+  for (const AlertRecord& r : records) {
+    out.push_back(FiredAlert{r.event.limit_index, r.event.threshold, r.event.used,
+                             r.event.window_start_ms, r.event.window_end_ms});
+  }
+  return out;
+}
+
+// The events `alerts` emitted since it had emitted *last_emitted (which is
+// updated), newest first. Records of events emitted by another server (on
+// Redis) and delivered here are not among them.
+inline std::vector<AlertRecord> EmittedSince(Alerts& alerts, int64_t* last_emitted) {
+  const int64_t emitted = alerts.GetStats().emitted;
+  std::vector<AlertRecord> out;
+  for (AlertRecord& r : alerts.Recent(static_cast<size_t>(-1))) {
+    if (static_cast<int64_t>(out.size()) >= emitted - *last_emitted) break;
+    if (!r.event.rule.empty()) out.push_back(std::move(r));
+  }
+  *last_emitted = emitted;
+  return out;
 }
 
 // What `outcome` fired for `rule`, in (limit, threshold) order.

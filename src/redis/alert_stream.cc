@@ -1,0 +1,159 @@
+// AlertStream: see alert_stream.h and scripts/alert_stream.lua.
+#include "redis/alert_stream.h"
+
+#include <charconv>
+#include <utility>
+
+#include "redis/reply_util.h"
+#include "redis/script_call.h"
+#include "redis/scripts.h"
+
+namespace floodgate::redis {
+namespace {
+
+constexpr std::string_view kScript = "alert_stream";
+
+std::string Number(int64_t v) {
+  char buf[24];
+  const auto r = std::to_chars(buf, buf + sizeof(buf), v);
+  return std::string(buf, r.ptr);
+}
+
+void AppendFields(const PendingAlert& a, std::vector<std::string>* argv) {
+  argv->push_back(a.event_id);
+  argv->push_back(a.url);
+  argv->push_back(a.body);
+  argv->push_back(a.signature);
+  argv->push_back(Number(a.created_ms));
+  argv->push_back(Number(a.attempts));
+}
+
+bool ParseInt(std::string_view s, int64_t* out) {
+  if (s.empty()) return false;
+  const auto r = std::from_chars(s.data(), s.data() + s.size(), *out);
+  return r.ec == std::errc() && r.ptr == s.data() + s.size();
+}
+
+// One entry of a claim reply, {id, {field, value, ...}}, into *out; false
+// when it is not one of ours.
+bool ParseEntry(const redisReply& entry, PendingAlert* out) {
+  if (entry.type != REDIS_REPLY_ARRAY || entry.elements != 2) return false;
+  const redisReply* id = entry.element[0];
+  const redisReply* fields = entry.element[1];
+  if (id == nullptr || id->type != REDIS_REPLY_STRING || fields == nullptr ||
+      fields->type != REDIS_REPLY_ARRAY || fields->elements % 2 != 0) {
+    return false;
+  }
+  out->stream_id.assign(id->str, id->len);
+  int found = 0;
+  for (size_t i = 0; i + 1 < fields->elements; i += 2) {
+    std::string_view name, value;
+    if (!ReplyString(*fields, i, &name) || !ReplyString(*fields, i + 1, &value)) return false;
+    int64_t n = 0;
+    if (name == "id") {
+      out->event_id = std::string(value);
+    } else if (name == "url") {
+      out->url = std::string(value);
+    } else if (name == "body") {
+      out->body = std::string(value);
+    } else if (name == "sig") {
+      out->signature = std::string(value);
+    } else if (name == "created" && ParseInt(value, &n)) {
+      out->created_ms = n;
+    } else if (name == "attempts" && ParseInt(value, &n) && n >= 0 && n < (int64_t{1} << 30)) {
+      out->attempts = static_cast<int>(n);
+    } else {
+      continue;  // a field a later version added: ignored
+    }
+    ++found;
+  }
+  return found == 6;
+}
+
+}  // namespace
+
+AlertStream::AlertStream(Client& client, Options options)
+    : client_(client), options_(std::move(options)) {}
+
+Result<OwnedReply> AlertStream::Run(std::vector<std::string> argv) {
+  const Script& script = ScriptFor(Feature::kAlertStream);
+  // EVALSHA <sha> 1 <key> <argv...>
+  argv.insert(argv.begin(), {"EVALSHA", std::string(script.sha1), "1", std::string(kKey)});
+  auto reply = client_.Call(kKey, std::span<const std::string>(argv));
+  if (reply.ok() && *reply != nullptr && IsNoScript(**reply)) {
+    argv[0] = "EVAL";
+    argv[1] = std::string(script.source);
+    reply = client_.Call(kKey, std::span<const std::string>(argv));
+  }
+  if (!reply.ok()) return reply.status();
+  if (*reply == nullptr) return InternalError("redis: no reply from the alert_stream script");
+  if (Status e = ErrorReplyStatus(**reply); !e.ok()) return e;
+  return reply;
+}
+
+Result<int64_t> AlertStream::Add(std::span<const PendingAlert> alerts) {
+  if (alerts.empty()) return int64_t{0};
+  std::vector<std::string> argv = {"add", options_.group, Number(options_.max_len),
+                                   Number(options_.ttl_ms)};
+  for (const PendingAlert& a : alerts) AppendFields(a, &argv);
+  auto reply = Run(std::move(argv));
+  if (!reply.ok()) return reply.status();
+  if ((*reply)->type != REDIS_REPLY_INTEGER) {
+    return MalformedReply(kScript, "add: not an integer", reply->get());
+  }
+  return (*reply)->integer;
+}
+
+Result<std::vector<PendingAlert>> AlertStream::Claim(size_t count, int64_t min_idle_ms) {
+  std::vector<PendingAlert> out;
+  if (count == 0) return out;
+  auto reply = Run({"claim", options_.group, options_.consumer, Number(min_idle_ms),
+                    Number(static_cast<int64_t>(count))});
+  if (!reply.ok()) return reply.status();
+  const redisReply& r = **reply;
+  if (r.type != REDIS_REPLY_ARRAY) return MalformedReply(kScript, "claim: not an array", &r);
+  for (size_t i = 0; i < r.elements; ++i) {
+    PendingAlert a;
+    if (r.element[i] != nullptr && ParseEntry(*r.element[i], &a)) {
+      out.push_back(std::move(a));
+    } else if (r.element[i] != nullptr && r.element[i]->type == REDIS_REPLY_ARRAY &&
+               r.element[i]->elements == 2 && r.element[i]->element[0] != nullptr &&
+               r.element[i]->element[0]->type == REDIS_REPLY_STRING) {
+      // Not an event (written by something else): acknowledged and dropped,
+      // or every claim would return it again.
+      const std::string id(r.element[i]->element[0]->str, r.element[i]->element[0]->len);
+      (void)Ack(std::span<const std::string>(&id, 1));
+    }
+  }
+  return out;
+}
+
+Status AlertStream::Touch(std::span<const std::string> stream_ids) {
+  if (stream_ids.empty()) return Status::Ok();
+  std::vector<std::string> argv = {"touch", options_.group, options_.consumer};
+  argv.insert(argv.end(), stream_ids.begin(), stream_ids.end());
+  auto reply = Run(std::move(argv));
+  return reply.status();
+}
+
+Status AlertStream::Ack(std::span<const std::string> stream_ids) {
+  if (stream_ids.empty()) return Status::Ok();
+  std::vector<std::string> argv = {"ack", options_.group};
+  argv.insert(argv.end(), stream_ids.begin(), stream_ids.end());
+  auto reply = Run(std::move(argv));
+  return reply.status();
+}
+
+Status AlertStream::Release(std::span<const PendingAlert> alerts) {
+  if (alerts.empty()) return Status::Ok();
+  std::vector<std::string> argv = {"release", options_.group, options_.consumer,
+                                   Number(options_.max_len), Number(options_.ttl_ms)};
+  for (const PendingAlert& a : alerts) {
+    argv.push_back(a.stream_id);
+    AppendFields(a, &argv);
+  }
+  auto reply = Run(std::move(argv));
+  return reply.status();
+}
+
+}  // namespace floodgate::redis

@@ -1,0 +1,100 @@
+// AlertStreamRelay: the Redis store's side of alert delivery. One thread
+// moves events between this server and the shared stream
+// (redis/alert_stream.h):
+//
+//  - events this server emitted wait in a bounded outbox and are appended
+//    to the stream (kept there while Redis is down; past the bound, Publish
+//    refuses and the caller counts the drop);
+//  - it claims events from the stream (new ones, and those a stopped server
+//    held for claim_after_ms) as far as the delivery has room, and hands
+//    them to it: with several servers, each event is delivered by the one
+//    that claimed it;
+//  - it acknowledges finished events, and tells the group every third of
+//    claim_after_ms that it still works on those it holds (retrying);
+//  - Stop hands unfinished events back to the stream, where any server
+//    (this one after a restart) takes them at once.
+//
+// Thread-safe.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "common/pending_alert.h"
+#include "redis/alert_stream.h"
+#include "service/alert_delivery.h"
+
+namespace floodgate::service {
+
+class AlertStreamRelay {
+ public:
+  struct Options {
+    size_t outbox_capacity = 10'000;
+    int64_t claim_after_ms = 60'000;
+    // How often the stream is read for other servers' events when nothing
+    // wakes the relay sooner.
+    int64_t poll_ms = 100;
+    // Called when events leave the outbox for the stream (event ids), and
+    // when the stream's length bound trimmed entries (how many).
+    std::function<void(const std::vector<std::string>& event_ids)> on_queued;
+    std::function<void(int64_t trimmed)> on_trimmed;
+  };
+
+  // Starts the thread. `stream` and `delivery` must outlive the relay.
+  AlertStreamRelay(redis::AlertStream& stream, AlertDelivery& delivery, Options options);
+  ~AlertStreamRelay();  // Stop({})
+  AlertStreamRelay(const AlertStreamRelay&) = delete;
+  AlertStreamRelay& operator=(const AlertStreamRelay&) = delete;
+
+  // Queues an event emitted here for the stream. False when the outbox is
+  // full (or stopped).
+  bool Publish(PendingAlert alert);
+
+  // The delivery finished an event it got from the stream: acknowledged on
+  // the next round. Call from AlertDelivery's on_finished.
+  void Finished(const PendingAlert& alert);
+
+  // Stops the thread, then (one try each, within the client's timeout)
+  // appends what the outbox holds, acknowledges finished events and hands
+  // `unfinished` (what AlertDelivery::Stop returned) back to the stream.
+  // Returns how many events could not be kept (Redis down). Idempotent.
+  int64_t Stop(std::vector<PendingAlert> unfinished);
+
+  size_t outbox_size() const;
+
+  // Waits until the outbox is empty and every finished event is
+  // acknowledged; false on timeout. For tests.
+  bool WaitFlushed(std::chrono::milliseconds timeout);
+
+ private:
+  void Run();
+  // One round: publish, acknowledge, touch when due, claim. Returns whether
+  // it claimed a full batch (more may be waiting).
+  bool Round(bool touch);
+  // Logs a failed stream call, at most once per 10 s.
+  void NoteFailure(const char* what, const Status& status);
+
+  redis::AlertStream& stream_;
+  AlertDelivery& delivery_;
+  const Options options_;
+
+  mutable std::mutex mu_;
+  std::condition_variable wake_;
+  std::condition_variable flushed_;
+  std::vector<PendingAlert> outbox_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::string> acks_ ABSL_GUARDED_BY(mu_);
+  bool kick_ ABSL_GUARDED_BY(mu_) = false;
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  bool stopped_ ABSL_GUARDED_BY(mu_) = false;
+  std::chrono::steady_clock::time_point last_failure_log_ ABSL_GUARDED_BY(mu_){};
+  std::thread thread_;
+};
+
+}  // namespace floodgate::service

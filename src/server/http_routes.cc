@@ -1,6 +1,7 @@
 // HTTP routes: /v1/check (POST JSON or GET query), /healthz, /metrics,
-// /v1/rules, /v1/sets/{key} (http_set_routes.cc) and /v1/otp/issue|verify
-// (http_otp_routes.cc). Errors are application/problem+json (RFC 9457).
+// /v1/rules, /v1/sets/{key} (http_set_routes.cc), /v1/otp/issue|verify
+// (http_otp_routes.cc) and /v1/alerts/recent (http_alert_routes.cc). Errors
+// are application/problem+json (RFC 9457).
 #include "server/http_routes.h"
 
 #include <charconv>
@@ -12,7 +13,9 @@
 #include "protocol/http/check_request.h"
 #include "protocol/http/query.h"
 #include "protocol/http/response.h"
+#include "server/alert_metrics.h"
 #include "server/feature_metrics.h"
+#include "server/http_alert_routes.h"
 #include "server/http_otp_routes.h"
 #include "server/http_set_routes.h"
 
@@ -148,6 +151,12 @@ void Rules(LoopContext& loop, const http::Request& req, std::string* out) {
         for (const Limit& l : limits) t.push_back(l.ToString());
       }
     }
+    // The secret never leaves the process; its variable's name may.
+    if (r.alerts.enabled()) {
+      j["alerts"] = {{"thresholds", r.alerts.thresholds},
+                     {"webhook", r.alerts.webhook},
+                     {"secret_env", r.alerts.secret_env}};
+    }
     j["timezone"] = r.timezone;
     j["shadow"] = r.shadow;
     j["on_backend_error"] = r.on_backend_error == OnBackendError::kAllow ? "allow" : "deny";
@@ -201,6 +210,7 @@ void MetricsPage(LoopContext& loop, const http::Request& req, std::string* out) 
     }
   }
   AppendFeatureMetrics(*s.limiter, &body);
+  AppendAlertMetrics(s.limiter->alerts(), &body);
   if (s.render_connections) s.render_connections(&body);
   const http::HeaderField text[] = {{"Content-Type", "text/plain; version=0.0.4"}};
   http::AppendResponse(out, 200, "OK", text, body, req.keep_alive);
@@ -312,7 +322,7 @@ void HandleHttp(LoopContext& loop, const http::Request& req, const HttpAsync& as
     if (set_path->size() != 3 || (*set_path)[2].empty()) set_path.reset();
   }
   const bool known = path == "/v1/check" || path == "/metrics" || path == "/v1/rules" ||
-                     set_path.has_value() || IsOtpPath(path);
+                     set_path.has_value() || IsOtpPath(path) || IsAlertPath(path);
   if (!known) {
     return Problem(loop, req, 404,
                    "no route for " + std::string(path) +
@@ -334,6 +344,7 @@ void HandleHttp(LoopContext& loop, const http::Request& req, const HttpAsync& as
   }
   if (set_path.has_value()) return HandleSetRequest(loop, req, (*set_path)[2], query, async, out);
   if (IsOtpPath(path)) return HandleOtpRequest(loop, req, path, async, out);
+  if (IsAlertPath(path)) return HandleAlertRequest(loop, req, query, out);
   if (!get) return Problem(loop, req, 405, "use GET", out, {{"Allow", "GET"}});
   if (path == "/metrics") return MetricsPage(loop, req, out);
   return Rules(loop, req, out);

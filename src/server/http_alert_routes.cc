@@ -1,0 +1,87 @@
+// /v1/alerts/recent: see http_alert_routes.h.
+#include "server/http_alert_routes.h"
+
+#include <charconv>
+
+#include "floodgate/alerts.h"
+#include "protocol/http/query.h"
+#include "protocol/http/response.h"
+
+namespace floodgate::server {
+namespace {
+
+constexpr std::string_view kRecent = "/v1/alerts/recent";
+// More than alert_delivery.recent can hold: the list's own bound applies.
+constexpr size_t kMaxListed = 10'000;
+
+void Problem(LoopContext& loop, const http::Request& req, int status, std::string_view kind,
+             std::string_view detail, std::string* out,
+             std::span<const http::HeaderField> headers = {}) {
+  loop.service().metrics->CountError(kind);
+  http::AppendProblem(out, status, http::StatusReason(status), detail, req.keep_alive, headers);
+}
+
+// One record: the event's own JSON with the delivery fields added at its end.
+void AppendRecord(const AlertRecord& r, std::string* out) {
+  std::string_view body = r.body;
+  if (body.size() >= 2 && body.back() == '}') {
+    out->append(body.substr(0, body.size() - 1));
+    *out += ',';
+  } else {
+    *out += '{';  // not an object (cannot happen): the delivery fields alone
+  }
+  *out += "\"status\":\"";
+  *out += AlertStatusName(r.status);
+  *out += "\",\"attempts\":";
+  *out += std::to_string(r.attempts);
+  if (!r.last_error.empty()) {
+    *out += ",\"last_error\":\"";
+    http::AppendJsonEscaped(out, r.last_error);
+    *out += '"';
+  }
+  *out += '}';
+}
+
+}  // namespace
+
+bool IsAlertPath(std::string_view path) { return path == kRecent; }
+
+void HandleAlertRequest(LoopContext& loop, const http::Request& req, std::string_view query,
+                        std::string* out) {
+  if (req.method != "GET" && req.method != "HEAD") {
+    const http::HeaderField allow[] = {{"Allow", "GET"}};
+    return Problem(loop, req, 405, "method_not_allowed", "use GET", out, allow);
+  }
+  size_t limit = kMaxListed;
+  std::string error;
+  const std::optional<std::string> text = http::QueryParam(query, "limit", &error);
+  if (!error.empty()) return Problem(loop, req, 400, "bad_request", error, out);
+  if (text.has_value()) {
+    int64_t n = 0;
+    const auto r = std::from_chars(text->data(), text->data() + text->size(), n);
+    if (r.ec != std::errc() || r.ptr != text->data() + text->size() || n < 1 ||
+        n > static_cast<int64_t>(kMaxListed)) {
+      return Problem(loop, req, 400, "bad_request",
+                     "'limit' must be an integer between 1 and " + std::to_string(kMaxListed) +
+                         ", not " + http::QuoteForDetail(*text, 32),
+                     out);
+    }
+    limit = static_cast<size_t>(n);
+  }
+  Alerts& alerts = loop.service().limiter->alerts();
+  std::string body = "{\"enabled\":";
+  body += alerts.enabled() ? "true" : "false";
+  body += ",\"events\":[";
+  bool first = true;
+  for (const AlertRecord& r : alerts.Recent(limit)) {
+    if (!first) body += ',';
+    first = false;
+    AppendRecord(r, &body);
+  }
+  body += "]}";
+  const http::HeaderField json[] = {{"Content-Type", "application/json"},
+                                    {"Cache-Control", "no-store"}};
+  http::AppendResponse(out, 200, "OK", json, body, req.keep_alive);
+}
+
+}  // namespace floodgate::server

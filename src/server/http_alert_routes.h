@@ -1,0 +1,25 @@
+// Quota alerts over HTTP:
+//   GET /v1/alerts/recent[?limit=N]
+//     200 {"enabled":true|false,"events":[{<the event's JSON fields>,
+//          "status":"pending|queued|delivered|dropped","attempts":N,
+//          "last_error":"…"},…]}, newest first, at most N (default and
+//          bound: alert_delivery.recent)
+// 400 for a bad limit, 405 for another method.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include "protocol/http/request_parser.h"
+#include "server/service_context.h"
+
+namespace floodgate::server {
+
+// Whether `path` is an alert route.
+bool IsAlertPath(std::string_view path);
+
+// Answers a request for an alert route (authorisation already checked).
+void HandleAlertRequest(LoopContext& loop, const http::Request& req, std::string_view query,
+                        std::string* out);
+
+}  // namespace floodgate::server

@@ -1,5 +1,6 @@
 // A tiny HTTP/1.1 receiver for tests of outgoing POSTs: a listening socket
-// on a free loopback port and a thread that accepts connections one at a
+// on a loopback port (a free one, or a given one: a receiver that went down
+// comes back where it was) and a thread that accepts connections one at a
 // time, reads one request (header and Content-Length body), records it and
 // answers with a configured status, or says nothing (to test timeouts).
 #pragma once
@@ -24,13 +25,26 @@ class HttpReceiver {
   struct Request {
     std::string head;  // request line and header fields
     std::string body;
+    int answered = 0;  // the status it was answered with (0: none)
+
+    // The value of header field `name` (as sent; case-sensitive), or "".
+    std::string Header(const std::string& name) const {
+      const size_t at = head.find("\r\n" + name + ": ");
+      if (at == std::string::npos) return "";
+      const size_t from = at + 4 + name.size();
+      return head.substr(from, head.find("\r\n", from) - from);
+    }
   };
 
   // `status` 0: read the request and never answer (until destroyed).
-  explicit HttpReceiver(int status = 200) : status_(status) {
+  // `port` 0: any free port.
+  explicit HttpReceiver(int status = 200, int port = 0) : status_(status) {
     fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    const int one = 1;
+    ::setsockopt(fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
     sockaddr_in addr{};
     addr.sin_family = AF_INET;
+    addr.sin_port = htons(static_cast<uint16_t>(port));
     addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     socklen_t len = sizeof(addr);
     ::bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
@@ -50,12 +64,16 @@ class HttpReceiver {
     return "http://127.0.0.1:" + std::to_string(port_) + path;
   }
 
-  // Waits until `n` requests arrived (at most 10 s); returns them.
-  std::vector<Request> WaitFor(size_t n) {
+  // Waits until `n` requests arrived (at most `timeout`); returns them.
+  std::vector<Request> WaitFor(size_t n,
+                               std::chrono::milliseconds timeout = std::chrono::seconds(10)) {
     std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait_for(lock, std::chrono::seconds(10), [&] { return requests_.size() >= n; });
+    cv_.wait_for(lock, timeout, [&] { return requests_.size() >= n; });
     return requests_;
   }
+
+  // The status later requests are answered with.
+  void set_status(int status) { status_ = status; }
 
  private:
   void Run() {
@@ -86,15 +104,17 @@ class HttpReceiver {
           break;
         }
       }
+      const int status = status_;
+      r.answered = status;
       {
         std::lock_guard<std::mutex> lock(mu_);
         requests_.push_back(r);
       }
       cv_.notify_all();
-      if (status_ == 0) {
+      if (status == 0) {
         while (!stop_) std::this_thread::sleep_for(std::chrono::milliseconds(5));
       } else {
-        const std::string answer = "HTTP/1.1 " + std::to_string(status_) +
+        const std::string answer = "HTTP/1.1 " + std::to_string(status) +
                                    " Whatever\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
         ::send(c, answer.data(), answer.size(), MSG_NOSIGNAL);
       }
@@ -102,7 +122,7 @@ class HttpReceiver {
     }
   }
 
-  const int status_;
+  std::atomic<int> status_;
   int fd_ = -1;
   int port_ = 0;
   std::atomic<bool> stop_{false};

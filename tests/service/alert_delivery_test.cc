@@ -1,0 +1,194 @@
+// AlertDelivery against a real HTTP receiver: headers and signature, retries
+// with backoff while the receiver is down, giving up after retry_for, the
+// queue bound, and what Stop hands back.
+#include "service/alert_delivery.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "testing/http_receiver.h"
+
+namespace floodgate::service {
+namespace {
+
+using namespace std::chrono_literals;
+
+int64_t WallMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+PendingAlert Event(const std::string& id, const std::string& url) {
+  return PendingAlert{id, url, "{\"event_id\":\"" + id + "\"}", "sha256=abc", WallMs(), 0, ""};
+}
+
+// What the delivery reported, for assertions.
+struct Finished {
+  std::mutex mu;
+  std::vector<std::pair<std::string, AlertDelivery::Outcome>> events;
+  std::vector<std::string> failures;
+
+  void Attach(AlertDelivery::Options* o) {
+    o->on_finished = [this](const PendingAlert& a, AlertDelivery::Outcome outcome) {
+      std::lock_guard<std::mutex> lock(mu);
+      events.emplace_back(a.event_id, outcome);
+    };
+    o->on_failed = [this](const PendingAlert&, const std::string& error) {
+      std::lock_guard<std::mutex> lock(mu);
+      failures.push_back(error);
+    };
+  }
+  size_t count() {
+    std::lock_guard<std::mutex> lock(mu);
+    return events.size();
+  }
+  // Waits for `n` finished events (the callback runs after the delivery
+  // has counted the event, so WaitIdle may return before it).
+  bool WaitFor(size_t n) {
+    for (int i = 0; i < 500 && count() < n; ++i) std::this_thread::sleep_for(10ms);
+    return count() >= n;
+  }
+};
+
+AlertDelivery::Options Fast() {
+  AlertDelivery::Options o;
+  o.workers = 2;
+  o.timeout_ms = 1000;
+  o.backoff_initial_ms = 20;
+  o.backoff_max_ms = 80;
+  o.retry_for_ms = 60'000;
+  return o;
+}
+
+TEST(AlertDeliveryTest, PostsTheBodyWithItsSignatureAndIdempotencyKey) {
+  testing::HttpReceiver receiver(204);
+  Finished finished;
+  AlertDelivery::Options o = Fast();
+  finished.Attach(&o);
+  AlertDelivery delivery(std::move(o));
+  ASSERT_TRUE(delivery.Add(Event("e1", receiver.url("/quota"))));
+  const auto got = receiver.WaitFor(1);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_TRUE(got[0].head.starts_with("POST /quota HTTP/1.1\r\n"));
+  EXPECT_EQ(got[0].body, "{\"event_id\":\"e1\"}");
+  EXPECT_EQ(got[0].Header("X-Floodgate-Signature"), "sha256=abc");
+  EXPECT_EQ(got[0].Header("Idempotency-Key"), "e1");
+  EXPECT_EQ(got[0].Header("Content-Type"), "application/json");
+  ASSERT_TRUE(delivery.WaitIdle(5s));
+  EXPECT_EQ(delivery.GetStats().delivered, 1);
+  EXPECT_EQ(delivery.GetStats().pending, 0);
+  ASSERT_TRUE(finished.WaitFor(1));
+  EXPECT_EQ(finished.events.at(0).second, AlertDelivery::Outcome::kDelivered);
+}
+
+TEST(AlertDeliveryTest, RetriesWithBackoffWhileTheReceiverIsDownThenDeliversOnce) {
+  int port = 0;
+  {
+    testing::HttpReceiver probe;
+    port = probe.port();  // free, and nobody listens there once it is gone
+  }
+  const std::string url = "http://127.0.0.1:" + std::to_string(port) + "/hook";
+  Finished finished;
+  AlertDelivery::Options o = Fast();
+  finished.Attach(&o);
+  AlertDelivery delivery(std::move(o));
+  for (int i = 0; i < 5; ++i) ASSERT_TRUE(delivery.Add(Event("e" + std::to_string(i), url)));
+  std::this_thread::sleep_for(400ms);
+  const AlertDelivery::Stats down = delivery.GetStats();
+  EXPECT_EQ(down.delivered, 0);
+  EXPECT_EQ(down.pending, 5);
+  // Backoff 20, 40, 80, 80 … ms (jittered): a handful of tries each, not hundreds.
+  EXPECT_GE(down.retried, 5 * 3);
+  EXPECT_LE(down.retried, 5 * 25);
+
+  testing::HttpReceiver receiver(200, port);
+  ASSERT_TRUE(delivery.WaitIdle(5s));
+  const auto got = receiver.WaitFor(5);
+  ASSERT_EQ(got.size(), 5u);  // each once: none twice
+  std::set<std::string> ids;
+  for (const auto& r : got) ids.insert(r.Header("Idempotency-Key"));
+  EXPECT_EQ(ids.size(), 5u);
+  EXPECT_EQ(delivery.GetStats().delivered, 5);
+  ASSERT_TRUE(finished.WaitFor(5));
+  EXPECT_FALSE(finished.failures.empty());
+}
+
+TEST(AlertDeliveryTest, NonSuccessStatusesAreRetried) {
+  testing::HttpReceiver receiver(503);
+  AlertDelivery::Options o = Fast();
+  AlertDelivery delivery(std::move(o));
+  ASSERT_TRUE(delivery.Add(Event("e1", receiver.url())));
+  ASSERT_GE(receiver.WaitFor(3).size(), 3u);
+  receiver.set_status(200);
+  ASSERT_TRUE(delivery.WaitIdle(5s));
+  EXPECT_EQ(delivery.GetStats().delivered, 1);
+  EXPECT_GE(delivery.GetStats().retried, 2);
+}
+
+TEST(AlertDeliveryTest, GivesUpWhenRetryForHasPassed) {
+  testing::HttpReceiver receiver(500);
+  Finished finished;
+  AlertDelivery::Options o = Fast();
+  o.retry_for_ms = 300;
+  finished.Attach(&o);
+  AlertDelivery delivery(std::move(o));
+  ASSERT_TRUE(delivery.Add(Event("e1", receiver.url())));
+  ASSERT_TRUE(delivery.WaitIdle(5s));
+  EXPECT_EQ(delivery.GetStats().expired, 1);
+  EXPECT_EQ(delivery.GetStats().delivered, 0);
+  ASSERT_TRUE(finished.WaitFor(1));
+  EXPECT_EQ(finished.events[0].second, AlertDelivery::Outcome::kExpired);
+  // The last try came at the deadline, not a backoff after it.
+  const auto tries = receiver.WaitFor(1);
+  EXPECT_GE(tries.size(), 3u);
+
+  // An event kept elsewhere longer than retry_for is given up untried.
+  PendingAlert old = Event("old", receiver.url());
+  old.created_ms -= 10'000;
+  EXPECT_TRUE(delivery.Add(old));
+  EXPECT_EQ(delivery.GetStats().expired, 2);
+  EXPECT_EQ(receiver.WaitFor(100, 200ms).size(), tries.size());  // not tried
+}
+
+TEST(AlertDeliveryTest, AFullQueueRefusesAndStopHandsBackWhatIsLeft) {
+  testing::HttpReceiver silent(0);  // reads and never answers: every POST times out
+  AlertDelivery::Options o = Fast();
+  o.capacity = 3;
+  o.workers = 1;
+  o.timeout_ms = 200;
+  AlertDelivery delivery(std::move(o));
+  EXPECT_TRUE(delivery.Add(Event("a", silent.url())));
+  EXPECT_TRUE(delivery.Add(Event("b", silent.url())));
+  EXPECT_TRUE(delivery.Add(Event("c", silent.url())));
+  EXPECT_EQ(delivery.Room(), 0u);
+  EXPECT_FALSE(delivery.Add(Event("d", silent.url())));
+  EXPECT_EQ(delivery.Snapshot().size(), 3u);
+  const uint64_t version = delivery.version();
+  std::vector<PendingAlert> left = delivery.Stop();
+  EXPECT_EQ(left.size(), 3u);
+  EXPECT_NE(delivery.version(), version);
+  EXPECT_FALSE(delivery.Add(Event("e", silent.url())));
+  EXPECT_TRUE(delivery.Stop().empty());
+}
+
+TEST(AlertDeliveryTest, ABadUrlIsGivenUpAtOnce) {
+  Finished finished;
+  AlertDelivery::Options o = Fast();
+  finished.Attach(&o);
+  AlertDelivery delivery(std::move(o));
+  ASSERT_TRUE(delivery.Add(Event("e1", "ftp://nowhere/")));
+  ASSERT_TRUE(delivery.WaitIdle(5s));
+  EXPECT_EQ(delivery.GetStats().expired, 1);
+  EXPECT_EQ(delivery.GetStats().retried, 0);
+}
+
+}  // namespace
+}  // namespace floodgate::service

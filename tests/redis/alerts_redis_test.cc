@@ -1,0 +1,230 @@
+// Quota alerts on the Redis store, with a real redis-server and a real HTTP
+// receiver: two Limiters (two servers) sharing one Redis send one event per
+// threshold; events pending at a graceful stop are handed back to the stream
+// and sent by the next server at once; events a crashed server held are
+// taken over after claim_after; the stream key always has an expiry.
+#include <gtest/gtest.h>
+#include <hiredis/hiredis.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "floodgate/limiter.h"
+#include "nlohmann/json.hpp"
+#include "redis/alert_stream.h"
+#include "redis/client.h"
+#include "testing/http_receiver.h"
+#include "testing/redis_server.h"
+
+namespace floodgate {
+namespace {
+
+using namespace std::chrono_literals;
+
+int64_t WallMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+class RedisAlertsTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    server_ = new testing::RedisServer();
+    ASSERT_TRUE(server_->Start()) << server_->error();
+  }
+  static void TearDownTestSuite() {
+    delete server_;
+    server_ = nullptr;
+  }
+  void SetUp() override {
+    ASSERT_NE(server_, nullptr);
+    ::setenv("FG_TEST_ALERT_SECRET", "redis-alerts-secret", 1);
+    Command("FLUSHALL");
+  }
+
+  Config MakeConfig(const std::string& webhook, const std::string& limit = "100/day") {
+    Config c;
+    c.store = server_->url();
+    c.redis.timeout_ms = 2000;
+    c.redis.local_cache = false;
+    c.engine.sweep_interval_ms = 0;
+    Rule r;
+    r.name = "quota";
+    r.limits = {*ParseLimit(limit)};
+    r.alerts.thresholds = {80, 100};
+    r.alerts.webhook = webhook;
+    r.alerts.secret_env = "FG_TEST_ALERT_SECRET";
+    c.rules.push_back(r);
+    c.alert_delivery.backoff_initial_ms = 20;
+    c.alert_delivery.backoff_max_ms = 100;
+    c.alert_delivery.timeout_ms = 1000;
+    return c;
+  }
+
+  // A command on a connection of its own; the reply's integer (or -100).
+  static int64_t Command(const char* format, const char* arg = nullptr) {
+    redisContext* c = redisConnect("127.0.0.1", server_->port());
+    auto* r = static_cast<redisReply*>(redisCommand(c, format, arg));
+    const int64_t v = r != nullptr && r->type == REDIS_REPLY_INTEGER ? r->integer : -100;
+    if (r != nullptr) freeReplyObject(r);
+    redisFree(c);
+    return v;
+  }
+
+  static testing::RedisServer* server_;
+  SystemClock clock_;
+};
+testing::RedisServer* RedisAlertsTest::server_ = nullptr;
+
+TEST_F(RedisAlertsTest, TwoServersOnOneRedisSendOneEventPerThreshold) {
+  testing::HttpReceiver receiver;
+  auto a = Limiter::Create(MakeConfig(receiver.url("/quota")), clock_);
+  auto b = Limiter::Create(MakeConfig(receiver.url("/quota")), clock_);
+  ASSERT_TRUE(a.ok() && b.ok());
+  ASSERT_TRUE((*a)->Check("quota", "user:42", 70).ok());
+  // 100 requests at once, half through each server: 30 fit.
+  std::atomic<int> admitted{0};
+  std::atomic<bool> go{false};
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 100; ++i) {
+    Limiter* l = (i % 2 == 0 ? a : b)->get();
+    threads.emplace_back([&, l] {
+      while (!go.load()) std::this_thread::yield();
+      auto d = l->Check("quota", "user:42");
+      ASSERT_TRUE(d.ok());
+      EXPECT_FALSE(d->backend_error);
+      if (d->allowed) admitted.fetch_add(1);
+    });
+  }
+  go = true;
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(admitted.load(), 30);
+  const auto got = receiver.WaitFor(2);
+  std::this_thread::sleep_for(500ms);  // anything more would have come by now
+  ASSERT_EQ(receiver.WaitFor(3, 0ms).size(), 2u);
+  std::set<int> thresholds;
+  for (const auto& r : got) {
+    const auto j = nlohmann::json::parse(r.body);
+    thresholds.insert(j.at("threshold").get<int>());
+    EXPECT_EQ(j.at("used").get<int>(), j.at("threshold").get<int>());
+  }
+  EXPECT_EQ(thresholds, (std::set<int>{80, 100}));
+  const int64_t emitted = (*a)->alerts().GetStats().emitted + (*b)->alerts().GetStats().emitted;
+  EXPECT_EQ(emitted, 2);
+  const int64_t delivered =
+      (*a)->alerts().GetStats().delivered + (*b)->alerts().GetStats().delivered;
+  EXPECT_EQ(delivered, 2);
+  // The stream key expires by itself, like every key floodgate writes.
+  EXPECT_GT(Command("PTTL %s", "fg:{alerts}"), 0);
+}
+
+TEST_F(RedisAlertsTest, AGracefulStopHandsPendingEventsToTheNextServer) {
+  int port = 0;
+  {
+    testing::HttpReceiver probe;
+    port = probe.port();
+  }
+  const std::string url = "http://127.0.0.1:" + std::to_string(port) + "/quota";
+  Config config = MakeConfig(url, "10/day");
+  config.alert_delivery.claim_after_ms = 60'000;  // a takeover would be too late for this test
+  std::set<std::string> emitted_ids;
+  {
+    auto limiter = Limiter::Create(config, clock_);
+    ASSERT_TRUE(limiter.ok()) << limiter.status().ToString();
+    ASSERT_TRUE((*limiter)->Check("quota", "k", 10).ok());
+    std::this_thread::sleep_for(300ms);  // taken from the stream, failing
+    const Alerts::Stats s = (*limiter)->alerts().GetStats();
+    EXPECT_EQ(s.emitted, 2);
+    EXPECT_EQ(s.pending, 2);
+    EXPECT_GE(s.retried, 2);
+    for (const AlertRecord& r : (*limiter)->alerts().Recent(10)) {
+      emitted_ids.insert(r.event.event_id);
+    }
+  }
+  EXPECT_GT(Command("PTTL %s", "fg:{alerts}"), 0);
+  testing::HttpReceiver receiver(200, port);
+  const auto start = std::chrono::steady_clock::now();
+  auto next = Limiter::Create(config, clock_);
+  ASSERT_TRUE(next.ok());
+  const auto got = receiver.WaitFor(2);
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 10s);  // not after claim_after
+  std::set<std::string> ids;
+  for (const auto& r : got) ids.insert(r.Header("Idempotency-Key"));
+  EXPECT_EQ(ids, emitted_ids);
+  for (int i = 0; i < 100 && Command("XLEN %s", "fg:{alerts}") != 0; ++i) {
+    std::this_thread::sleep_for(20ms);
+  }
+  EXPECT_EQ(Command("XLEN %s", "fg:{alerts}"), 0) << "delivered entries are deleted";
+  const auto recent = (*next)->alerts().Recent(10);
+  ASSERT_EQ(recent.size(), 2u);
+  EXPECT_EQ(recent[0].status, AlertStatus::kDelivered);
+  EXPECT_GE(recent[0].attempts, 2);  // the first server's tries count
+}
+
+TEST_F(RedisAlertsTest, EventsACrashedServerHeldAreTakenOver) {
+  testing::HttpReceiver receiver;
+  redis::ClientOptions options;
+  options.url = *redis::ParseStoreUrl(server_->url());
+  options.timeout_ms = 2000;
+  auto client = redis::Client::Create(options);
+  ASSERT_TRUE(client.ok());
+  // A server that took an event and died: it never acknowledges it.
+  redis::AlertStream dead(**client, {"floodgate", "dead-server", 1000, 3'600'000});
+  const PendingAlert event{"0123456789abcdef0123456789abcdef",
+                           receiver.url("/taken"),
+                           "{\"event_id\":\"0123456789abcdef0123456789abcdef\"}",
+                           "sha256=x",
+                           WallMs(),
+                           1,
+                           ""};
+  ASSERT_TRUE(dead.Add(std::span<const PendingAlert>(&event, 1)).ok());
+  auto taken = dead.Claim(10, 60'000);
+  ASSERT_TRUE(taken.ok());
+  ASSERT_EQ(taken->size(), 1u);
+  EXPECT_EQ(taken->at(0).attempts, 1);
+
+  Config config = MakeConfig(receiver.url("/quota"));
+  config.alert_delivery.claim_after_ms = 1000;
+  auto limiter = Limiter::Create(config, clock_);
+  ASSERT_TRUE(limiter.ok());
+  std::this_thread::sleep_for(500ms);
+  EXPECT_TRUE(receiver.WaitFor(1, 0ms).empty()) << "taken over only after claim_after";
+  const auto got = receiver.WaitFor(1, 5s);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].Header("Idempotency-Key"), event.event_id);
+  EXPECT_TRUE(got[0].head.starts_with("POST /taken "));
+}
+
+TEST_F(RedisAlertsTest, TheStreamIsBoundedAndTrimmingIsCounted) {
+  redis::ClientOptions options;
+  options.url = *redis::ParseStoreUrl(server_->url());
+  options.timeout_ms = 2000;
+  auto client = redis::Client::Create(options);
+  ASSERT_TRUE(client.ok());
+  redis::AlertStream stream(**client, {"floodgate", "c1", 100, 60'000});
+  std::vector<PendingAlert> events(130,
+                                   PendingAlert{"id", "http://h/", "{}", "s", WallMs(), 0, ""});
+  auto trimmed = stream.Add(events);
+  ASSERT_TRUE(trimmed.ok()) << trimmed.status().ToString();
+  EXPECT_EQ(*trimmed, 30);
+  EXPECT_EQ(Command("XLEN %s", "fg:{alerts}"), 100);
+  const int64_t ttl = Command("PTTL %s", "fg:{alerts}");
+  EXPECT_GT(ttl, 50'000);
+  EXPECT_LE(ttl, 60'000);
+  // Claims and acknowledgements never create the key, nor drop its expiry.
+  ASSERT_TRUE(stream.Claim(10, 1000).ok());
+  Command("DEL %s", "fg:{alerts}");
+  auto none = stream.Claim(10, 1000);
+  ASSERT_TRUE(none.ok());
+  EXPECT_TRUE(none->empty());
+  EXPECT_EQ(Command("EXISTS %s", "fg:{alerts}"), 0);
+}
+
+}  // namespace
+}  // namespace floodgate

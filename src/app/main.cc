@@ -27,6 +27,10 @@ floodgate::Result<floodgate::Config> LoadAndValidate(const std::string& path) {
   // The file is what is checked: OTP's secret comes from the environment
   // `serve` runs in, not this one (CheckConfig says when it is missing here).
   probe.otp.enabled = false;
+  // Likewise the alerts' secrets and spool; their thresholds and webhooks
+  // were checked when the file was parsed. (A probe with alerts would also
+  // start their delivery.)
+  for (floodgate::Rule& rule : probe.rules) rule.alerts = floodgate::AlertConfig{};
   auto limiter = floodgate::Limiter::Create(probe, clock);
   if (!limiter.ok()) {
     return floodgate::InvalidArgumentError(path + ": " + limiter.status().message());
@@ -45,6 +49,13 @@ int CheckConfig(const std::string& path) {
   if (otp.enabled && std::getenv(otp.secret_env.c_str()) == nullptr) {
     std::printf("note: %s is not set here; `floodgate serve` needs it to run OTP\n",
                 otp.secret_env.c_str());
+  }
+  for (const floodgate::Rule& rule : config->rules) {
+    if (rule.alerts.enabled() && std::getenv(rule.alerts.secret_env.c_str()) == nullptr) {
+      std::printf(
+          "note: %s is not set here; `floodgate serve` needs it for the alerts of rule %s\n",
+          rule.alerts.secret_env.c_str(), rule.name.c_str());
+    }
   }
   std::printf("%s: OK\n", path.c_str());
   return 0;

@@ -120,6 +120,8 @@ int RunSimulate(const Config& config, const SimulateOptions& options, std::istre
   // A replay runs on its own virtual clock, in memory: never against the
   // production Redis the config may name (and the log's times, not TIME).
   sim_config.store = "memory";
+  // Nor does it send quota alerts to the production webhooks.
+  for (Rule& rule : sim_config.rules) rule.alerts = AlertConfig{};
   ManualClock clock;
   auto limiter = Limiter::Create(sim_config, clock);
   if (!limiter.ok()) {

@@ -1,8 +1,9 @@
-"""A stand-in SMS / e-mail gateway for the OTP delivery tests: an HTTP
-server on a free loopback port that records every POST and answers with a
+"""A stand-in SMS / e-mail gateway or webhook for the delivery tests: an
+HTTP server on a loopback port (a free one, or --port: a receiver that went
+down comes back where it was) that records every POST and answers with a
 fixed status, or (--silent) reads the request and never answers.
 
-    python3 http_receiver.py [--status N] [--silent]
+    python3 http_receiver.py [--status N] [--silent] [--port P]
 
 Prints "listening <port>" once ready, then one JSON line per request:
 {"path": ..., "headers": {...}, "body": ...}. Stops on SIGTERM.
@@ -20,6 +21,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--status", type=int, default=200)
     parser.add_argument("--silent", action="store_true")
+    parser.add_argument("--port", type=int, default=0)
     args = parser.parse_args()
     lock = threading.Lock()
 
@@ -42,7 +44,8 @@ def main() -> None:
         def log_message(self, *a):  # keep stdout for the records
             pass
 
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    http.server.ThreadingHTTPServer.allow_reuse_address = True
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", args.port), Handler)
     server.daemon_threads = True
     print(f"listening {server.server_address[1]}", flush=True)
     try:

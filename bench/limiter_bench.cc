@@ -38,12 +38,14 @@ floodgate::SystemClock& Clock() {
 }
 
 // Limits high enough that every decision admits: we measure the work of a
-// decision, not of a denial.
-floodgate::Limiter& LimiterFor(const char* algorithm) {
+// decision, not of a denial. `alerts`: the rule has quota alerts at 80 and
+// 100 %, which these limits never reach (the bits are checked on every
+// admission; no event is built).
+floodgate::Limiter& LimiterFor(const char* algorithm, bool alerts = false) {
   static std::mutex mu;
   static absl::flat_hash_map<std::string, std::unique_ptr<floodgate::Limiter>> limiters;
   std::lock_guard<std::mutex> lock(mu);
-  auto& slot = limiters[algorithm];
+  auto& slot = limiters[std::string(algorithm) + (alerts ? "+alerts" : "")];
   if (!slot) {
     // Each within its algorithm's bounds (see CompileRule).
     const std::string name = algorithm;
@@ -55,6 +57,12 @@ floodgate::Limiter& LimiterFor(const char* algorithm) {
         std::string("rules:\n  r: { algorithm: ") + algorithm + ", limits: [" + limit + "] }\n",
         "bench");
     config->engine.max_entries = 4'000'000;
+    if (alerts) {
+      config->rules[0].alerts.thresholds = {80, 100};
+      config->rules[0].alerts.webhook = "http://127.0.0.1:9/bench";
+      config->rules[0].alerts.secret = "bench";
+      config->alert_delivery.spool = "off";
+    }
     // No background sweep: decisions, not memory reclamation, are measured.
     config->engine.sweep_interval_ms = 0;
     auto created = floodgate::Limiter::Create(*config, Clock());
@@ -66,6 +74,20 @@ floodgate::Limiter& LimiterFor(const char* algorithm) {
 template <const char* kAlgorithm>
 void BM_CheckHotKey(benchmark::State& state) {
   floodgate::Limiter& limiter = LimiterFor(kAlgorithm);
+  const std::string key = "user:hot-key-01";
+  floodgate::Decision d;
+  for (auto _ : state) {
+    auto status = limiter.Check("r", key, 1, {}, &d);
+    benchmark::DoNotOptimize(status);
+    benchmark::DoNotOptimize(d);
+  }
+  state.SetItemsProcessed(state.iterations());
+}
+
+// The same with alerts on the rule: what the alert bits cost a decision.
+template <const char* kAlgorithm>
+void BM_CheckHotKeyWithAlerts(benchmark::State& state) {
+  floodgate::Limiter& limiter = LimiterFor(kAlgorithm, /*alerts=*/true);
   const std::string key = "user:hot-key-01";
   floodgate::Decision d;
   for (auto _ : state) {
@@ -198,6 +220,14 @@ FLOODGATE_ALGORITHM_BENCH(kSlidingWindow);
 FLOODGATE_ALGORITHM_BENCH(kSlidingLog);
 FLOODGATE_ALGORITHM_BENCH(kTokenBucket);
 FLOODGATE_ALGORITHM_BENCH(kGcra);
+BENCHMARK(BM_CheckHotKeyWithAlerts<kFixedWindow>)
+    ->Name("BM_CheckHotKeyWithAlerts/kFixedWindow")
+    ->Threads(1)
+    ->UseRealTime();
+BENCHMARK(BM_CheckHotKeyWithAlerts<kGcra>)
+    ->Name("BM_CheckHotKeyWithAlerts/kGcra")
+    ->Threads(1)
+    ->UseRealTime();
 FLOODGATE_PIPELINED_BENCH(kFixedWindow);
 FLOODGATE_PIPELINED_BENCH(kGcra);
 BENCHMARK(BM_FlatHashMapBaselineHotKey)->Threads(1);

@@ -49,9 +49,15 @@ int64_t ApplyAlerts(const CompiledRule& rule, const Decision& d, int64_t now_ms,
   for (int i = 0; i < n; ++i) {
     out->fired[i] = 0;
     const LimitStatus& st = d.limits[i];
-    const Window w = AlertWindow(rule, i, st, now_ms);
     int64_t* words = state + policy.offset + kAlertWordsPerLimit * i;
+    const int64_t* units = policy.units.data() + static_cast<size_t>(i) * m;
+    const int64_t used = st.limit - st.remaining;
     uint32_t bits = static_cast<uint32_t>(words[1]);
+    // The usual case: nothing sent in any window yet and the lowest
+    // threshold (units are increasing) not reached: nothing to decide, no
+    // window to compute.
+    if (bits == 0 && (!admitted || used < units[0])) continue;
+    const Window w = AlertWindow(rule, i, st, now_ms);
     if (bits != 0 && w.start_ms < words[0]) {
       // The clock stepped back behind the window these bits belong to:
       // nothing fires (it would fire again later), and the bits stay, as
@@ -61,8 +67,6 @@ int64_t ApplyAlerts(const CompiledRule& rule, const Decision& d, int64_t now_ms,
     }
     if (w.start_ms != words[0]) bits = 0;  // a new window: nothing sent in it yet
     if (admitted) {
-      const int64_t used = st.limit - st.remaining;
-      const int64_t* units = policy.units.data() + static_cast<size_t>(i) * m;
       uint32_t fired = 0;
       for (int j = 0; j < m; ++j) {
         if ((bits & (1u << j)) == 0 && used >= units[j]) fired |= 1u << j;

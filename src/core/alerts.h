@@ -50,13 +50,15 @@ struct AlertPolicy {
 inline constexpr int kAlertWordsPerLimit = 2;
 
 // What one decision fired, per limit.
+// Filled on the hot path of alerting rules, so not zeroed: fired[0,
+// num_limits) is always set; used and window only where fired is not 0.
 struct AlertOutcome {
   int num_limits = 0;
   int64_t at_ms = 0;  // the decision's instant (Redis: the script's clock)
   // Bit j: this decision took limit i to threshold j (first time in its window).
-  std::array<uint32_t, kMaxLimitsPerRule> fired{};
-  std::array<int64_t, kMaxLimitsPerRule> used{};  // the limit's usage after the decision
-  std::array<Window, kMaxLimitsPerRule> window{};
+  std::array<uint32_t, kMaxLimitsPerRule> fired;
+  std::array<int64_t, kMaxLimitsPerRule> used;  // the limit's usage after the decision
+  std::array<Window, kMaxLimitsPerRule> window;
 
   bool any() const {
     for (int i = 0; i < num_limits; ++i) {

@@ -30,7 +30,7 @@ class Alerting {
   // The fired bits of limit `limit` for one decision.
   uint32_t At(int64_t now_ms, int64_t cost = 1, int limit = 0) {
     expires_ = EvaluateRuleWithAlerts(rule_, state_.data(), now_ms, cost, &decision_, &outcome_);
-    return outcome_.fired[limit];
+    return limit < outcome_.num_limits ? outcome_.fired[limit] : 0;
   }
   const Decision& decision() const { return decision_; }
   const AlertOutcome& outcome() const { return outcome_; }

@@ -172,10 +172,11 @@ class Limiter {
                      int64_t quantity, ThrottleCallback done);
 
   // Replaces the rules with `config`'s. A rule or tier whose state-relevant
-  // definition (algorithm, limits, burst, time zone) is unchanged keeps its
-  // subjects' state; a changed one starts fresh; a removed one's state
-  // expires by itself. Engine settings take effect only on restart. On error
-  // nothing changes.
+  // definition (algorithm, limits, burst, time zone, alert thresholds) is
+  // unchanged keeps its subjects' state; a changed one starts fresh; a
+  // removed one's state expires by itself. Engine settings take effect only
+  // on restart. On error (including a rule with alerts whose secret is not
+  // set) nothing changes.
   Status Reload(const Config& config);
 
   // Frees expired entries now (a background thread also does, every

@@ -30,8 +30,10 @@ Status InChunks(const std::vector<T>& items, size_t chunk, F call, size_t* done)
 
 AlertStreamRelay::AlertStreamRelay(redis::AlertStream& stream, AlertDelivery& delivery,
                                    Options options)
-    : stream_(stream), delivery_(delivery), options_(std::move(options)) {
-  thread_ = std::thread([this] { Run(); });
+    : stream_(stream), delivery_(delivery), options_(std::move(options)) {}
+
+void AlertStreamRelay::Start() {
+  if (!thread_.joinable()) thread_ = std::thread([this] { Run(); });
 }
 
 AlertStreamRelay::~AlertStreamRelay() { Stop({}); }

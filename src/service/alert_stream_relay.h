@@ -47,8 +47,12 @@ class AlertStreamRelay {
     std::function<void(int64_t trimmed)> on_trimmed;
   };
 
-  // Starts the thread. `stream` and `delivery` must outlive the relay.
+  // `stream` and `delivery` must outlive the relay. Nothing runs before
+  // Start, so that whoever holds the relay has it before its thread can
+  // hand the delivery an event (whose end comes back to Finished).
   AlertStreamRelay(redis::AlertStream& stream, AlertDelivery& delivery, Options options);
+  // Starts the thread. Once.
+  void Start();
   ~AlertStreamRelay();  // Stop({})
   AlertStreamRelay(const AlertStreamRelay&) = delete;
   AlertStreamRelay& operator=(const AlertStreamRelay&) = delete;

@@ -90,9 +90,11 @@ AlertsImpl::AlertsImpl(const AlertDeliveryConfig& config, redis::Client* client)
       client_(client),
       spool_path_(config.spool.empty() ? DefaultAlertSpoolPath() : config.spool) {}
 
-AlertsImpl::~AlertsImpl() {
+AlertsImpl::~AlertsImpl() { Shutdown(); }
+
+void AlertsImpl::Shutdown() {
   std::lock_guard<std::mutex> start_lock(start_mu_);
-  if (!started_.load()) return;
+  if (shut_down_.exchange(true) || !started_.load()) return;
   {
     std::lock_guard<std::mutex> lock(mu_);
     stopping_ = true;
@@ -124,6 +126,7 @@ AlertsImpl::~AlertsImpl() {
 Status AlertsImpl::Start() {
   std::lock_guard<std::mutex> start_lock(start_mu_);
   if (started_.load()) return Status::Ok();
+  if (shut_down_.load()) return UnavailableError("alerts are shut down");
   std::vector<PendingAlert> kept;
   if (client_ == nullptr && spool_path_ != kNoSpool) {
     if (Status s = PrepareAlertSpool(spool_path_); !s.ok()) return s;
@@ -181,6 +184,7 @@ Status AlertsImpl::Start() {
            {"max_len", std::to_string(config_.stream_max_len)}});
     };
     relay_ = std::make_unique<AlertStreamRelay>(*stream_, *delivery_, std::move(ro));
+    relay_->Start();
   } else {
     size_t requeued = 0;
     for (PendingAlert& a : kept) {
@@ -255,18 +259,24 @@ void AlertsImpl::Emit(const core::CompiledRule& rule, const AlertTarget& target,
       const std::string id = p.event_id;
       const bool queued =
           relay_ != nullptr ? relay_->Publish(std::move(p)) : delivery_->Add(std::move(p));
-      if (!queued) NoteDropped(id, "the queue is full (alert_delivery.queue_size)");
+      if (queued) continue;
+      if (shut_down_.load()) {
+        NoteDropped(id, "shutting down", &stats_.dropped_shutdown);
+      } else {
+        NoteDropped(id, "the queue is full (alert_delivery.queue_size)",
+                    &stats_.dropped_queue_full);
+      }
     }
   }
 }
 
-void AlertsImpl::NoteDropped(const std::string& event_id, const char* why) {
+void AlertsImpl::NoteDropped(const std::string& event_id, const char* why, int64_t* counter) {
   SetStatus(event_id, AlertStatus::kDropped, -1, nullptr, nullptr);
   bool log = false;
   int64_t drops = 0;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    ++stats_.dropped_queue_full;
+    ++*counter;
     ++drops_since_log_;
     const auto now = std::chrono::steady_clock::now();
     if (now - last_drop_log_ >= std::chrono::seconds(1)) {

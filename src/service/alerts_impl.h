@@ -53,10 +53,17 @@ Result<AlertTarget> MakeAlertTarget(const Rule& rule, const core::CompiledRule& 
 class AlertsImpl final : public Alerts {
  public:
   // `client`: the Redis store's client (pending events go to its stream),
-  // or null for the embedded store (a spool file). It must outlive this.
+  // or null for the embedded store (a spool file). It must outlive
+  // Shutdown (or this, without one).
   AlertsImpl(const AlertDeliveryConfig& config, redis::Client* client);
-  // Hands pending events to the spool or the stream, then stops.
+  // Shutdown(), if not done.
   ~AlertsImpl() override;
+
+  // Stops delivery and hands pending events to the spool or the stream
+  // (through the client). Emit drops events from then on (counted as
+  // shutdown drops): decisions still answered by a client shutting down
+  // may emit after it. Idempotent.
+  void Shutdown();
 
   // Starts delivery the first time a rule with alerts appears: on the
   // embedded store checks that the spool can be written and re-queues the
@@ -85,14 +92,17 @@ class AlertsImpl final : public Alerts {
   // Embedded store: writes the spool whenever the pending events changed,
   // at most once per second, until stopped.
   void SpoolLoop();
-  void NoteDropped(const std::string& event_id, const char* why);
+  // Marks an event dropped, bumps *counter (a member of stats_) under the
+  // lock, logs at most once a second.
+  void NoteDropped(const std::string& event_id, const char* why, int64_t* counter);
 
   const AlertDeliveryConfig config_;
   redis::Client* const client_;
   std::string spool_path_;
 
-  std::mutex start_mu_;  // serialises Start and the destructor
+  std::mutex start_mu_;  // serialises Start and Shutdown
   std::atomic<bool> started_{false};
+  std::atomic<bool> shut_down_{false};
   std::unique_ptr<AlertDelivery> delivery_;
   std::unique_ptr<redis::AlertStream> stream_;
   std::unique_ptr<AlertStreamRelay> relay_;

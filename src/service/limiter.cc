@@ -155,11 +155,12 @@ struct Limiter::AsyncBatch::Items {
 
 struct Limiter::Impl {
   Impl(const Clock& clk) : clock(clk), instance_id(next_instance_id.fetch_add(1)) {}
-  // Alerts first: their shutdown hands pending events to the Redis stream
+  // The alerts' shutdown first: it hands pending events to the Redis stream
   // through the client. Then the client: its shutdown answers requests in
-  // flight, whose callbacks use the members below.
+  // flight, whose callbacks use the members below (alerts included, which
+  // then drops and counts what they emit).
   ~Impl() {
-    alerts.reset();
+    if (alerts != nullptr) alerts->Shutdown();
     redis.reset();
   }
 

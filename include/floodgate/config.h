@@ -128,6 +128,25 @@ struct AlertDeliveryConfig {
   int64_t claim_after_ms = 60'000;
 };
 
+// Envoy's rate limit service (gRPC): envoyproxy/ratelimit's YAML files,
+// served on listen.grpc. The files themselves are read by
+// envoy::LoadDomains (src/config/envoy_ratelimit.h), not by ParseConfig.
+struct EnvoyRateLimitConfig {
+  // Files, or directories whose *.yaml files are all read (sorted by name),
+  // as envoyproxy/ratelimit reads its runtime directory. Relative paths are
+  // relative to the directory of the config file naming them.
+  std::vector<std::string> files;
+  // The algorithm of every `unit` / `requests_per_unit` limit in the files.
+  // fixed_window (the default) counts as envoyproxy/ratelimit does.
+  Algorithm algorithm = Algorithm::kFixedWindow;
+  // What those limits answer when a remote store fails or is late.
+  OnBackendError on_backend_error = OnBackendError::kAllow;
+  // RateLimit-Limit, RateLimit-Remaining and RateLimit-Reset in every
+  // response's response_headers_to_add, as envoyproxy/ratelimit's
+  // LIMIT_RESPONSE_HEADERS_ENABLED.
+  bool response_headers = false;
+};
+
 struct Config {
   std::string source;  // file name, for messages
   std::string store = "memory";
@@ -139,9 +158,7 @@ struct Config {
   OtpConfig otp;
   AlertDeliveryConfig alert_delivery;
   std::vector<Rule> rules;  // in file order; names are unique
-  // Top-level sections this version reads but does not act on yet
-  // (e.g. "envoy_ratelimit"): reported by check-config.
-  std::vector<std::string> unsupported;
+  EnvoyRateLimitConfig envoy_ratelimit;
 };
 
 // Parses a config from YAML text. `source` names the file in messages, which

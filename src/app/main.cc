@@ -13,6 +13,7 @@
 #include "app/simulate.h"
 #include "floodgate/config.h"
 #include "floodgate/limiter.h"
+#include "service/envoy_rls.h"
 
 namespace {
 
@@ -20,8 +21,10 @@ namespace {
 floodgate::Result<floodgate::Config> LoadAndValidate(const std::string& path) {
   auto config = floodgate::LoadConfigFile(path);
   if (!config.ok()) return config.status();
+  auto envoy_rules = floodgate::envoy::Rules::Load(*config);
+  if (!envoy_rules.ok()) return envoy_rules.status();
   floodgate::ManualClock clock;
-  floodgate::Config probe = *config;
+  floodgate::Config probe = floodgate::envoy::WithEnvoyRules(*config, **envoy_rules, nullptr);
   probe.engine.sweep_interval_ms = 0;
   probe.engine.max_entries = 1;
   // The file is what is checked: OTP's secret comes from the environment
@@ -88,7 +91,7 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", "floodgate 0.1.0");
 
   floodgate::app::ServeFlags serve_flags;
-  auto* serve = app.add_subcommand("serve", "Run the service (RESP and HTTP fronts)");
+  auto* serve = app.add_subcommand("serve", "Run the service (RESP, HTTP and Envoy gRPC fronts)");
   serve->add_option("--config", serve_flags.config_path,
                     "YAML config file (default: examples/floodgate.yaml if present)");
   serve->add_option("--store", serve_flags.store,
@@ -96,7 +99,8 @@ int main(int argc, char** argv) {
                     "rediss://…, redis+cluster://h1:p1,h2:p2, redis+proxy://host:port");
   serve->add_option("--http", serve_flags.http, "HTTP listen address host:port, or off");
   serve->add_option("--resp", serve_flags.resp, "Redis-protocol listen address host:port, or off");
-  serve->add_option("--grpc", serve_flags.grpc, "gRPC listen address host:port");
+  serve->add_option("--grpc", serve_flags.grpc,
+                    "Envoy RateLimitService (gRPC) listen address host:port, or off");
   serve->add_option("--threads", serve_flags.threads, "event loop threads (default: one per core)")
       ->check(CLI::Range(1, 256));
 

@@ -16,7 +16,9 @@
 #include "floodgate/config.h"
 #include "floodgate/limiter.h"
 #include "redis/url.h"
+#include "server/grpc_front.h"
 #include "server/server.h"
+#include "service/envoy_rls.h"
 
 namespace floodgate::app {
 namespace {
@@ -71,11 +73,33 @@ int RunServe(const ServeFlags& flags) {
     Log(LogLevel::kError, "invalid config", {{"error", config.status().message()}});
     return 1;
   }
+  // envoyproxy/ratelimit's files become rules the Limiter must know first.
+  auto envoy_rules = envoy::Rules::Load(*config);
+  if (!envoy_rules.ok()) {
+    Log(LogLevel::kError, "invalid config", {{"error", envoy_rules.status().message()}});
+    return 1;
+  }
   SystemClock clock;
-  auto limiter = Limiter::Create(*config, clock);
+  auto limiter = Limiter::Create(envoy::WithEnvoyRules(*config, **envoy_rules, nullptr), clock);
   if (!limiter.ok()) {
     Log(LogLevel::kError, "invalid config", {{"error", limiter.status().message()}});
     return 1;
+  }
+  envoy::RateLimitService rls(limiter->get());
+  rls.SetRules(*envoy_rules);
+  // The gRPC front serves Envoy's RateLimitService: it starts when there is
+  // something to serve (envoy_ratelimit files) or when --grpc asks for it.
+  std::unique_ptr<server::GrpcFront> grpc_front;
+  const std::string grpc_address = Address(config->listen.grpc);
+  if (!grpc_address.empty() && (!config->envoy_ratelimit.files.empty() || !flags.grpc.empty())) {
+    server::GrpcFrontOptions grpc_options;
+    grpc_options.address = grpc_address;
+    auto front = server::GrpcFront::Start(grpc_options, &rls);
+    if (!front.ok()) {
+      Log(LogLevel::kError, "cannot start", {{"error", front.status().message()}});
+      return 1;
+    }
+    grpc_front = std::move(*front);
   }
   server::ServerOptions options;
   options.resp_address = Address(config->listen.resp);
@@ -86,6 +110,9 @@ int RunServe(const ServeFlags& flags) {
                         : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   options.limits.max_connections = config->server.max_connections;
   options.auth_token = config->server.auth_token;
+  if (grpc_front != nullptr) {
+    options.extra_metrics = [f = grpc_front.get()](std::string* out) { f->RenderMetrics(out); };
+  }
   if (!config->server.auth_token_env.empty()) {
     const char* token = std::getenv(config->server.auth_token_env.c_str());
     if (token == nullptr || *token == '\0') {
@@ -103,13 +130,12 @@ int RunServe(const ServeFlags& flags) {
   Log(LogLevel::kInfo, "listening",
       {{"resp", (*server)->resp_address()},
        {"http", (*server)->http_address()},
+       {"grpc", grpc_front != nullptr ? grpc_front->address() : ""},
        {"threads", std::to_string(options.threads)},
        {"store", StoreForLog(config->store)},
        {"rules", std::to_string(config->rules.size())},
-       {"auth", options.auth_token.empty() ? "off" : "token"}});
-  if (!config->listen.grpc.empty() && flags.grpc.size() > 0) {
-    Log(LogLevel::kWarn, "the gRPC front is not available in this version; --grpc ignored");
-  }
+       {"auth", options.auth_token.empty() ? "off" : "token"},
+       {"envoy_domains", std::to_string((*envoy_rules)->num_domains())}});
 
   for (;;) {
     int sig = 0;
@@ -119,18 +145,29 @@ int RunServe(const ServeFlags& flags) {
         Log(LogLevel::kWarn, "SIGHUP ignored: no --config file to reload");
         continue;
       }
+      // All or nothing: the Envoy files and the rules are read and compiled
+      // before anything is replaced.
       auto fresh = Load(flags);
-      Status s = fresh.ok() ? (*limiter)->Reload(*fresh) : fresh.status();
+      Result<std::shared_ptr<const envoy::Rules>> fresh_envoy =
+          fresh.ok() ? envoy::Rules::Load(*fresh) : fresh.status();
+      Status s = fresh_envoy.status();
+      if (s.ok()) {
+        s = (*limiter)->Reload(envoy::WithEnvoyRules(*fresh, **fresh_envoy, rls.rules().get()));
+      }
+      if (s.ok()) rls.SetRules(*fresh_envoy);
       if (!s.ok()) {
         Log(LogLevel::kError, "reload refused; the previous config keeps serving",
             {{"config", flags.config_path}, {"error", s.message()}});
         continue;
       }
       Log(LogLevel::kInfo, "config reloaded",
-          {{"config", flags.config_path}, {"rules", std::to_string(fresh->rules.size())}});
+          {{"config", flags.config_path},
+           {"rules", std::to_string(fresh->rules.size())},
+           {"envoy_domains", std::to_string((*fresh_envoy)->num_domains())}});
       continue;
     }
     Log(LogLevel::kInfo, "shutting down", {{"signal", sig == SIGTERM ? "SIGTERM" : "SIGINT"}});
+    if (grpc_front != nullptr) grpc_front->Stop();
     (*server)->Stop();
     (*server)->Wait();
     return 0;

@@ -295,15 +295,90 @@ class ConfigParser {
     if (name == "sets") return ParseSets(key, value, config.sets);
     if (name == "otp") return ParseOtp(key, value, config.otp);
     if (name == "alert_delivery") return ParseAlertDelivery(key, value, config.alert_delivery);
-    if (name == "envoy_ratelimit") {
-      config.unsupported.push_back(name);
-      return Status::Ok();
-    }
+    if (name == "envoy_ratelimit") return ParseEnvoyRateLimit(key, value, config.envoy_ratelimit);
     return Fail(key.Mark(),
                 "unknown key '" + name +
                     "' at top level; expected store, listen, engine, redis, server, rules, sets, "
                     "otp, alert_delivery or envoy_ratelimit",
                 name);
+  }
+
+  // `envoy_ratelimit: [files]`, or a map with `files` and the options.
+  Status ParseEnvoyRateLimit(const YAML::Node& key, const YAML::Node& value,
+                             EnvoyRateLimitConfig& envoy) const {
+    if (value.IsNull()) return Status::Ok();
+    if (value.IsScalar() || value.IsSequence()) return ParseEnvoyFiles(key, value, envoy);
+    if (!value.IsMap()) return WrongType(key, value, "envoy_ratelimit", "a list of files or a map");
+    return ForEachEntry(value, "key",
+                        [&](const std::string& name, const YAML::Node& k, const YAML::Node& v) {
+                          return ParseEnvoyRateLimitEntry(name, k, v, envoy);
+                        });
+  }
+
+  Status ParseEnvoyRateLimitEntry(const std::string& name, const YAML::Node& key,
+                                  const YAML::Node& value, EnvoyRateLimitConfig& envoy) const {
+    const std::string path = "envoy_ratelimit." + name;
+    if (name == "files") return ParseEnvoyFiles(key, value, envoy);
+    if (name == "algorithm") {
+      Result<std::string> text = String(key, value, path);
+      if (!text.ok()) return text.status();
+      const std::optional<Algorithm> algorithm = ParseAlgorithm(*text);
+      if (!algorithm) {
+        return FailAt(key, value,
+                      "unknown algorithm '" + *text +
+                          "'; expected fixed_window, sliding_window, sliding_log, token_bucket "
+                          "or gcra",
+                      *text);
+      }
+      envoy.algorithm = *algorithm;
+    } else if (name == "on_backend_error") {
+      Result<std::string> text = String(key, value, path);
+      if (!text.ok()) return text.status();
+      if (*text != "allow" && *text != "deny") {
+        return FailAt(key, value, "'" + path + "' must be allow or deny", *text);
+      }
+      envoy.on_backend_error = *text == "allow" ? OnBackendError::kAllow : OnBackendError::kDeny;
+    } else if (name == "response_headers") {
+      Result<bool> b = Bool(key, value, path);
+      if (!b.ok()) return b.status();
+      envoy.response_headers = *b;
+    } else {
+      return Fail(key.Mark(),
+                  "unknown key '" + name +
+                      "' in envoy_ratelimit; expected files, algorithm, on_backend_error or "
+                      "response_headers",
+                  name);
+    }
+    return Status::Ok();
+  }
+
+  // One path or a list; relative paths are taken from the config file's
+  // directory, so a config and its Envoy files can move together.
+  Status ParseEnvoyFiles(const YAML::Node& key, const YAML::Node& value,
+                         EnvoyRateLimitConfig& envoy) const {
+    constexpr size_t kMaxFiles = 1024;
+    auto add = [&](const YAML::Node& node) -> Status {
+      if (!node.IsScalar() || node.Scalar().empty()) {
+        return FailAt(key, node, "each envoy_ratelimit file must be a path", key.Scalar());
+      }
+      if (envoy.files.size() == kMaxFiles) {
+        return Fail(node.Mark(), "envoy_ratelimit names more than 1024 files", node.Scalar());
+      }
+      std::string file = node.Scalar();
+      const size_t slash = source_.rfind('/');
+      if (file.front() != '/' && slash != std::string_view::npos) {
+        file = std::string(source_.substr(0, slash + 1)) + file;
+      }
+      envoy.files.push_back(std::move(file));
+      return Status::Ok();
+    };
+    if (value.IsSequence()) {
+      for (const YAML::Node& item : value) {
+        if (Status s = add(item); !s.ok()) return s;
+      }
+      return Status::Ok();
+    }
+    return add(value);
   }
 
   Status ParseStore(const YAML::Node& key, const YAML::Node& value, Config& config) const {
@@ -1251,8 +1326,9 @@ std::string DescribeConfig(const Config& config) {
     if (!otp.delivery.url.empty()) out += ", delivery=" + otp.delivery.url;
     out += "\n";
   }
-  if (!config.unsupported.empty()) {
-    out += "not yet supported, ignored: " + absl::StrJoin(config.unsupported, ", ") + "\n";
+  if (!config.envoy_ratelimit.files.empty()) {
+    out += "envoy_ratelimit: " + absl::StrJoin(config.envoy_ratelimit.files, ", ") + " (" +
+           std::string(AlgorithmName(config.envoy_ratelimit.algorithm)) + ")\n";
   }
   return out;
 }

@@ -139,6 +139,7 @@ void Server::RenderConnections(std::string* out) const {
           std::to_string(resp_counters_.refused.load(std::memory_order_relaxed) +
                          http_counters_.refused.load(std::memory_order_relaxed)) +
           "\n";
+  if (options_.extra_metrics) options_.extra_metrics(out);
 }
 
 }  // namespace floodgate::server

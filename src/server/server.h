@@ -1,6 +1,7 @@
 // Server: the RESP and HTTP fronts on N event-loop threads over one Limiter.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -28,6 +29,8 @@ struct ServerOptions {
   // decisions back to send them together (see Limiter::AsyncBatch); 0: no
   // bound, every round's decisions go at once.
   int max_store_calls_in_flight = 1;
+  // Appends more metrics to GET /metrics (the gRPC front's), if set.
+  std::function<void(std::string*)> extra_metrics;
 };
 
 // Thread-safe: Stop() may be called from any thread (e.g. a signal handler thread).

@@ -89,7 +89,8 @@ TEST(ParseConfigTest, SpecExample) {
   EXPECT_EQ(api.alerts.webhook, "http://127.0.0.1:9000/quota");
   EXPECT_EQ(api.alerts.secret_env, "FG_ALERT_SECRET");
   EXPECT_FALSE(otp.alerts.enabled());
-  EXPECT_THAT(c.unsupported, ElementsAre("envoy_ratelimit"));
+  EXPECT_THAT(c.envoy_ratelimit.files, ElementsAre("/etc/ratelimit/config.yaml"));
+  EXPECT_EQ(c.envoy_ratelimit.algorithm, Algorithm::kFixedWindow);
 }
 
 TEST(ParseConfigTest, EmptyConfigHasDefaultsAndNoRules) {
@@ -105,7 +106,6 @@ TEST(ParseConfigTest, EmptyConfigHasDefaultsAndNoRules) {
     EXPECT_EQ(c.engine.shards, 256);
     EXPECT_EQ(c.engine.sweep_interval_ms, 1000);
     EXPECT_TRUE(c.rules.empty());
-    EXPECT_TRUE(c.unsupported.empty());
   }
 }
 
@@ -707,7 +707,6 @@ TEST(LoadConfigFileTest, ExampleConfigLoads) {
   EXPECT_EQ(c.otp.issue_limit, L(3, 5, TimeUnit::kMinute));
   EXPECT_EQ(c.otp.verify_limit, L(5, 15, TimeUnit::kMinute));
   EXPECT_TRUE(c.otp.delivery.url.empty());
-  EXPECT_TRUE(c.unsupported.empty());
 }
 
 TEST(LoadConfigFileTest, BadExamplesAreRefusedWithTheirPosition) {
@@ -878,7 +877,39 @@ TEST(DescribeConfigTest, SpecExample) {
             "  otp_issue: sliding_log 3/5m; on_backend_error=allow\n"
             "otp: digits=6, ttl=300000ms, issue_limit=3/5m, verify_limit=5/15m, "
             "max_live_codes=3, secret_env=FG_OTP_SECRET\n"
-            "not yet supported, ignored: envoy_ratelimit\n");
+            "envoy_ratelimit: /etc/ratelimit/config.yaml (fixed_window)\n");
+}
+
+// --- envoy_ratelimit ---
+
+TEST(ParseConfigTest, EnvoyRateLimitListOrMap) {
+  Result<Config> list = ParseConfig("envoy_ratelimit: [a.yaml, /abs/b.yaml]\n", "/etc/fg/f.yaml");
+  ASSERT_TRUE(list.ok()) << list.status().message();
+  EXPECT_THAT(list->envoy_ratelimit.files, ElementsAre("/etc/fg/a.yaml", "/abs/b.yaml"));
+
+  const Config map = Parse(
+      "envoy_ratelimit:\n"
+      "  files: rl.yaml\n"
+      "  algorithm: sliding_window\n"
+      "  on_backend_error: deny\n"
+      "  response_headers: true\n");
+  EXPECT_THAT(map.envoy_ratelimit.files, ElementsAre("rl.yaml"));
+  EXPECT_EQ(map.envoy_ratelimit.algorithm, Algorithm::kSlidingWindow);
+  EXPECT_EQ(map.envoy_ratelimit.on_backend_error, OnBackendError::kDeny);
+  EXPECT_TRUE(map.envoy_ratelimit.response_headers);
+}
+
+TEST(ParseConfigTest, EnvoyRateLimitErrors) {
+  EXPECT_EQ(ParseConfig("envoy_ratelimit: { files: [a.yaml], algo: gcra }\n", "t.yaml")
+                .status()
+                .message(),
+            "t.yaml:1:37: unknown key 'algo' in envoy_ratelimit; expected files, algorithm, "
+            "on_backend_error or response_headers (near 'algo')");
+  EXPECT_EQ(ParseConfig("envoy_ratelimit: { algorithm: leaky }\n", "t.yaml").status().message(),
+            "t.yaml:1:31: unknown algorithm 'leaky'; expected fixed_window, sliding_window, "
+            "sliding_log, token_bucket or gcra (near 'leaky')");
+  EXPECT_EQ(ParseConfig("envoy_ratelimit: [[a]]\n", "t.yaml").status().message(),
+            "t.yaml:1:19: each envoy_ratelimit file must be a path (near 'envoy_ratelimit')");
 }
 
 TEST(DescribeConfigTest, EveryOptionalPart) {
@@ -953,7 +984,6 @@ alert_delivery:
   EXPECT_EQ(d.recent, 20);
   EXPECT_EQ(d.stream_max_len, 5000);
   EXPECT_EQ(d.claim_after_ms, 120'000);
-  EXPECT_TRUE(c.unsupported.empty());
 
   const AlertDeliveryConfig defaults = Parse("").alert_delivery;
   EXPECT_EQ(defaults.retry_for_ms, 86'400'000);  // a day

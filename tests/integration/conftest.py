@@ -158,6 +158,7 @@ class Floodgate:
         self._reader.start()
         self.resp_port: int | None = None
         self.http_port: int | None = None
+        self.grpc_port: int | None = None
         self.listening: dict[str, str] = {}
         if wait_listening:
             line = self.wait_for(LISTENING_RE, START_TIMEOUT_S)
@@ -169,6 +170,7 @@ class Floodgate:
             self.listening = logfmt(line)
             self.resp_port = port_of(self.listening.get("resp", ""))
             self.http_port = port_of(self.listening.get("http", ""))
+            self.grpc_port = port_of(self.listening.get("grpc", ""))
 
     def _read(self) -> None:
         assert self.proc.stderr is not None
@@ -251,19 +253,22 @@ def tmp_dir():
 
 @pytest.fixture
 def start_server(floodgate_bin, tmp_dir):
-    """start_server(config_text, *, threads=2, extra_args=(), env=None, resp=..., http=...)
-    -> a running Floodgate. Every server still running at the end of the
+    """start_server(config_text, *, threads=2, extra_args=(), env=None, resp=..., http=...,
+    grpc=None) -> a running Floodgate (grpc="127.0.0.1:0" starts the Envoy gRPC front on a
+    free port). Every server still running at the end of the
     test is stopped with SIGTERM, which must give exit code 0 within 5 s."""
     servers: list[Floodgate] = []
     counter = [0]
 
     def start(config_text: str, *, threads: int = 2, extra_args=(), env: dict | None = None,
               resp: str = "127.0.0.1:0", http: str = "127.0.0.1:0",
-              wait_listening: bool = True) -> Floodgate:
+              grpc: str | None = None, wait_listening: bool = True) -> Floodgate:
         counter[0] += 1
         path = tmp_dir / f"floodgate-{counter[0]}.yaml"
         path.write_text(config_text)
         args = ["--resp", resp, "--http", http, "--threads", str(threads), *extra_args]
+        if grpc is not None:
+            args += ["--grpc", grpc]
         full_env = dict(os.environ)
         if env:
             full_env.update(env)

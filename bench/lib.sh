@@ -17,7 +17,8 @@ BENCH_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 REPO_ROOT=$(cd "$BENCH_DIR/.." && pwd)
 FLOODGATE_BIN=${FLOODGATE_BIN:-$REPO_ROOT/build/bench/floodgate}
 LOADGEN_BIN=${LOADGEN_BIN:-$REPO_ROOT/build/bench/bench/loadgen}
-BENCH_BUILD_CMD='cmake -S . -B build/bench -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -g -DNDEBUG" -DFLOODGATE_BUILD_TESTS=OFF && ninja -C build/bench -j2 floodgate_cli loadgen'
+RLS_LOADGEN_BIN=${RLS_LOADGEN_BIN:-$REPO_ROOT/build/bench/bench/rls_loadgen}
+BENCH_BUILD_CMD='cmake -S . -B build/bench -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -g -DNDEBUG" -DFLOODGATE_BUILD_TESTS=OFF && ninja -C build/bench -j2 floodgate_cli loadgen rls_loadgen'
 
 BENCH_TMP=""
 _BENCH_PORTS=()      # ports handed out by bench_free_port
@@ -322,6 +323,10 @@ bench_write_floodgate_config() {
     if [[ -n ${BENCH_FLOODGATE_REDIS_TIMEOUT_MS:-} ]]; then
       echo "redis: { timeout_ms: $BENCH_FLOODGATE_REDIS_TIMEOUT_MS }"
     fi
+    # More top-level sections from the calling script (e.g. envoy_ratelimit).
+    if [[ -n ${BENCH_FLOODGATE_EXTRA_CONFIG:-} ]]; then
+      printf '%s\n' "$BENCH_FLOODGATE_EXTRA_CONFIG"
+    fi
   } >"$FLOODGATE_CONFIG"
   cat >>"$FLOODGATE_CONFIG" <<'EOF'
 rules:
@@ -344,6 +349,8 @@ bench_start_floodgate() {
   local -a argv=("$FLOODGATE_BIN" serve --config "$FLOODGATE_CONFIG" --resp 127.0.0.1:0
     --http 127.0.0.1:0 --threads "$threads")
   if [[ -n $store ]]; then argv+=(--store "$store"); fi
+  # BENCH_FLOODGATE_GRPC=1: the Envoy gRPC front too (FLOODGATE_GRPC_PORT).
+  if [[ ${BENCH_FLOODGATE_GRPC:-0} == 1 ]]; then argv+=(--grpc 127.0.0.1:0); fi
   FLOODGATE_CMD=$(bench_quote "${argv[@]}")
   bench_spawn "$log" "${argv[@]}"
   FLOODGATE_PID=$BENCH_SPAWNED_PID
@@ -359,6 +366,7 @@ bench_start_floodgate() {
   FLOODGATE_HTTP_PORT=$(sed -n 's/.* http=[^ ]*:\([0-9][0-9]*\).*/\1/p' <<<"$line")
   [[ -n $FLOODGATE_RESP_PORT && -n $FLOODGATE_HTTP_PORT ]] ||
     bench_die "cannot parse the ports from: $line"
+  FLOODGATE_GRPC_PORT=$(sed -n 's/.* grpc=[^ ]*:\([0-9][0-9]*\).*/\1/p' <<<"$line")
   bench_wait_tcp "$FLOODGATE_RESP_PORT" 5 "$FLOODGATE_PID" || bench_die "floodgate RESP port not reachable"
   bench_wait_tcp "$FLOODGATE_HTTP_PORT" 5 "$FLOODGATE_PID" || bench_die "floodgate HTTP port not reachable"
   bench_log "floodgate pid $FLOODGATE_PID: resp 127.0.0.1:$FLOODGATE_RESP_PORT http 127.0.0.1:$FLOODGATE_HTTP_PORT threads $threads${store:+ store $store}"

@@ -11,6 +11,8 @@ PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev tzdata
   # the Redis store: RESP reader (hiredis), TLS and SHA-1 (OpenSSL)
   libhiredis-dev libssl-dev
+  # Envoy's rate limit service: gRPC++, protobuf and their code generators
+  libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
   # fuzzing: clang with libFuzzer and the sanitizer runtimes
   clang-14 libclang-rt-14-dev
   # real peers the integration tests and benchmarks drive

@@ -29,7 +29,7 @@ using Entries = std::vector<std::pair<std::string, std::string>>;
 
 struct Desc {
   Entries entries;
-  std::optional<uint64_t> hits;
+  std::optional<uint64_t> hits = std::nullopt;
 };
 
 class EnvoyRlsTest : public ::testing::Test {
@@ -640,7 +640,7 @@ descriptors:
     for (const DescriptorStatus& st : r->statuses) over |= st.code == Code::kOverLimit;
     EXPECT_EQ(r->overall_code, over ? Code::kOverLimit : Code::kOk);
     for (const DescriptorStatus& st : r->statuses) {
-      if (st.has_limit) EXPECT_LE(st.limit_remaining, st.current_limit.requests_per_unit);
+      if (st.has_limit) { EXPECT_LE(st.limit_remaining, st.current_limit.requests_per_unit); }
     }
   }
   // Every counter of the config is at most its limit: check with peeks.

@@ -22,6 +22,7 @@
 #include <random>
 #include <sstream>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -202,6 +203,43 @@ class ScriptsTest : public ::testing::Test {
 };
 testing::RedisServer* ScriptsTest::server_ = nullptr;
 
+// The bytes of `path`; false when it cannot be read.
+bool ReadFile(const std::string& path, std::string* out) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in.good()) return false;
+  std::stringstream bytes;
+  bytes << in.rdbuf();
+  *out = bytes.str();
+  return true;
+}
+
+constexpr std::string_view kIncludeLine = "--! include ";
+
+// src/redis/scripts/<name>.lua as cmake/embed_lua.cmake embeds it: each line
+// `--! include <file>` (with its newline) replaced by the bytes of
+// include/<file>. Empty when a file is missing.
+std::string ExpandedScriptFile(std::string_view name) {
+  const std::string dir = FLOODGATE_REDIS_SCRIPTS_DIR;
+  std::string source, out;
+  if (!ReadFile(dir + "/" + std::string(name) + ".lua", &source)) return "";
+  for (size_t pos = 0; pos < source.size();) {
+    size_t end = source.find('\n', pos);
+    end = end == std::string::npos ? source.size() : end + 1;
+    std::string_view line(source.data() + pos, end - pos);
+    if (line.starts_with(kIncludeLine)) {
+      line.remove_prefix(kIncludeLine.size());
+      if (line.ends_with('\n')) line.remove_suffix(1);
+      std::string included;
+      if (!ReadFile(dir + "/include/" + std::string(line), &included)) return "";
+      out += included;
+    } else {
+      out += line;
+    }
+    pos = end;
+  }
+  return out;
+}
+
 // Field-by-field difference between two decisions; empty when identical.
 std::string Diff(const Decision& want, const Decision& got) {
   std::ostringstream out;
@@ -238,11 +276,12 @@ TEST_F(ScriptsTest, EmbeddedScriptsAreTheFilesAndRedisAgreesOnTheirDigests) {
     SCOPED_TRACE(std::string(s.name));
     EXPECT_EQ(&ScriptFor(s.algorithm), &s);
     EXPECT_EQ(s.name, AlgorithmName(s.algorithm));
-    std::ifstream in(std::string(FLOODGATE_REDIS_SCRIPTS_DIR) + "/" + std::string(s.name) + ".lua");
-    ASSERT_TRUE(in.good());
-    std::stringstream file;
-    file << in.rdbuf();
-    EXPECT_EQ(s.source, file.str()) << "rebuild: the embedded copy is stale";
+    const std::string file = ExpandedScriptFile(s.name);
+    ASSERT_FALSE(file.empty()) << "cannot read the script or a file it includes";
+    EXPECT_EQ(s.source, file) << "rebuild: the embedded copy is stale";
+    // Redis gets self-contained scripts: no include line is left unexpanded.
+    EXPECT_FALSE(s.source.starts_with(kIncludeLine));
+    EXPECT_EQ(s.source.find("\n" + std::string(kIncludeLine)), std::string_view::npos);
     Reply r = conn_->Command({"SCRIPT", "LOAD", std::string(s.source)});
     ASSERT_TRUE(r != nullptr && r->type == REDIS_REPLY_STRING);
     EXPECT_EQ(std::string(r->str, r->len), s.sha1);

@@ -48,26 +48,12 @@
 -- Cost: the batch shares the argument parsing, TIME and the formats; per
 -- decision the script makes one GET and at most one write, and creates no
 -- closure and no table.
-local fp = ARGV[1]
-local now
-local on_time = ARGV[2] == ''  -- Redis's clock
-if on_time then
-  local t = redis.call('TIME')
-  now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-else
-  now = tonumber(ARGV[2])
-end
-local n, m = tonumber(ARGV[3]), 0
-if not n then
-  local ns, ms = string.match(ARGV[3] or '', '^(%d+)a(%d)$')
-  n, m = tonumber(ns), tonumber(ms)
-end
-local k = #KEYS
-local na = m > 0 and (1 + m) * n or 0  -- alert fields
-if not now or not n or n < 1 or m > 8 or #fp > 255 or k < 1 or
-    #ARGV ~= 3 + 6 * n + na + k and #ARGV ~= 4 + 6 * n + na then
-  return redis.error_reply('ERR floodgate: bad fixed_window arguments')
-end
+
+-- The shared prelude's parameters (include/rule_prelude.lua): this script's
+-- name, its ARGV fields per limit, its reply doubles per limit.
+local SCRIPT, FIELDS, REPLY = 'fixed_window', 6, 7
+--! include rule_prelude.lua
+local on_time = ARGV[2] == ''  -- now is Redis's clock
 
 local count, period, b0, b1, b2, b3 = {}, {}, {}, {}, {}, {}
 for i = 1, n do
@@ -79,54 +65,11 @@ for i = 1, n do
   b2[i] = tonumber(ARGV[a + 5])
   b3[i] = tonumber(ARGV[a + 6])
 end
--- Alerts (src/core/alerts.cc): per limit its period and threshold usages.
-local aperiod, aunits = {}, {}
-for i = 1, m > 0 and n or 0 do
-  local a = 3 + 6 * n + (1 + m) * (i - 1)
-  aperiod[i] = tonumber(ARGV[a + 1])
-  for j = 1, m do aunits[(i - 1) * m + j] = tonumber(ARGV[a + 1 + j]) end
-end
-local band, bor = bit.band, bit.bor
-
--- Limit i's alert step after a decision: with its window [ws, we), its
--- usage and its stored (aws, abits), the bits fired, the pair to store and
--- until when the state must live for its bits (0: no bits).
-local function alert(i, admitted, used, ws, we, aws, abits)
-  if abits ~= 0 and ws < aws then
-    return 0, aws, abits, aws + aperiod[i]  -- the clock stepped back: nothing fires
-  end
-  local bits = abits
-  if ws ~= aws then bits = 0 end
-  local fired = 0
-  if admitted then
-    for j = 1, m do
-      local b = 2 ^ (j - 1)
-      if band(bits, b) == 0 and used >= aunits[(i - 1) * m + j] then fired = bor(fired, b) end
-    end
-  end
-  if fired ~= 0 then
-    bits = bor(bits, fired)
-    aws, abits = ws, bits
-  end
-  return fired, aws, abits, bits ~= 0 and we or 0
-end
-
-local cost_at = 3 + 6 * n + na
-local costs = #ARGV - cost_at  -- k, or 1: one cost for every decision
-for j = 1, costs do
-  if not tonumber(ARGV[cost_at + j]) then
-    return redis.error_reply('ERR floodgate: bad fixed_window arguments')
-  end
-end
-local same_cost = costs == 1 and tonumber(ARGV[cost_at + 1])
 
 local words = m > 0 and 5 or 3  -- doubles per limit in the state
 local fmt = '<' .. string.rep('d', words * n)
-local fl = #fp
-local head = string.char(fl) .. fp
 local body_at = tostring(1 + fl)  -- SETRANGE's offset of the doubles
 local fmod = math.fmod
-local rget, unpack_state, pack_state = redis.call, struct.unpack, struct.pack
 
 -- Limit i for cost c against its stored (sws, swe, sused): allowed (0/1),
 -- remaining, retry, reset, window start, window end, used afterwards; nil
@@ -164,8 +107,6 @@ local function step(i, c, sws, swe, sused)
   return 0, lim - used, we - t, used > 0 and we - t or 0, ws, we, used
 end
 
-local rlen = 1 + 7 * n + (m > 0 and 3 * n or 0)
-local rfmt = '<' .. string.rep('d', rlen)
 local out = {}  -- the state to write, 3 (5 with alerts) per limit
 local vals = {}  -- the decision's reply fields
 

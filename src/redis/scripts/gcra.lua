@@ -42,92 +42,20 @@
 -- Cost: the batch shares the argument parsing, TIME and the formats; per
 -- decision the script makes one GET and at most one write, and creates no
 -- closure and no table beyond the decoded state.
-local function floordiv(a, b)  -- exact for integers below 2^53, b > 0
-  local r = math.fmod(a, b)
-  if r < 0 then r = r + b end
-  return (a - r) / b
-end
-local function ceildiv(a, b) return -floordiv(-a, b) end
 
-local fp = ARGV[1]
-local now
-if ARGV[2] == '' then
-  local t = redis.call('TIME')
-  now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-else
-  now = tonumber(ARGV[2])
-end
-local n, m = tonumber(ARGV[3]), 0
-if not n then
-  local ns, ms = string.match(ARGV[3] or '', '^(%d+)a(%d)$')
-  n, m = tonumber(ns), tonumber(ms)
-end
-local k = #KEYS
-local na = m > 0 and (1 + m) * n or 0  -- alert fields
-if not now or not n or n < 1 or m > 8 or #fp > 255 or k < 1 or
-    #ARGV ~= 3 + 2 * n + na + k and #ARGV ~= 4 + 2 * n + na then
-  return redis.error_reply('ERR floodgate: bad gcra arguments')
-end
+-- The shared prelude's parameters (include/rule_prelude.lua): this script's
+-- name, its ARGV fields per limit, its reply doubles per limit.
+local SCRIPT, FIELDS, REPLY = 'gcra', 2, 5
+--! include rule_prelude.lua
 
 local emission, limit = {}, {}
 for i = 1, n do
   emission[i] = tonumber(ARGV[2 + 2 * i])
   limit[i] = tonumber(ARGV[3 + 2 * i])
 end
--- Alerts (src/core/alerts.cc): per limit its period and threshold usages.
-local aperiod, aunits = {}, {}
-for i = 1, m > 0 and n or 0 do
-  local a = 3 + 2 * n + (1 + m) * (i - 1)
-  aperiod[i] = tonumber(ARGV[a + 1])
-  for j = 1, m do aunits[(i - 1) * m + j] = tonumber(ARGV[a + 1 + j]) end
-end
-local band, bor = bit.band, bit.bor
-
--- Limit i's alert step after a decision: with its usage and its stored
--- (aws, abits), the bits fired, the pair to store and until when the state
--- must live for its bits (0: no bits). The window is the epoch-aligned
--- period holding now.
-local function alert(i, admitted, used, aws, abits)
-  local p = aperiod[i]
-  local r = math.fmod(now, p)
-  if r < 0 then r = r + p end
-  local ws = now - r
-  local we = ws + p
-  if abits ~= 0 and ws < aws then
-    return 0, aws, abits, aws + p, ws, we  -- the clock stepped back: nothing fires
-  end
-  local bits = abits
-  if ws ~= aws then bits = 0 end
-  local fired = 0
-  if admitted then
-    for j = 1, m do
-      local b = 2 ^ (j - 1)
-      if band(bits, b) == 0 and used >= aunits[(i - 1) * m + j] then fired = bor(fired, b) end
-    end
-  end
-  if fired ~= 0 then
-    bits = bor(bits, fired)
-    aws, abits = ws, bits
-  end
-  return fired, aws, abits, bits ~= 0 and we or 0, ws, we
-end
-
-local cost_at = 3 + 2 * n + na
-local costs = #ARGV - cost_at  -- k, or 1: one cost for every decision
-for j = 1, costs do
-  if not tonumber(ARGV[cost_at + j]) then
-    return redis.error_reply('ERR floodgate: bad gcra arguments')
-  end
-end
-local same_cost = costs == 1 and tonumber(ARGV[cost_at + 1])
 
 local words = m > 0 and 3 or 1  -- doubles per limit in the state
 local fmt = '<' .. string.rep('d', words * n)
-local rlen = 1 + 5 * n + (m > 0 and 3 * n or 0)
-local rfmt = '<' .. string.rep('d', rlen)
-local fl = #fp
-local head = string.char(fl) .. fp
-local rget, unpack_state, pack_state = redis.call, struct.unpack, struct.pack
 local now_us = now * 1000
 
 -- Limit i for cost c against its stored TAT (0: none): allowed (0/1),
@@ -194,8 +122,9 @@ for j = 1, k do
       local aws, abits = 0, 0
       if state then aws, abits = state[n + 2 * i - 1], state[n + 2 * i] end
       local p = 1 + 5 * (i - 1)
-      local fired, keep, ws, we
-      fired, aws, abits, keep, ws, we = alert(i, ok, vals[p + 2] - vals[p + 3], aws, abits)
+      local ws, we = epoch_window(i)
+      local fired, keep
+      fired, aws, abits, keep = alert(i, ok, vals[p + 2] - vals[p + 3], ws, we, aws, abits)
       out[n + 2 * i - 1], out[n + 2 * i] = aws, abits
       if keep > expires then expires = keep end
       local r = 1 + 5 * n + 3 * (i - 1)

@@ -44,25 +44,11 @@
 -- events out writes the state too (with the same expiry: the newest event's
 -- time plus the longest period), or DELs it when nothing is left. Each event
 -- ages out once per limit, so such writes are bounded by the admissions.
-local fp = ARGV[1]
-local now
-if ARGV[2] == '' then
-  local t = redis.call('TIME')
-  now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-else
-  now = tonumber(ARGV[2])
-end
-local n, m = tonumber(ARGV[3]), 0
-if not n then
-  local ns, ms = string.match(ARGV[3] or '', '^(%d+)a(%d)$')
-  n, m = tonumber(ns), tonumber(ms)
-end
-local k = #KEYS
-local na = m > 0 and (1 + m) * n or 0  -- alert fields
-if not now or not n or n < 1 or m > 8 or #fp > 255 or k < 1 or
-    #ARGV ~= 3 + 2 * n + na + k and #ARGV ~= 4 + 2 * n + na then
-  return redis.error_reply('ERR floodgate: bad sliding_log arguments')
-end
+
+-- The shared prelude's parameters (include/rule_prelude.lua): this script's
+-- name, its ARGV fields per limit, its reply doubles per limit.
+local SCRIPT, FIELDS, REPLY = 'sliding_log', 2, 5
+--! include rule_prelude.lua
 
 local count, period = {}, {}
 local longest = 0
@@ -71,58 +57,9 @@ for i = 1, n do
   period[i] = tonumber(ARGV[3 + 2 * i])
   if period[i] > longest then longest = period[i] end
 end
--- Alerts (src/core/alerts.cc): per limit its period and threshold usages.
-local aperiod, aunits = {}, {}
-for i = 1, m > 0 and n or 0 do
-  local a = 3 + 2 * n + (1 + m) * (i - 1)
-  aperiod[i] = tonumber(ARGV[a + 1])
-  for j = 1, m do aunits[(i - 1) * m + j] = tonumber(ARGV[a + 1 + j]) end
-end
-local band, bor = bit.band, bit.bor
-
--- Limit i's alert step after a decision: with its usage and its stored
--- (aws, abits), the bits fired, the pair to store and until when the state
--- must live for its bits (0: no bits). The window is the epoch-aligned
--- period holding now.
-local function alert(i, admitted, used, aws, abits)
-  local p = aperiod[i]
-  local r = math.fmod(now, p)
-  if r < 0 then r = r + p end
-  local ws = now - r
-  local we = ws + p
-  if abits ~= 0 and ws < aws then
-    return 0, aws, abits, aws + p, ws, we  -- the clock stepped back: nothing fires
-  end
-  local bits = abits
-  if ws ~= aws then bits = 0 end
-  local fired = 0
-  if admitted then
-    for j = 1, m do
-      local b = 2 ^ (j - 1)
-      if band(bits, b) == 0 and used >= aunits[(i - 1) * m + j] then fired = bor(fired, b) end
-    end
-  end
-  if fired ~= 0 then
-    bits = bor(bits, fired)
-    aws, abits = ws, bits
-  end
-  return fired, aws, abits, bits ~= 0 and we or 0, ws, we
-end
-
-local cost_at = 3 + 2 * n + na
-local costs = #ARGV - cost_at  -- k, or 1: one cost for every decision
-for j = 1, costs do
-  if not tonumber(ARGV[cost_at + j]) then
-    return redis.error_reply('ERR floodgate: bad sliding_log arguments')
-  end
-end
-local same_cost = costs == 1 and tonumber(ARGV[cost_at + 1])
 
 local EVENT = 9  -- bytes per event
 local HEAD = m > 0 and 24 or 8  -- header bytes per limit
-local rlen = 1 + 5 * n + (m > 0 and 3 * n or 0)
-local rfmt = '<' .. string.rep('d', rlen)
-local rget = redis.call
 
 -- Event k of the log of `key` (its events start at byte `base`): time,
 -- units. `cache` holds the events this decision has read.
@@ -147,21 +84,21 @@ local function decide(key, cost)
   local C, S, A, B = {}, {}, {}, {}  -- A, B: alert window and bits
   for i = 1, n do C[i], S[i], A[i], B[i] = 0, 0, 0, 0 end
   if size > 0 then
-    local head = rget('GETRANGE', key, 0, 1 + 255 + 1 + HEAD * n - 1)
-    local fl = string.byte(head, 1)
-    local start = 2 + fl + HEAD * n  -- header bytes
-    if (fp == '' or string.sub(head, 2, 1 + fl) == fp) and string.byte(head, 2 + fl) == n and
+    local stored = rget('GETRANGE', key, 0, 1 + 255 + 1 + HEAD * n - 1)
+    local sfl = string.byte(stored, 1)
+    local start = 2 + sfl + HEAD * n  -- header bytes
+    if (fp == '' or string.sub(stored, 2, 1 + sfl) == fp) and string.byte(stored, 2 + sfl) == n and
         size >= start and (size - start) % EVENT == 0 then
       local e = (size - start) / EVENT
       local valid = true
       for i = 1, n do
-        C[i], S[i] = struct.unpack('<I4I4', head, 3 + fl + 8 * (i - 1))
+        C[i], S[i] = struct.unpack('<I4I4', stored, 3 + sfl + 8 * (i - 1))
         if C[i] > e then valid = false end
       end
       if valid then
         base, E = start, e
         for i = 1, m > 0 and n or 0 do
-          A[i], B[i] = struct.unpack('<dd', head, 3 + fl + 8 * n + 16 * (i - 1))
+          A[i], B[i] = struct.unpack('<dd', stored, 3 + sfl + 8 * n + 16 * (i - 1))
         end
       else
         for i = 1, n do C[i], S[i] = 0, 0 end
@@ -255,9 +192,10 @@ local function decide(key, cost)
   local keep = 0  -- the state's life for its alert bits
   local avals = {}  -- the reply's alert fields
   for i = 1, m > 0 and n or 0 do
-    local fired, keep_i, ws, we
-    fired, A[i], B[i], keep_i, ws, we =
-      alert(i, admitted and cost > 0, count[i] - res[i].remaining, A[i], B[i])
+    local ws, we = epoch_window(i)
+    local fired, keep_i
+    fired, A[i], B[i], keep_i =
+      alert(i, admitted and cost > 0, count[i] - res[i].remaining, ws, we, A[i], B[i])
     if keep_i > keep then keep = keep_i end
     avals[3 * i - 2], avals[3 * i - 1], avals[3 * i] = fired, ws, we
   end
@@ -273,14 +211,14 @@ local function decide(key, cost)
     if #kept == 0 and not bits_left then
       rget('DEL', key)
     else
-      local head = {string.char(#fp), fp, string.char(n)}
-      for i = 1, n do head[#head + 1] = struct.pack('<I4I4', C[i] - lo, S[i]) end
-      for i = 1, m > 0 and n or 0 do head[#head + 1] = struct.pack('<dd', A[i], B[i]) end
+      local parts = {head, string.char(n)}
+      for i = 1, n do parts[#parts + 1] = struct.pack('<I4I4', C[i] - lo, S[i]) end
+      for i = 1, m > 0 and n or 0 do parts[#parts + 1] = struct.pack('<dd', A[i], B[i]) end
       local life = newest and newest + longest or 0
       if keep > life then life = keep end
       local ttl = life - now
       if ttl < 1 then ttl = 1 end
-      rget('SET', key, table.concat(head) .. kept, 'PX', string.format('%d', ttl))
+      rget('SET', key, table.concat(parts) .. kept, 'PX', string.format('%d', ttl))
     end
   end
 

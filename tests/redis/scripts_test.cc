@@ -24,6 +24,7 @@
 #include <string>
 #include <string_view>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "core/rule_eval.h"
@@ -285,6 +286,41 @@ TEST_F(ScriptsTest, EmbeddedScriptsAreTheFilesAndRedisAgreesOnTheirDigests) {
     Reply r = conn_->Command({"SCRIPT", "LOAD", std::string(s.source)});
     ASSERT_TRUE(r != nullptr && r->type == REDIS_REPLY_STRING);
     EXPECT_EQ(std::string(r->str, r->len), s.sha1);
+  }
+}
+
+// The argument checks live in the prelude the five scripts share; each
+// error still names its own script, for a count of fields that does not
+// match ARGV[3] and for a cost that is not a number.
+TEST_F(ScriptsTest, BadArgumentsAreRefusedInTheScriptsOwnName) {
+  // Each algorithm with its ARGV fields per limit.
+  const std::pair<std::string_view, int> algorithms[] = {{"fixed_window", 6},
+                                                         {"sliding_window", 2},
+                                                         {"sliding_log", 2},
+                                                         {"token_bucket", 3},
+                                                         {"gcra", 2}};
+  for (const auto& [name, fields] : algorithms) {
+    SCOPED_TRACE(std::string(name));
+    const Script* script = nullptr;
+    for (const Script& s : AllScripts()) {
+      if (s.name == name) script = &s;
+    }
+    ASSERT_NE(script, nullptr);
+    const std::string want = "ERR floodgate: bad " + std::string(name) + " arguments";
+    auto expect_refused = [&](const std::vector<std::string>& argv) {
+      Reply r = conn_->Command(argv);
+      ASSERT_TRUE(r != nullptr && r->type == REDIS_REPLY_ERROR);
+      EXPECT_EQ(std::string(r->str, r->len), want);
+    };
+    // One limit announced, none of its fields given.
+    const std::string source(script->source);
+    std::vector<std::string> argv = {"EVAL", source, "1", "k", "", "1000", "1"};
+    expect_refused(argv);
+    // Every field of the limit, then a cost that is no number.
+    argv.insert(argv.end(), fields, "1000");
+    argv.push_back("x");
+    expect_refused(argv);
+    EXPECT_EQ(conn_->Integer({"EXISTS", "k"}), 0);
   }
 }
 

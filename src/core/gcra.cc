@@ -12,8 +12,6 @@
 
 #include <string>
 
-#include "core/int_math.h"
-
 namespace floodgate::core {
 
 GcraFigures GcraStep(const LimitParams& p, GcraState& s, int64_t now_ms, int64_t cost) {
@@ -41,8 +39,16 @@ GcraFigures GcraStep(const LimitParams& p, GcraState& s, int64_t now_ms, int64_t
       if (cost > 0) s.tat_us = new_tat;
     }
   }
-  const int64_t next = tolerance_us - f.ttl_us;
-  f.remaining = next > 0 ? next / emission_us : 0;
+  if (tat == now_us) {
+    // No TAT ahead of now (a new or long idle subject, the usual case over
+    // many subjects): ttl is emission * cost if allowed, else 0, so the
+    // division below comes out as limit - cost, or limit. It is the one
+    // division by a variable on the decision's path.
+    f.remaining = f.allowed ? limit - cost : limit;
+  } else {
+    const int64_t next = tolerance_us - f.ttl_us;
+    f.remaining = next > 0 ? next / emission_us : 0;
+  }
   return f;
 }
 
@@ -90,7 +96,8 @@ Outcome ApplyGcra(const LimitParams& p, GcraState& s, int64_t now_ms, int64_t co
   // (n + 999) / 1000, without CeilDiv's sign handling.
   st.retry_after_ms = f.retry_after_us < 0 ? -1 : (f.retry_after_us + 999) / 1000;
   st.reset_after_ms = (f.ttl_us + 999) / 1000;
-  out.expires_at_ms = f.ttl_us > 0 ? CeilDiv(now_ms * 1000 + f.ttl_us, 1000) : 0;
+  // ceil((now_ms * 1000 + ttl_us) / 1000), now_ms * 1000 being a multiple.
+  out.expires_at_ms = f.ttl_us > 0 ? now_ms + st.reset_after_ms : 0;
   return out;
 }
 

@@ -80,6 +80,28 @@ TEST(GcraTest, ExpiresWhenTheTatIsReached) {
   EXPECT_EQ(s.expires_at_ms(), 0);
 }
 
+TEST(GcraTest, AFreshSubjectsFiguresAndExpiryRoundUpToTheMillisecond) {
+  // 3/s: an emission interval of 333,333 us, not a whole number of ms.
+  Subject s(MakeRule(Algorithm::kGcra, {"3/s"}));
+  Decision d = s.At(1'000, 1);
+  EXPECT_TRUE(d.allowed);
+  EXPECT_EQ(d.remaining, 2);
+  EXPECT_EQ(d.reset_after_ms, 334);      // 333.333 ms, rounded up
+  EXPECT_EQ(s.expires_at_ms(), 1'334);  // now + that
+  // The whole burst at once on a fresh subject leaves nothing.
+  Subject whole(MakeRule(Algorithm::kGcra, {"3/s"}));
+  d = whole.At(1'000, 3);
+  EXPECT_TRUE(d.allowed);
+  EXPECT_EQ(d.remaining, 0);
+  EXPECT_EQ(d.reset_after_ms, 1'000);
+  // Each emission interval gives one back; past the TAT (1,999.999 ms) the
+  // subject is fresh again and a peek shows the whole limit.
+  EXPECT_EQ(whole.At(1'001, 0).remaining, 0);
+  EXPECT_EQ(whole.At(1'334, 0).remaining, 1);
+  EXPECT_EQ(whole.At(1'999, 0).remaining, 2);
+  EXPECT_EQ(whole.At(2'000, 0).remaining, 3);
+}
+
 TEST(GcraTest, ClockSteppingBackNeverRefunds) {
   Subject s(MakeRule(Algorithm::kGcra, {"2/s"}, {0}));
   EXPECT_TRUE(s.At(10'000).allowed);

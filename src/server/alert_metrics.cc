@@ -4,39 +4,33 @@
 #include "server/metrics.h"
 
 namespace floodgate::server {
-namespace {
-
-void Sample(std::string* out, std::string_view name, std::string_view labels, int64_t value) {
-  out->append(name);
-  if (!labels.empty()) out->append("{").append(labels).append("}");
-  out->append(" ").append(std::to_string(value)).append("\n");
-}
-
-}  // namespace
-
 void AppendAlertMetrics(const Alerts& alerts, std::string* out) {
   const Alerts::Stats s = alerts.GetStats();
   AppendMetricHeader(out, "floodgate_alerts_emitted_total", "counter",
                      "Quota alert events emitted by this server's decisions (one per rule, "
                      "subject, tier, limit, threshold and window).");
-  Sample(out, "floodgate_alerts_emitted_total", "", s.emitted);
+  AppendMetricSample(out, "floodgate_alerts_emitted_total", "", s.emitted);
   AppendMetricHeader(out, "floodgate_alerts_delivered_total", "counter",
                      "Alert events this server POSTed and the webhook answered 2xx.");
-  Sample(out, "floodgate_alerts_delivered_total", "", s.delivered);
+  AppendMetricSample(out, "floodgate_alerts_delivered_total", "", s.delivered);
   AppendMetricHeader(out, "floodgate_alerts_retries_total", "counter",
                      "Failed alert POSTs scheduled again (backoff with jitter).");
-  Sample(out, "floodgate_alerts_retries_total", "", s.retried);
+  AppendMetricSample(out, "floodgate_alerts_retries_total", "", s.retried);
   AppendMetricHeader(out, "floodgate_alerts_dropped_total", "counter",
                      "Alert events given up, by reason: queue_full (alert_delivery.queue_size), "
                      "expired (alert_delivery.retry_for passed), stream_full (trimmed from the "
                      "Redis stream), shutdown (nowhere to keep them).");
-  Sample(out, "floodgate_alerts_dropped_total", "reason=\"queue_full\"", s.dropped_queue_full);
-  Sample(out, "floodgate_alerts_dropped_total", "reason=\"expired\"", s.dropped_expired);
-  Sample(out, "floodgate_alerts_dropped_total", "reason=\"stream_full\"", s.dropped_stream_full);
-  Sample(out, "floodgate_alerts_dropped_total", "reason=\"shutdown\"", s.dropped_shutdown);
+  AppendMetricSample(out, "floodgate_alerts_dropped_total", "reason=\"queue_full\"",
+                     s.dropped_queue_full);
+  AppendMetricSample(out, "floodgate_alerts_dropped_total", "reason=\"expired\"",
+                     s.dropped_expired);
+  AppendMetricSample(out, "floodgate_alerts_dropped_total", "reason=\"stream_full\"",
+                     s.dropped_stream_full);
+  AppendMetricSample(out, "floodgate_alerts_dropped_total", "reason=\"shutdown\"",
+                     s.dropped_shutdown);
   AppendMetricHeader(out, "floodgate_alerts_pending", "gauge",
                      "Alert events waiting here for delivery, a retry, or the Redis stream.");
-  Sample(out, "floodgate_alerts_pending", "", s.pending);
+  AppendMetricSample(out, "floodgate_alerts_pending", "", s.pending);
 }
 
 }  // namespace floodgate::server

@@ -45,6 +45,13 @@ void Metrics::CountError(std::string_view kind) {
   it->second.fetch_add(1, std::memory_order_relaxed);
 }
 
+void AppendMetricSample(std::string* out, std::string_view name, std::string_view labels,
+                        int64_t value) {
+  out->append(name);
+  if (!labels.empty()) out->append("{").append(labels).append("}");
+  out->append(" ").append(std::to_string(value)).append("\n");
+}
+
 void AppendMetricHeader(std::string* out, std::string_view name, std::string_view type,
                         std::string_view help) {
   *out += "# HELP ";

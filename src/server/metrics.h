@@ -75,6 +75,10 @@ class Metrics {
 // Appends one metric family header: "# HELP name help\n# TYPE name type\n".
 void AppendMetricHeader(std::string* out, std::string_view name, std::string_view type,
                         std::string_view help);
+// Appends one sample: "name{labels} value\n" ("name value\n" without labels;
+// `labels` is already in the text format, e.g. reason="queue_full").
+void AppendMetricSample(std::string* out, std::string_view name, std::string_view labels,
+                        int64_t value);
 // Escapes a label value (backslash, quote, newline) for the text format.
 std::string EscapeLabel(std::string_view value);
 

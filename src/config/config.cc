@@ -24,7 +24,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_join.h"
 #include "common/http_url.h"
-#include "common/text.h"
+#include "config/yaml_words.h"
 #include "core/calendar.h"
 #include "floodgate/config.h"
 #include "redis/url.h"
@@ -33,6 +33,9 @@
 
 namespace floodgate {
 namespace {
+
+using config::Near;
+using config::TypeName;
 
 // Configs are a few kilobytes; the bound keeps a hostile or mistaken input
 // (a log file passed as --config) from costing seconds of parsing.
@@ -58,24 +61,6 @@ constexpr int64_t kMaxOtpLimitCount = 1000;
 constexpr int64_t kMaxOtpPeriodMs = 366 * kDayMs;
 constexpr int64_t kMaxOtpCodeTtlMs = kDayMs;
 constexpr int64_t kMaxOtpLiveCodes = 100;
-
-std::string Near(std::string_view text) { return text::QuoteForMessage(text, 64, '\''); }
-
-const char* TypeName(const YAML::Node& node) {
-  switch (node.Type()) {
-    case YAML::NodeType::Null:
-      return "empty";
-    case YAML::NodeType::Scalar:
-      return "a string";
-    case YAML::NodeType::Sequence:
-      return "a list";
-    case YAML::NodeType::Map:
-      return "a map";
-    case YAML::NodeType::Undefined:
-      break;
-  }
-  return "undefined";
-}
 
 bool IsNameChar(char c) {
   return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||

@@ -22,28 +22,14 @@
 #include <utility>
 
 #include "common/text.h"
+#include "config/yaml_words.h"
 #include "yaml-cpp/yaml.h"
 
 namespace floodgate::envoy {
 namespace {
 
-std::string Near(std::string_view text) { return text::QuoteForMessage(text, 64, '\''); }
-
-const char* TypeName(const YAML::Node& node) {
-  switch (node.Type()) {
-    case YAML::NodeType::Null:
-      return "empty";
-    case YAML::NodeType::Scalar:
-      return "a string";
-    case YAML::NodeType::Sequence:
-      return "a list";
-    case YAML::NodeType::Map:
-      return "a map";
-    case YAML::NodeType::Undefined:
-      break;
-  }
-  return "undefined";
-}
+using config::Near;
+using config::TypeName;
 
 std::optional<Unit> ParseUnit(std::string_view text) {
   // envoyproxy/ratelimit upper-cases the word and looks it up among the

@@ -223,6 +223,32 @@ class ConfigParser {
     return *v;
   }
 
+  // A rule's (or envoy_ratelimit's) `algorithm`.
+  Result<Algorithm> AlgorithmValue(const YAML::Node& key, const YAML::Node& value,
+                                   std::string_view field) const {
+    Result<std::string> text = String(key, value, field);
+    if (!text.ok()) return text.status();
+    const std::optional<Algorithm> algorithm = ParseAlgorithm(*text);
+    if (!algorithm) {
+      return FailAt(key, value,
+                    "unknown algorithm '" + *text +
+                        "'; expected fixed_window, sliding_window, sliding_log, token_bucket "
+                        "or gcra",
+                    *text);
+    }
+    return *algorithm;
+  }
+
+  // A rule's (or envoy_ratelimit's) `on_backend_error`: allow or deny.
+  Result<OnBackendError> OnBackendErrorValue(const YAML::Node& key, const YAML::Node& value,
+                                             std::string_view field) const {
+    Result<std::string> text = String(key, value, field);
+    if (!text.ok()) return text.status();
+    if (*text == "allow") return OnBackendError::kAllow;
+    if (*text == "deny") return OnBackendError::kDeny;
+    return FailAt(key, value, "'" + std::string(field) + "' must be allow or deny", *text);
+  }
+
   Result<bool> Bool(const YAML::Node& key, const YAML::Node& value, std::string_view field) const {
     if (value.IsScalar()) {
       // YAML 1.1 spellings too, as yaml-cpp and most YAML users accept them.
@@ -305,24 +331,13 @@ class ConfigParser {
     const std::string path = "envoy_ratelimit." + name;
     if (name == "files") return ParseEnvoyFiles(key, value, envoy);
     if (name == "algorithm") {
-      Result<std::string> text = String(key, value, path);
-      if (!text.ok()) return text.status();
-      const std::optional<Algorithm> algorithm = ParseAlgorithm(*text);
-      if (!algorithm) {
-        return FailAt(key, value,
-                      "unknown algorithm '" + *text +
-                          "'; expected fixed_window, sliding_window, sliding_log, token_bucket "
-                          "or gcra",
-                      *text);
-      }
+      Result<Algorithm> algorithm = AlgorithmValue(key, value, path);
+      if (!algorithm.ok()) return algorithm.status();
       envoy.algorithm = *algorithm;
     } else if (name == "on_backend_error") {
-      Result<std::string> text = String(key, value, path);
-      if (!text.ok()) return text.status();
-      if (*text != "allow" && *text != "deny") {
-        return FailAt(key, value, "'" + path + "' must be allow or deny", *text);
-      }
-      envoy.on_backend_error = *text == "allow" ? OnBackendError::kAllow : OnBackendError::kDeny;
+      Result<OnBackendError> on_error = OnBackendErrorValue(key, value, path);
+      if (!on_error.ok()) return on_error.status();
+      envoy.on_backend_error = *on_error;
     } else if (name == "response_headers") {
       Result<bool> b = Bool(key, value, path);
       if (!b.ok()) return b.status();
@@ -972,16 +987,8 @@ class ConfigParser {
     Rule& rule = draft.rule;
     const std::string path = "rules." + rule.name + "." + field;
     if (field == "algorithm") {
-      Result<std::string> text = String(key, value, path);
-      if (!text.ok()) return text.status();
-      const std::optional<Algorithm> algorithm = ParseAlgorithm(*text);
-      if (!algorithm) {
-        return FailAt(key, value,
-                      "unknown algorithm '" + *text +
-                          "'; expected fixed_window, sliding_window, sliding_log, token_bucket "
-                          "or gcra",
-                      *text);
-      }
+      Result<Algorithm> algorithm = AlgorithmValue(key, value, path);
+      if (!algorithm.ok()) return algorithm.status();
       rule.algorithm = *algorithm;
     } else if (field == "limits") {
       Result<std::vector<PlacedLimit>> limits = ParseLimits(key, value, path);
@@ -1010,15 +1017,9 @@ class ConfigParser {
       if (!shadow.ok()) return shadow.status();
       rule.shadow = *shadow;
     } else if (field == "on_backend_error") {
-      Result<std::string> text = String(key, value, path);
-      if (!text.ok()) return text.status();
-      if (*text == "allow") {
-        rule.on_backend_error = OnBackendError::kAllow;
-      } else if (*text == "deny") {
-        rule.on_backend_error = OnBackendError::kDeny;
-      } else {
-        return FailAt(key, value, "'" + path + "' must be allow or deny", *text);
-      }
+      Result<OnBackendError> on_error = OnBackendErrorValue(key, value, path);
+      if (!on_error.ok()) return on_error.status();
+      rule.on_backend_error = *on_error;
     } else if (field == "alerts") {
       return ParseAlerts(key, value, path, rule.alerts);
     } else {

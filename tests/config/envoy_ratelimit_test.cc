@@ -184,7 +184,9 @@ TEST(ParseDomainTest, RandomBytesNeverCrash) {
       }
     }
     Result<DomainConfig> d = ParseDomain(s, "fuzz.yaml");
-    if (!d.ok()) { EXPECT_THAT(d.status().message(), StartsWith("fuzz.yaml:")); }
+    if (!d.ok()) {
+      EXPECT_THAT(d.status().message(), StartsWith("fuzz.yaml:"));
+    }
   }
 }
 

@@ -86,7 +86,7 @@ TEST(GcraTest, AFreshSubjectsFiguresAndExpiryRoundUpToTheMillisecond) {
   Decision d = s.At(1'000, 1);
   EXPECT_TRUE(d.allowed);
   EXPECT_EQ(d.remaining, 2);
-  EXPECT_EQ(d.reset_after_ms, 334);      // 333.333 ms, rounded up
+  EXPECT_EQ(d.reset_after_ms, 334);     // 333.333 ms, rounded up
   EXPECT_EQ(s.expires_at_ms(), 1'334);  // now + that
   // The whole burst at once on a fresh subject leaves nothing.
   Subject whole(MakeRule(Algorithm::kGcra, {"3/s"}));

@@ -14,12 +14,14 @@ interpreter, which sees the apt packages python3-pytest and python3-redis:
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -577,3 +579,51 @@ def redis_server(tmp_dir):
     yield make
     for server in servers:
         server.stop()
+
+
+class Receiver:
+    """tests/integration/http_receiver.py as a process (a stand-in webhook, SMS or
+    e-mail gateway), on a given port or a free one; records every POST."""
+
+    def __init__(self, *args, port=0):
+        self.proc = subprocess.Popen(
+            [sys.executable, str(HERE / "http_receiver.py"), "--port", str(port), *args],
+            stdout=subprocess.PIPE, text=True)
+        line = self.proc.stdout.readline()
+        assert line.startswith("listening "), line
+        self.port = int(line.split()[1])
+        self.records = []
+        self._cond = threading.Condition()
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self):
+        for line in self.proc.stdout:
+            with self._cond:
+                self.records.append(json.loads(line))
+                self._cond.notify_all()
+
+    def wait_for(self, n, timeout=15.0):
+        """The records once there are at least n, or after timeout seconds."""
+        with self._cond:
+            self._cond.wait_for(lambda: len(self.records) >= n, timeout)
+            return list(self.records)
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            self.proc.wait(5)
+
+
+@pytest.fixture
+def receiver():
+    """receiver(*args, port=0) -> a running Receiver, stopped after the test."""
+    made = []
+
+    def make(*args, port=0):
+        r = Receiver(*args, port=port)
+        made.append(r)
+        return r
+
+    yield make
+    for r in made:
+        r.stop()

@@ -16,7 +16,6 @@ import hmac
 import json
 import signal
 import subprocess
-import sys
 import threading
 import time
 import urllib.error
@@ -30,51 +29,6 @@ from conftest import free_port, metric_value
 HERE = Path(__file__).resolve().parent
 SECRET = "alert-webhook-secret-42"
 ENV = {"FG_ALERT_SECRET": SECRET}
-
-
-class Receiver:
-    """http_receiver.py as a process, on a given port or a free one."""
-
-    def __init__(self, *args, port=0):
-        self.proc = subprocess.Popen(
-            [sys.executable, str(HERE / "http_receiver.py"), "--port", str(port), *args],
-            stdout=subprocess.PIPE, text=True)
-        line = self.proc.stdout.readline()
-        assert line.startswith("listening "), line
-        self.port = int(line.split()[1])
-        self.records = []
-        self._cond = threading.Condition()
-        threading.Thread(target=self._read, daemon=True).start()
-
-    def _read(self):
-        for line in self.proc.stdout:
-            with self._cond:
-                self.records.append(json.loads(line))
-                self._cond.notify_all()
-
-    def wait_for(self, n, timeout=15.0):
-        with self._cond:
-            self._cond.wait_for(lambda: len(self.records) >= n, timeout)
-            return list(self.records)
-
-    def stop(self):
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            self.proc.wait(5)
-
-
-@pytest.fixture
-def receiver():
-    made = []
-
-    def make(*args, port=0):
-        r = Receiver(*args, port=port)
-        made.append(r)
-        return r
-
-    yield make
-    for r in made:
-        r.stop()
 
 
 @pytest.fixture(params=["memory", "redis"])

@@ -7,7 +7,6 @@ import json
 import os
 import re
 import subprocess
-import sys
 import threading
 import time
 import urllib.request
@@ -306,49 +305,6 @@ def test_check_config_validates_the_otp_section(floodgate_bin, tmp_dir):
                          text=True, timeout=10)
     assert out.returncode == 0, out.stderr
     assert "otp: digits=6, ttl=300000ms, issue_limit=3/5m, verify_limit=5/15m" in out.stdout
-
-
-class Receiver:
-    """tests/integration/http_receiver.py as a process."""
-
-    def __init__(self, *args):
-        self.proc = subprocess.Popen([sys.executable, str(HERE / "http_receiver.py"), *args],
-                                     stdout=subprocess.PIPE, text=True)
-        line = self.proc.stdout.readline()
-        assert line.startswith("listening "), line
-        self.port = int(line.split()[1])
-        self.records = []
-        self._cond = threading.Condition()
-        threading.Thread(target=self._read, daemon=True).start()
-
-    def _read(self):
-        for line in self.proc.stdout:
-            with self._cond:
-                self.records.append(json.loads(line))
-                self._cond.notify_all()
-
-    def wait_for(self, n, timeout=10.0):
-        with self._cond:
-            self._cond.wait_for(lambda: len(self.records) >= n, timeout)
-            return list(self.records)
-
-    def stop(self):
-        self.proc.terminate()
-        self.proc.wait(5)
-
-
-@pytest.fixture
-def receiver():
-    made = []
-
-    def make(*args):
-        r = Receiver(*args)
-        made.append(r)
-        return r
-
-    yield make
-    for r in made:
-        r.stop()
 
 
 def delivery_config(port, extra=""):

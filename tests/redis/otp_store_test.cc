@@ -226,10 +226,14 @@ TEST(RedisOtpTest, IssueVerifyReplayAndWhatRedisHolds) {
   // (up to 2 ms more when the three issues fell in one millisecond)
   EXPECT_LE(peek.Integer({"PTTL", keys[0]}), 300'002);
 
-  if (a->code != c->code) { EXPECT_FALSE(otp.Verify("+15550100", a->code)->valid); }
+  if (a->code != c->code) {
+    EXPECT_FALSE(otp.Verify("+15550100", a->code)->valid);
+  }
   EXPECT_TRUE(otp.Verify("+15550100", c->code)->valid);
   EXPECT_FALSE(otp.Verify("+15550100", c->code)->valid);  // replay
-  if (b->code != c->code) { EXPECT_FALSE(otp.Verify("+15550100", b->code)->valid); }
+  if (b->code != c->code) {
+    EXPECT_FALSE(otp.Verify("+15550100", b->code)->valid);
+  }
   EXPECT_EQ(peek.Integer({"EXISTS", keys[0]}), 0);  // consumed: no codes left
   EXPECT_EQ(peek.Integer({"EXISTS", keys[2]}), 1);  // the two failures since
 }

@@ -76,7 +76,9 @@ TEST(ReplyQueueTest, ManyInterleavedCompletionsKeepOrder) {
   for (size_t j = tags.size(); j-- > 0;) {
     const auto [tag, index] = tags[j];
     q.Complete(tag, Write(std::to_string(index) + ","), &output);
-    if (j > 0) { EXPECT_EQ(output, "0,"); }
+    if (j > 0) {
+      EXPECT_EQ(output, "0,");
+    }
   }
   EXPECT_EQ(output, expected);
 }

@@ -640,7 +640,9 @@ descriptors:
     for (const DescriptorStatus& st : r->statuses) over |= st.code == Code::kOverLimit;
     EXPECT_EQ(r->overall_code, over ? Code::kOverLimit : Code::kOk);
     for (const DescriptorStatus& st : r->statuses) {
-      if (st.has_limit) { EXPECT_LE(st.limit_remaining, st.current_limit.requests_per_unit); }
+      if (st.has_limit) {
+        EXPECT_LE(st.limit_remaining, st.current_limit.requests_per_unit);
+      }
     }
   }
   // Every counter of the config is at most its limit: check with peeks.

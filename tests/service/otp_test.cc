@@ -194,10 +194,14 @@ TEST(OtpTest, TheLiveCodeCapDropsTheOldest) {
   const std::string second = IssueCode(otp);
   clock.AdvanceMs(1);
   const std::string third = IssueCode(otp);
-  if (first != second && first != third) { EXPECT_FALSE(Valid(otp, first)); }
+  if (first != second && first != third) {
+    EXPECT_FALSE(Valid(otp, first));
+  }
   EXPECT_TRUE(Valid(otp, third));
   // The success consumed the subject's other live code too.
-  if (second != third) { EXPECT_FALSE(Valid(otp, second)); }
+  if (second != third) {
+    EXPECT_FALSE(Valid(otp, second));
+  }
 }
 
 TEST(OtpTest, BadInputIsRefusedAndCountsNoAttempt) {

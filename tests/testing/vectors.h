@@ -104,9 +104,13 @@ inline std::vector<VectorCase> LoadVectors(const std::string& dir) {
 inline void ExpectMatches(const VectorStep& step, const Decision& d) {
   const auto& e = step.expect;
   auto check = [&](const char* field, int64_t actual) {
-    if (e.contains(field)) { EXPECT_EQ(actual, e.at(field).get<int64_t>()) << field; }
+    if (e.contains(field)) {
+      EXPECT_EQ(actual, e.at(field).get<int64_t>()) << field;
+    }
   };
-  if (e.contains("allowed")) { EXPECT_EQ(d.allowed, e.at("allowed").get<bool>()) << "allowed"; }
+  if (e.contains("allowed")) {
+    EXPECT_EQ(d.allowed, e.at("allowed").get<bool>()) << "allowed";
+  }
   if (e.contains("shadow_denied")) {
     EXPECT_EQ(d.shadow_denied, e.at("shadow_denied").get<bool>()) << "shadow_denied";
   }
@@ -121,8 +125,12 @@ inline void ExpectMatches(const VectorStep& step, const Decision& d) {
       SCOPED_TRACE("limit " + std::to_string(i));
       const auto& le = limits[i];
       const LimitStatus& ls = d.limits[i];
-      if (le.contains("allowed")) { EXPECT_EQ(ls.allowed, le.at("allowed").get<bool>()); }
-      if (le.contains("remaining")) { EXPECT_EQ(ls.remaining, le.at("remaining").get<int64_t>()); }
+      if (le.contains("allowed")) {
+        EXPECT_EQ(ls.allowed, le.at("allowed").get<bool>());
+      }
+      if (le.contains("remaining")) {
+        EXPECT_EQ(ls.remaining, le.at("remaining").get<int64_t>());
+      }
       if (le.contains("retry_after_ms")) {
         EXPECT_EQ(ls.retry_after_ms, le.at("retry_after_ms").get<int64_t>());
       }

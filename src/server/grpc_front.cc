@@ -171,16 +171,16 @@ void GrpcFront::RenderMetrics(std::string* out) const {
                      "ShouldRateLimit calls by gRPC status code and, for OK, overall_code.");
   static constexpr const char* kOverall[] = {"UNKNOWN", "OK", "OVER_LIMIT"};
   for (int overall = 1; overall <= 2; ++overall) {
-    *out += "floodgate_grpc_requests_total{code=\"OK\",overall_code=\"" +
-            std::string(kOverall[overall]) + "\"} " +
-            std::to_string(ok_by_overall_[overall].load(std::memory_order_relaxed)) + "\n";
+    AppendMetricSample(out, "floodgate_grpc_requests_total",
+                       "code=\"OK\",overall_code=\"" + std::string(kOverall[overall]) + "\"",
+                       ok_by_overall_[overall].load(std::memory_order_relaxed));
   }
   for (int code = 1; code <= 16; ++code) {
     const int64_t n = requests_by_code_[code].load(std::memory_order_relaxed);
     // The common error codes always show, the others once they occur.
     if (n == 0 && code != 3 && code != 8 && code != 13 && code != 14) continue;
-    *out += "floodgate_grpc_requests_total{code=\"" + std::string(GrpcCodeName(code)) +
-            "\",overall_code=\"\"} " + std::to_string(n) + "\n";
+    AppendMetricSample(out, "floodgate_grpc_requests_total",
+                       "code=\"" + std::string(GrpcCodeName(code)) + "\",overall_code=\"\"", n);
   }
   AppendMetricHeader(out, "floodgate_envoy_descriptor_decisions_total", "counter",
                      "Envoy descriptors that matched a limit, by domain, descriptor (as "
@@ -189,17 +189,15 @@ void GrpcFront::RenderMetrics(std::string* out) const {
   for (const auto& [key, o] : descriptors_) {
     const std::string labels =
         "domain=\"" + EscapeLabel(key.first) + "\",descriptor=\"" + EscapeLabel(key.second) + "\"";
-    *out += "floodgate_envoy_descriptor_decisions_total{" + labels + ",outcome=\"ok\"} " +
-            std::to_string(o.ok) + "\n";
-    *out += "floodgate_envoy_descriptor_decisions_total{" + labels + ",outcome=\"over_limit\"} " +
-            std::to_string(o.over_limit) + "\n";
-    *out += "floodgate_envoy_descriptor_decisions_total{" + labels +
-            ",outcome=\"shadow_over_limit\"} " + std::to_string(o.shadow_over_limit) + "\n";
+    constexpr std::string_view kName = "floodgate_envoy_descriptor_decisions_total";
+    AppendMetricSample(out, kName, labels + ",outcome=\"ok\"", o.ok);
+    AppendMetricSample(out, kName, labels + ",outcome=\"over_limit\"", o.over_limit);
+    AppendMetricSample(out, kName, labels + ",outcome=\"shadow_over_limit\"", o.shadow_over_limit);
   }
   AppendMetricHeader(out, "floodgate_envoy_descriptor_series_dropped_total", "counter",
                      "Descriptor outcomes not shown above: more than 10000 series.");
-  *out += "floodgate_envoy_descriptor_series_dropped_total " +
-          std::to_string(descriptor_series_dropped_) + "\n";
+  AppendMetricSample(out, "floodgate_envoy_descriptor_series_dropped_total", "",
+                     descriptor_series_dropped_);
 }
 
 }  // namespace floodgate::server

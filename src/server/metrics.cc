@@ -82,13 +82,11 @@ void Metrics::Render(std::string* out) const {
       denied += per_loop[i].denied.load(std::memory_order_relaxed);
       shadow += per_loop[i].shadow_denied.load(std::memory_order_relaxed);
     }
-    const std::string label = EscapeLabel(rule);
-    *out += "floodgate_decisions_total{rule=\"" + label + "\",outcome=\"allowed\"} " +
-            std::to_string(allowed) + "\n";
-    *out += "floodgate_decisions_total{rule=\"" + label + "\",outcome=\"denied\"} " +
-            std::to_string(denied) + "\n";
-    *out += "floodgate_decisions_total{rule=\"" + label + "\",outcome=\"shadow_denied\"} " +
-            std::to_string(shadow) + "\n";
+    const std::string label = "rule=\"" + EscapeLabel(rule) + "\"";
+    AppendMetricSample(out, "floodgate_decisions_total", label + ",outcome=\"allowed\"", allowed);
+    AppendMetricSample(out, "floodgate_decisions_total", label + ",outcome=\"denied\"", denied);
+    AppendMetricSample(out, "floodgate_decisions_total", label + ",outcome=\"shadow_denied\"",
+                       shadow);
   }
 
   AppendMetricHeader(out, "floodgate_request_duration_seconds", "histogram",
@@ -107,21 +105,20 @@ void Metrics::Render(std::string* out) const {
     cumulative += buckets[b];
     char le[32];
     std::snprintf(le, sizeof(le), "%g", static_cast<double>(kLatencyBucketsUs[b]) / 1e6);
-    *out += "floodgate_request_duration_seconds_bucket{le=\"" + std::string(le) + "\"} " +
-            std::to_string(cumulative) + "\n";
+    AppendMetricSample(out, "floodgate_request_duration_seconds_bucket",
+                       "le=\"" + std::string(le) + "\"", cumulative);
   }
   cumulative += buckets.back();
-  *out +=
-      "floodgate_request_duration_seconds_bucket{le=\"+Inf\"} " + std::to_string(cumulative) + "\n";
+  AppendMetricSample(out, "floodgate_request_duration_seconds_bucket", "le=\"+Inf\"", cumulative);
   char sum[64];
   std::snprintf(sum, sizeof(sum), "%.9f", static_cast<double>(sum_ns) / 1e9);
   *out += "floodgate_request_duration_seconds_sum " + std::string(sum) + "\n";
-  *out += "floodgate_request_duration_seconds_count " + std::to_string(count) + "\n";
+  AppendMetricSample(out, "floodgate_request_duration_seconds_count", "", count);
 
   AppendMetricHeader(out, "floodgate_errors_total", "counter", "Errors answered, by kind.");
   for (const auto& [kind, n] : errors_) {
-    *out += "floodgate_errors_total{kind=\"" + EscapeLabel(kind) + "\"} " +
-            std::to_string(n.load(std::memory_order_relaxed)) + "\n";
+    AppendMetricSample(out, "floodgate_errors_total", "kind=\"" + EscapeLabel(kind) + "\"",
+                       n.load(std::memory_order_relaxed));
   }
 }
 

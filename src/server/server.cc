@@ -123,22 +123,21 @@ void Server::Wait() {
 
 void Server::RenderConnections(std::string* out) const {
   AppendMetricHeader(out, "floodgate_connections", "gauge", "Open client connections.");
-  *out += "floodgate_connections{protocol=\"resp\"} " +
-          std::to_string(resp_counters_.open.load(std::memory_order_relaxed)) + "\n";
-  *out += "floodgate_connections{protocol=\"http\"} " +
-          std::to_string(http_counters_.open.load(std::memory_order_relaxed)) + "\n";
+  AppendMetricSample(out, "floodgate_connections", "protocol=\"resp\"",
+                     resp_counters_.open.load(std::memory_order_relaxed));
+  AppendMetricSample(out, "floodgate_connections", "protocol=\"http\"",
+                     http_counters_.open.load(std::memory_order_relaxed));
   AppendMetricHeader(out, "floodgate_connections_total", "counter",
                      "Client connections accepted since start.");
-  *out += "floodgate_connections_total{protocol=\"resp\"} " +
-          std::to_string(resp_counters_.accepted.load(std::memory_order_relaxed)) + "\n";
-  *out += "floodgate_connections_total{protocol=\"http\"} " +
-          std::to_string(http_counters_.accepted.load(std::memory_order_relaxed)) + "\n";
+  AppendMetricSample(out, "floodgate_connections_total", "protocol=\"resp\"",
+                     resp_counters_.accepted.load(std::memory_order_relaxed));
+  AppendMetricSample(out, "floodgate_connections_total", "protocol=\"http\"",
+                     http_counters_.accepted.load(std::memory_order_relaxed));
   AppendMetricHeader(out, "floodgate_connections_refused_total", "counter",
                      "Connections refused at the connection limit.");
-  *out += "floodgate_connections_refused_total " +
-          std::to_string(resp_counters_.refused.load(std::memory_order_relaxed) +
-                         http_counters_.refused.load(std::memory_order_relaxed)) +
-          "\n";
+  AppendMetricSample(out, "floodgate_connections_refused_total", "",
+                     resp_counters_.refused.load(std::memory_order_relaxed) +
+                         http_counters_.refused.load(std::memory_order_relaxed));
   if (options_.extra_metrics) options_.extra_metrics(out);
 }
 

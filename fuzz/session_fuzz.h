@@ -18,6 +18,7 @@
 
 #include "floodgate/config.h"
 #include "floodgate/limiter.h"
+#include "server/connection_timers.h"
 #include "server/metrics.h"
 #include "server/service_context.h"
 #include "server/session.h"
@@ -62,20 +63,57 @@ struct SessionWorld {
   std::unique_ptr<server::LoopContext> loop;
 };
 
+// The bounds the fuzzed connection lives under: short enough that inputs
+// spread over several chunks run into them.
+inline server::ConnectionPolicy FuzzPolicy() {
+  server::ConnectionPolicy p;
+  p.request_timeout_ms = 50;
+  p.idle_timeout_ms = 100;
+  p.output_soft_limit = 4096;
+  p.output_soft_timeout_ms = 30;
+  p.output_hard_limit = 1 << 20;
+  return p;
+}
+
 // Feeds `data` to `session` in chunks of `chunk` bytes, as reads from a
 // socket would arrive, dropping what it consumes and advancing the clock
-// between reads. Traps if the session claims more bytes than it was given.
-// Returns everything the session wrote.
+// between reads, the way the event loop does: one batch per OnInput call,
+// called again while it consumes; no parsing while the output (which this
+// client never reads) is over the soft limit; and the connection's timers
+// (ConnectionTimers) end the feed when a timeout or the hard limit would
+// close it. Traps if the session claims more bytes than it was given, or
+// the timers contradict the input (a request timeout with no partial
+// request, an idle timeout with one). Returns everything the session wrote.
 inline std::string FeedInChunks(server::Session& session, const uint8_t* data, size_t size,
                                 size_t chunk, ManualClock& clock, int64_t advance_ms) {
+  const server::ConnectionPolicy policy = FuzzPolicy();
+  server::ConnectionTimers timers(clock.NowMs());
   const std::string_view all(reinterpret_cast<const char*>(data), size);
   std::string input, output;
+  size_t read_by_client = 0;  // the client reads its replies only now and then
   bool close = false;
   for (size_t pos = 0; pos < all.size() && !close; pos += chunk) {
     input.append(all.substr(pos, chunk));
-    const size_t used = session.OnInput(input, &output, &close);
-    if (used > input.size()) __builtin_trap();
-    input.erase(0, used);
+    bool completed = false;
+    while (!close && !input.empty() && output.size() - read_by_client <= policy.output_soft_limit) {
+      const size_t used = session.OnInput(input, &output, &close);
+      if (used > input.size()) __builtin_trap();
+      if (used == 0) break;
+      input.erase(0, used);
+      completed = true;
+    }
+    const int64_t now = clock.NowMs();
+    timers.AfterInput(now, completed, !input.empty());
+    if (timers.AfterOutput(policy, now, output.size() - read_by_client) !=
+        server::CloseReason::kNone) {
+      break;  // over the hard limit: the loop closes the connection
+    }
+    const server::CloseReason due = timers.Due(policy, now, output.size() > read_by_client);
+    if (due == server::CloseReason::kRequestTimeout && input.empty()) __builtin_trap();
+    if (due == server::CloseReason::kIdleTimeout && !input.empty()) __builtin_trap();
+    if (due != server::CloseReason::kNone) break;
+    // Every fourth read, the client catches up with its replies.
+    if ((pos / chunk) % 4 == 3) read_by_client = output.size();
     clock.AdvanceMs(advance_ms);
   }
   return output;

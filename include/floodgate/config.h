@@ -45,10 +45,38 @@ struct RedisConfig {
   int64_t local_cache_max_entries = 100'000;
 };
 
-// The server process (`floodgate serve`).
+// The server process (`floodgate serve`). Every bound below is documented,
+// with the reason for its default, in docs/operations.md. A timeout of 0
+// is off.
 struct ServerConfig {
-  int threads = 0;                   // event loops; 0: one per core
-  int64_t max_connections = 10'000;  // across both fronts; past it new ones are refused
+  int threads = 0;  // event loops; 0: automatic (see docs/operations.md)
+  // Open connections across both fronts. At the bound a new connection
+  // evicts the longest-idle one (nothing in progress); with none idle it
+  // is refused.
+  int64_t max_connections = 10'000;
+  int64_t max_connections_per_ip = 0;  // per client address; 0: no bound
+  // HTTP: a request (headers and body) must be complete this long after
+  // its first byte (408, then close); a keep-alive connection idle this
+  // long is closed.
+  int64_t http_request_timeout_ms = 10'000;
+  int64_t http_idle_timeout_ms = 60'000;
+  // RESP: a command must be complete this long after its first byte; a
+  // connection idle this long is closed (0, as Redis's `timeout 0`).
+  int64_t resp_command_timeout_ms = 10'000;
+  int64_t resp_idle_timeout_ms = 0;
+  // Unsent replies of one connection: over the soft limit its input is no
+  // longer read or parsed, and if it stays over for output_soft_timeout the
+  // connection is closed; over the hard limit it is closed at once.
+  int64_t output_soft_limit = 1 << 20;
+  int64_t output_soft_timeout_ms = 10'000;
+  int64_t output_hard_limit = 16 << 20;
+  // SIGTERM: connections still busy are given this long, then closed.
+  int64_t drain_timeout_ms = 5'000;
+  // The gRPC front (HTTP/2): keep-alive pings to find dead peers, and how
+  // long a connection with no call may stay open (0: forever).
+  int64_t grpc_keepalive_time_ms = 60'000;
+  int64_t grpc_keepalive_timeout_ms = 20'000;
+  int64_t grpc_max_connection_idle_ms = 600'000;
   // Access token for RESP AUTH and HTTP "Authorization: Bearer". Prefer
   // auth_token_env (the name of an environment variable holding it) so the
   // secret stays out of the file. Neither set: no authentication.

@@ -6,8 +6,10 @@
 
 #include <pthread.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
+#include <cstdint>
 #include <cstdlib>
 #include <fstream>
 #include <thread>
@@ -55,6 +57,46 @@ std::string StoreForLog(const std::string& store) {
 // "off" disables a front.
 std::string Address(const std::string& a) { return a == "off" ? "" : a; }
 
+// Descriptors a server needs besides its client connections: listeners,
+// epoll and event fds, Redis connections, log and spool files, gRPC.
+constexpr int64_t kReservedFds = 256;
+
+// Raises the soft limit on open files to the hard limit (the default soft
+// limit, often 1024, is far below max_connections), and warns when
+// max_connections still does not fit: past the limit accept() fails, and
+// the server then evicts idle connections or backs off (docs/operations.md).
+void RaiseFileLimit(int64_t max_connections) {
+  rlimit limit{};
+  if (getrlimit(RLIMIT_NOFILE, &limit) != 0) return;
+  if (limit.rlim_cur < limit.rlim_max) {
+    rlimit raised = limit;
+    raised.rlim_cur = limit.rlim_max;
+    if (setrlimit(RLIMIT_NOFILE, &raised) == 0) limit = raised;
+  }
+  const int64_t usable = limit.rlim_cur == RLIM_INFINITY
+                             ? INT64_MAX
+                             : static_cast<int64_t>(limit.rlim_cur) - kReservedFds;
+  if (max_connections > usable) {
+    Log(LogLevel::kWarn, "max_connections does not fit the open-file limit",
+        {{"max_connections", std::to_string(max_connections)},
+         {"nofile", std::to_string(limit.rlim_cur)},
+         {"reserved", std::to_string(kReservedFds)},
+         {"hint", "raise LimitNOFILE= (systemd) or ulimit -n, or lower server.max_connections"}});
+  }
+}
+
+// The bounds of one front's connections, from the server section.
+server::ConnectionPolicy Policy(const ServerConfig& c, int64_t request_timeout_ms,
+                                int64_t idle_timeout_ms) {
+  server::ConnectionPolicy p;
+  p.request_timeout_ms = request_timeout_ms;
+  p.idle_timeout_ms = idle_timeout_ms;
+  p.output_soft_limit = static_cast<size_t>(c.output_soft_limit);
+  p.output_soft_timeout_ms = c.output_soft_timeout_ms;
+  p.output_hard_limit = static_cast<size_t>(c.output_hard_limit);
+  return p;
+}
+
 }  // namespace
 
 int RunServe(const ServeFlags& flags) {
@@ -94,6 +136,10 @@ int RunServe(const ServeFlags& flags) {
   if (!grpc_address.empty() && (!config->envoy_ratelimit.files.empty() || !flags.grpc.empty())) {
     server::GrpcFrontOptions grpc_options;
     grpc_options.address = grpc_address;
+    grpc_options.keepalive_time_ms = config->server.grpc_keepalive_time_ms;
+    grpc_options.keepalive_timeout_ms = config->server.grpc_keepalive_timeout_ms;
+    grpc_options.max_connection_idle_ms = config->server.grpc_max_connection_idle_ms;
+    grpc_options.drain_timeout_ms = config->server.drain_timeout_ms;
     auto front = server::GrpcFront::Start(grpc_options, &rls);
     if (!front.ok()) {
       Log(LogLevel::kError, "cannot start", {{"error", front.status().message()}});
@@ -109,6 +155,13 @@ int RunServe(const ServeFlags& flags) {
                         ? config->server.threads
                         : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   options.limits.max_connections = config->server.max_connections;
+  options.limits.drain_timeout_ms = config->server.drain_timeout_ms;
+  options.max_connections_per_ip = config->server.max_connections_per_ip;
+  options.http_policy = Policy(config->server, config->server.http_request_timeout_ms,
+                               config->server.http_idle_timeout_ms);
+  options.resp_policy = Policy(config->server, config->server.resp_command_timeout_ms,
+                               config->server.resp_idle_timeout_ms);
+  RaiseFileLimit(options.limits.max_connections);
   options.auth_token = config->server.auth_token;
   if (grpc_front != nullptr) {
     options.extra_metrics = [f = grpc_front.get()](std::string* out) { f->RenderMetrics(out); };

@@ -10,6 +10,7 @@
 // 1-based position of the offending node, so check-config output can be
 // pasted into an editor's "go to".
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -44,6 +45,8 @@ constexpr size_t kMaxNameBytes = 64;
 constexpr int kMaxShards = 4096;
 constexpr int64_t kMaxThreads = 1024;
 constexpr int64_t kMaxConnections = 10'000'000;
+constexpr int64_t kMaxServerTimeoutMs = 7LL * 86'400'000;  // a week: beyond it, use 0 (off)
+constexpr int64_t kMaxOutputLimit = int64_t{1} << 40;
 // sliding_window and token_bucket compute count x period_ms in doubles in the
 // Redis scripts (Lua numbers): beyond 2^53 they stop being exact.
 constexpr __int128 kMaxExactProduct = __int128{1} << 53;
@@ -301,7 +304,10 @@ class ConfigParser {
     if (name == "listen") return ParseListen(key, value, config.listen);
     if (name == "engine") return ParseEngine(key, value, config.engine);
     if (name == "redis") return ParseRedis(key, value, config.redis);
-    if (name == "server") return ParseServer(key, value, config.server);
+    if (name == "server") {
+      if (Status st = ParseServer(key, value, config.server); !st.ok()) return st;
+      return CheckServer(key, config.server);
+    }
     if (name == "rules") return ParseRules(key, value, config);
     if (name == "sets") return ParseSets(key, value, config.sets);
     if (name == "otp") return ParseOtp(key, value, config.otp);
@@ -520,6 +526,45 @@ class ConfigParser {
   // Messages never quote auth_token's value: it is a secret.
   Status ParseServerEntry(const std::string& name, const YAML::Node& key, const YAML::Node& value,
                           ServerConfig& server) const {
+    // Timeouts: a duration, or 0 / off.
+    struct TimeoutField {
+      const char* name;
+      int64_t max_ms;
+      int64_t* target;
+    };
+    const TimeoutField timeouts[] = {
+        {"http_request_timeout", kMaxServerTimeoutMs, &server.http_request_timeout_ms},
+        {"http_idle_timeout", kMaxServerTimeoutMs, &server.http_idle_timeout_ms},
+        {"resp_command_timeout", kMaxServerTimeoutMs, &server.resp_command_timeout_ms},
+        {"resp_idle_timeout", kMaxServerTimeoutMs, &server.resp_idle_timeout_ms},
+        {"output_soft_timeout", kMaxServerTimeoutMs, &server.output_soft_timeout_ms},
+        {"grpc_keepalive_time", kMaxServerTimeoutMs, &server.grpc_keepalive_time_ms},
+        {"grpc_keepalive_timeout", kMaxServerTimeoutMs, &server.grpc_keepalive_timeout_ms},
+        {"grpc_max_connection_idle", kMaxServerTimeoutMs, &server.grpc_max_connection_idle_ms},
+    };
+    for (const TimeoutField& f : timeouts) {
+      if (name != f.name) continue;
+      Result<int64_t> ms = DurationOrOff(key, value, "server." + name, f.max_ms);
+      if (!ms.ok()) return ms.status();
+      *f.target = *ms;
+      return Status::Ok();
+    }
+    // Byte counts: output limits (0 / off: none).
+    struct SizeField {
+      const char* name;
+      int64_t* target;
+    };
+    const SizeField sizes[] = {
+        {"output_soft_limit", &server.output_soft_limit},
+        {"output_hard_limit", &server.output_hard_limit},
+    };
+    for (const SizeField& f : sizes) {
+      if (name != f.name) continue;
+      Result<int64_t> bytes = Size(key, value, "server." + name, 0, kMaxOutputLimit);
+      if (!bytes.ok()) return bytes.status();
+      *f.target = *bytes;
+      return Status::Ok();
+    }
     if (name == "threads") {
       Result<int64_t> n = Int(key, value, "server.threads", 0, kMaxThreads);
       if (!n.ok()) return n.status();
@@ -528,6 +573,15 @@ class ConfigParser {
       Result<int64_t> n = Int(key, value, "server.max_connections", 1, kMaxConnections);
       if (!n.ok()) return n.status();
       server.max_connections = *n;
+    } else if (name == "max_connections_per_ip") {
+      Result<int64_t> n = Int(key, value, "server.max_connections_per_ip", 0, kMaxConnections);
+      if (!n.ok()) return n.status();
+      server.max_connections_per_ip = *n;
+    } else if (name == "drain_timeout") {
+      // A drain of 0 would drop every reply in flight at SIGTERM: at least 1 ms.
+      Result<int64_t> ms = Duration(key, value, "server.drain_timeout", 1, kMaxServerTimeoutMs);
+      if (!ms.ok()) return ms.status();
+      server.drain_timeout_ms = *ms;
     } else if (name == "auth_token") {
       if (!value.IsScalar()) return WrongType(key, value, "server.auth_token", "a string");
       server.auth_token = value.Scalar();
@@ -544,11 +598,88 @@ class ConfigParser {
     } else {
       return Fail(key.Mark(),
                   "unknown key '" + name +
-                      "' in server; expected threads, max_connections, auth_token or "
+                      "' in server; expected threads, max_connections, max_connections_per_ip, "
+                      "http_request_timeout, http_idle_timeout, resp_command_timeout, "
+                      "resp_idle_timeout, output_soft_limit, output_soft_timeout, "
+                      "output_hard_limit, drain_timeout, grpc_keepalive_time, "
+                      "grpc_keepalive_timeout, grpc_max_connection_idle, auth_token or "
                       "auth_token_env",
                   name);
     }
     return Status::Ok();
+  }
+
+  // Checks that need the whole server section: the limits' order.
+  Status CheckServer(const YAML::Node& key, const ServerConfig& server) const {
+    if (server.output_hard_limit != 0 && server.output_soft_limit != 0 &&
+        server.output_hard_limit <= server.output_soft_limit) {
+      return Fail(key.Mark(),
+                  "'server.output_hard_limit' must be larger than 'server.output_soft_limit' "
+                  "(or 0: none)",
+                  "server");
+    }
+    if (server.output_soft_limit == 0 && server.output_soft_timeout_ms != 0) {
+      // Without a soft limit the timeout would never start: say so rather
+      // than accept a setting that does nothing.
+      return Fail(key.Mark(),
+                  "'server.output_soft_timeout' needs 'server.output_soft_limit' (or set the "
+                  "timeout to 0 too)",
+                  "server");
+    }
+    return Status::Ok();
+  }
+
+  // A timeout: a duration like 30s, or 0 / off for none.
+  Result<int64_t> DurationOrOff(const YAML::Node& key, const YAML::Node& value,
+                                std::string_view field, int64_t max_ms) const {
+    if (value.IsScalar() && (value.Scalar() == "0" || value.Scalar() == "off")) return 0;
+    return Duration(key, value, field, 1, max_ms);
+  }
+
+  // A byte count: a plain number of bytes, or a number and a unit as in
+  // Redis's config (1k = 1000, 1kb = 1024, 1m = 1000000, 1mb = 1048576,
+  // g and gb likewise; kib, mib, gib are 1024-based too); "off" is 0.
+  Result<int64_t> Size(const YAML::Node& key, const YAML::Node& value, std::string_view field,
+                       int64_t min, int64_t max) const {
+    if (!value.IsScalar()) return WrongType(key, value, field, "a size like 64mb");
+    const std::string& text = value.Scalar();
+    const auto fail = [&] {
+      return FailAt(key, value,
+                    "'" + std::string(field) + "' must be a size between " + std::to_string(min) +
+                        " and " + std::to_string(max) +
+                        " bytes: a number of bytes, or a number and a unit (k, kb, m, mb, g, gb)",
+                    text);
+    };
+    if (min == 0 && text == "off") return 0;
+    size_t digits = 0;
+    while (digits < text.size() && text[digits] >= '0' && text[digits] <= '9') ++digits;
+    if (digits == 0 || digits > 15) return fail();
+    const int64_t number = std::stoll(text.substr(0, digits));
+    std::string unit = text.substr(digits);
+    for (char& ch : unit) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+    struct Unit {
+      const char* name;
+      int64_t bytes;
+    };
+    constexpr Unit kUnits[] = {{"", 1},
+                               {"b", 1},
+                               {"k", 1000},
+                               {"kb", 1024},
+                               {"kib", 1024},
+                               {"m", 1000 * 1000},
+                               {"mb", 1024 * 1024},
+                               {"mib", 1024 * 1024},
+                               {"g", 1000 * 1000 * 1000},
+                               {"gb", int64_t{1} << 30},
+                               {"gib", int64_t{1} << 30}};
+    for (const Unit& u : kUnits) {
+      if (unit != u.name) continue;
+      if (number > max / u.bytes) return fail();
+      const int64_t bytes = number * u.bytes;
+      if (bytes < min) return fail();
+      return bytes;
+    }
+    return fail();
   }
 
   // A duration with a unit, as in a limit's period: "5m", "300s", "1h",

@@ -1,6 +1,9 @@
 // EventLoop: one epoll loop per thread. Accepts on its own SO_REUSEPORT
 // sockets, reads, hands bytes to the connection's Session, writes replies;
 // with a remote store, also runs the store's network I/O for its requests.
+// It keeps every connection inside its bounds (ConnectionPolicy): input is
+// handled in bounded slices per round, reading stops while replies go
+// unread, and slow, idle or greedy connections are closed with a reason.
 #pragma once
 
 #include <atomic>
@@ -13,28 +16,36 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/functional/any_invocable.h"
 #include "floodgate/loop_driver.h"
+#include "server/connection_timers.h"
+#include "server/peer_address.h"
 #include "server/session.h"
 
 namespace floodgate::server {
 
 struct LoopLimits {
-  int64_t max_connections = 10'000;             // across all loops (shared counter)
-  size_t max_pending_input = 4 * 1024 * 1024;   // unparsed bytes of one connection
-  size_t max_pending_output = 8 * 1024 * 1024;  // past it, stop reading until drained
+  int64_t max_connections = 10'000;            // across all loops (shared counter)
+  size_t max_pending_input = 4 * 1024 * 1024;  // unparsed bytes of one connection
   size_t max_in_flight =
       4096;  // requests of one connection awaiting the store; past it, stop reading
   // Non-blocking polls after a busy round before the loop sleeps (each
   // ~0.5 us): on loopback the sending CPU pays for waking a sleeping
   // receiver, so a loop answering from memory serves clients faster polling.
   int idle_polls = 1024;
+  // After Stop(), how long connections still busy (requests in flight,
+  // replies unsent) are given before they are closed regardless.
+  int64_t drain_timeout_ms = 5000;
+  // Open connections per client address, across all loops (null: no bound).
+  class ConnectionsPerIp* per_ip = nullptr;
 };
 
 // Counters a loop keeps per listener; read by the metrics endpoint.
 struct ListenerCounters {
-  std::atomic<int64_t> open{0};       // connections open now
-  std::atomic<int64_t> accepted{0};   // connections accepted since start
-  std::atomic<int64_t> refused{0};    // refused at the connection limit
-  std::atomic<int64_t> oversized{0};  // closed for exceeding max_pending_input
+  std::atomic<int64_t> open{0};            // connections open now
+  std::atomic<int64_t> accepted{0};        // connections accepted since start
+  std::atomic<int64_t> refused{0};         // refused at max_connections, none idle to evict
+  std::atomic<int64_t> refused_per_ip{0};  // refused at max_connections_per_ip
+  std::atomic<int64_t> accept_errors{0};   // accept() failed (EMFILE, ENFILE, ENOBUFS …)
+  std::atomic<int64_t> closed[kNumCloseReasons] = {};  // closed by the server, by reason
 };
 
 struct ListenerSpec {
@@ -42,6 +53,9 @@ struct ListenerSpec {
   SessionFactory* factory = nullptr;
   ListenerCounters* counters = nullptr;
   std::string oversize_reply;  // written before closing an oversized request
+  std::string timeout_reply;   // written (best effort) before closing on request_timeout
+  std::string protocol;        // "resp", "http": in log lines
+  ConnectionPolicy policy;
 };
 
 // What a loop runs besides its connections, all on its thread.
@@ -70,9 +84,12 @@ class EventLoop {
   EventLoop(const EventLoop&) = delete;
   EventLoop& operator=(const EventLoop&) = delete;
 
-  // Serves until Stop(). Closes every connection and listener before returning.
+  // Serves until Stop() and the drain that follows. Closes every connection
+  // and listener before returning.
   void Run();
-  // Thread-safe; Run() returns promptly.
+  // Thread-safe. The loop stops accepting at once, closes idle connections,
+  // lets busy ones finish (their requests answered, their replies written)
+  // for at most drain_timeout_ms, then closes the rest and Run() returns.
   void Stop();
 
   // Thread-safe: runs `fn` on the loop's thread, soon. Tasks posted after
@@ -95,10 +112,21 @@ class EventLoop {
   // Delivers a completion to the connection `ref` names, if it is still open.
   void Deliver(const ConnectionRef& ref, uint64_t tag, Completion completion);
   void QueueFlush(Connection& c);
-  void Accept(const ListenerSpec& listener);
-  void OnReadable(Connection& c);
+  void QueueAgain(Connection& c);
+  void Accept(size_t listener_index);
+  bool AdmitPeer(const ListenerSpec& listener, const PeerAddress& peer, int fd);
+  void Handle(Connection& c);
   void Flush(Connection& c);
   void UpdateInterest(Connection& c);
+  bool CanRead(const Connection& c) const;
+  void AfterOutput(Connection& c);
+  void Touch(Connection& c);
+  bool EvictIdle(const char* why);
+  void SweepTimers();
+  void PauseAccepting(int error);
+  void ResumeAccepting();
+  void BeginDrain();
+  void CloseFor(Connection& c, CloseReason reason);
   void Close(int fd);
 
   const int index_;
@@ -110,7 +138,26 @@ class EventLoop {
   int wake_fd_ = -1;
   std::atomic<bool> stopping_{false};
   std::vector<std::unique_ptr<Connection>> connections_;  // indexed by fd
+  size_t num_connections_ = 0;
+  // Least recently active first: eviction looks at the front, activity
+  // moves a connection to the back. Intrusive (Connection::lru_*).
+  Connection* lru_head_ = nullptr;
+  Connection* lru_tail_ = nullptr;
   std::vector<int> pending_flush_;  // connections with replies to write this round
+  // Connections whose input still holds complete requests (or whose socket
+  // had more) when their round's share ran out: handled again next round,
+  // which then does not sleep.
+  std::vector<int> again_;
+  std::vector<int> handling_;  // the loop's, swapped with again_
+  uint64_t round_ = 0;
+  int64_t now_ms_ = 0;  // monotonic, read once per round
+  int64_t next_sweep_ms_ = 0;
+  int64_t sweep_every_ms_ = 1000;  // the timers' granularity
+  // Accepting is paused after an accept error until this time (0: not paused).
+  int64_t accept_resume_ms_ = 0;
+  int64_t accept_backoff_ms_ = 0;
+  bool draining_ = false;
+  int64_t drain_deadline_ms_ = 0;
   uint64_t next_generation_ = 1;
   std::vector<LocalCompletion> local_;       // completed this round, on this thread
   std::vector<LocalCompletion> delivering_;  // the loop's, swapped with local_

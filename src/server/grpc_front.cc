@@ -119,6 +119,19 @@ Result<std::unique_ptr<GrpcFront>> GrpcFront::Start(const GrpcFrontOptions& opti
   // port silently instead of failing to start.
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.SetMaxReceiveMessageSize(options.max_message_bytes);
+  // Dead or silent peers must not hold connections forever (Envoy keeps
+  // one channel per cluster host and reconnects after a GOAWAY).
+  if (options.keepalive_time_ms > 0) {
+    builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS,
+                               static_cast<int>(options.keepalive_time_ms));
+    builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS,
+                               static_cast<int>(options.keepalive_timeout_ms));
+  }
+  if (options.max_connection_idle_ms > 0) {
+    builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_IDLE_MS,
+                               static_cast<int>(options.max_connection_idle_ms));
+  }
+  front->drain_timeout_ms_ = options.drain_timeout_ms;
   builder.RegisterService(front->handler_.get());
   front->server_ = builder.BuildAndStart();
   if (front->server_ == nullptr || port == 0) {
@@ -135,7 +148,8 @@ GrpcFront::~GrpcFront() { Stop(); }
 void GrpcFront::Stop() {
   std::call_once(stopped_, [this] {
     if (server_ == nullptr) return;
-    server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+    server_->Shutdown(std::chrono::system_clock::now() +
+                      std::chrono::milliseconds(drain_timeout_ms_));
     server_->Wait();
     service_->set_observer(nullptr);
   });

@@ -28,6 +28,14 @@ struct GrpcFrontOptions {
   std::string address = "127.0.0.1:8081";  // port 0: any free port
   rls::RequestLimits request_limits;
   int max_message_bytes = 1 << 20;
+  // HTTP/2 keep-alive: a ping after this long without traffic, the peer
+  // dropped if it does not answer within keepalive_timeout_ms; a connection
+  // with no call for max_connection_idle_ms is sent GOAWAY (0: never).
+  int64_t keepalive_time_ms = 60'000;
+  int64_t keepalive_timeout_ms = 20'000;
+  int64_t max_connection_idle_ms = 600'000;
+  // Stop() waits this long for calls in flight, then cancels them.
+  int64_t drain_timeout_ms = 2'000;
 };
 
 // Thread-safe.
@@ -42,8 +50,8 @@ class GrpcFront {
   // The address actually bound (port 0 resolved).
   const std::string& address() const { return address_; }
 
-  // Stops accepting, waits up to 2 s for requests in flight (a store
-  // answers within its timeout), then cancels the rest. Idempotent.
+  // Stops accepting, waits up to drain_timeout_ms for requests in flight
+  // (a store answers within its timeout), then cancels the rest. Idempotent.
   void Stop();
 
   // Appends this front's metrics in the Prometheus text format.
@@ -62,6 +70,7 @@ class GrpcFront {
   std::unique_ptr<Handler> handler_;
   std::unique_ptr<grpc::Server> server_;
   std::string address_;
+  int64_t drain_timeout_ms_ = 2'000;
   std::once_flag stopped_;
 
   // Requests by gRPC status code (0..16) and, for OK, by overall code.

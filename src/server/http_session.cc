@@ -8,14 +8,17 @@
 namespace floodgate::server {
 namespace {
 
+constexpr int kMaxBatch = 32;  // requests handled per OnInput call
+
 class HttpSession final : public Session {
  public:
   HttpSession(LoopContext* loop, http::ParserLimits limits, ConnectionRef self)
       : loop_(loop), parser_(limits), async_{&replies_, self} {}
 
+  // One batch: up to kMaxBatch requests (Session::OnInput).
   size_t OnInput(std::string_view input, std::string* output, bool* close) override {
     size_t used = 0;
-    while (used < input.size()) {
+    for (int handled = 0; handled < kMaxBatch && used < input.size(); ++handled) {
       http::Request req;
       size_t consumed = 0;
       int status = 0;

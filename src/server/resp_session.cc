@@ -27,27 +27,25 @@ class RespSession final : public Session {
     client_.authenticated = loop->service().auth_token.empty();
   }
 
+  // One batch: up to kMaxBatch commands (Session::OnInput).
   size_t OnInput(std::string_view input, std::string* output, bool* close) override {
-    size_t used = 0;
-    for (;;) {
-      bool error = false, more = false;
-      std::string error_text;
-      used = ParseBatch(input, used, &error, &error_text, &more);
-      Execute(output);
-      if (client_.quit) {
-        *close = true;
-        return input.size();
-      }
-      if (error) {
-        // A malformed stream cannot be resynchronised: answer, then close
-        // this connection only.
-        resp::AppendError(replies_.Target(output), "Protocol error: " + error_text);
-        client_.loop->service().metrics->CountError("protocol");
-        *close = true;
-        return input.size();
-      }
-      if (!more) return used;
+    bool error = false, more = false;
+    std::string error_text;
+    const size_t used = ParseBatch(input, 0, &error, &error_text, &more);
+    Execute(output);
+    if (client_.quit) {
+      *close = true;
+      return input.size();
     }
+    if (error) {
+      // A malformed stream cannot be resynchronised: answer, then close
+      // this connection only.
+      resp::AppendError(replies_.Target(output), "Protocol error: " + error_text);
+      client_.loop->service().metrics->CountError("protocol");
+      *close = true;
+      return input.size();
+    }
+    return used;
   }
 
   void OnCompletion(uint64_t tag, Completion completion, std::string* output) override {

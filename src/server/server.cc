@@ -39,8 +39,9 @@ Result<std::unique_ptr<Server>> Server::Start(const ServerOptions& options, Limi
   // One socket per loop per front, all on the same port (SO_REUSEPORT). A
   // port 0 is resolved by the first bind and reused by the others.
   std::vector<std::vector<ListenerSpec>> specs(options.threads);
-  auto bind_all = [&](const std::string& address, SessionFactory* factory,
-                      ListenerCounters* counters, const std::string& oversize,
+  auto bind_all = [&](const std::string& address, const char* protocol, SessionFactory* factory,
+                      ListenerCounters* counters, const ConnectionPolicy& policy,
+                      const std::string& oversize, const std::string& timeout,
                       std::string* bound) -> Status {
     if (address.empty()) return Status::Ok();
     auto endpoint = ParseEndpoint(address);
@@ -54,23 +55,32 @@ Result<std::unique_ptr<Server>> Server::Start(const ServerOptions& options, Limi
         }
         return fd.status();
       }
-      specs[i].push_back(ListenerSpec{*fd, factory, counters, oversize});
+      specs[i].push_back(ListenerSpec{*fd, factory, counters, oversize, timeout, protocol, policy});
     }
     *bound = endpoint->ToString();
     return Status::Ok();
   };
-  std::string http_oversize;
+  std::string http_oversize, http_timeout;
   http::AppendProblem(&http_oversize, 413, http::StatusReason(413), "request too large", false);
-  if (Status s =
-          bind_all(options.resp_address, server->resp_factory_.get(), &server->resp_counters_,
-                   "-ERR Protocol error: request too large\r\n", &server->context_.resp_address);
+  http::AppendProblem(&http_timeout, 408, http::StatusReason(408),
+                      "the request was not complete within server.http_request_timeout", false);
+  if (Status s = bind_all(options.resp_address, "resp", server->resp_factory_.get(),
+                          &server->resp_counters_, options.resp_policy,
+                          "-ERR Protocol error: request too large\r\n",
+                          "-ERR Protocol error: command not complete within "
+                          "server.resp_command_timeout\r\n",
+                          &server->context_.resp_address);
       !s.ok()) {
     return s;
   }
-  if (Status s = bind_all(options.http_address, server->http_factory_.get(),
-                          &server->http_counters_, http_oversize, &server->context_.http_address);
+  if (Status s = bind_all(options.http_address, "http", server->http_factory_.get(),
+                          &server->http_counters_, options.http_policy, http_oversize,
+                          http_timeout, &server->context_.http_address);
       !s.ok()) {
     return s;
+  }
+  if (options.max_connections_per_ip > 0) {
+    server->per_ip_ = std::make_unique<ConnectionsPerIp>(options.max_connections_per_ip);
   }
   // Each loop runs its own connections to a remote store: a request and its
   // answer never cross threads (docs/design.md).
@@ -92,6 +102,7 @@ Result<std::unique_ptr<Server>> Server::Start(const ServerOptions& options, Limi
     // wake it through its epoll: polling would only take CPU from Redis and
     // the clients on a small machine (docs/benchmarks.md).
     if (limiter->remote()) limits.idle_polls = 0;
+    limits.per_ip = server->per_ip_.get();
     LoopHooks hooks;
     hooks.end_round = [context] { context->EndRound(); };
     hooks.stop = [context] { context->Stop(); };
@@ -133,11 +144,39 @@ void Server::RenderConnections(std::string* out) const {
                      resp_counters_.accepted.load(std::memory_order_relaxed));
   AppendMetricSample(out, "floodgate_connections_total", "protocol=\"http\"",
                      http_counters_.accepted.load(std::memory_order_relaxed));
+  const std::pair<const char*, const ListenerCounters*> fronts[] = {{"resp", &resp_counters_},
+                                                                    {"http", &http_counters_}};
   AppendMetricHeader(out, "floodgate_connections_refused_total", "counter",
-                     "Connections refused at the connection limit.");
-  AppendMetricSample(out, "floodgate_connections_refused_total", "",
-                     resp_counters_.refused.load(std::memory_order_relaxed) +
-                         http_counters_.refused.load(std::memory_order_relaxed));
+                     "Connections refused: at max_connections with none idle to evict, or at "
+                     "max_connections_per_ip.");
+  for (const auto& [protocol, counters] : fronts) {
+    const std::string p = std::string("protocol=\"") + protocol + "\"";
+    AppendMetricSample(out, "floodgate_connections_refused_total",
+                       p + ",reason=\"max_connections\"",
+                       counters->refused.load(std::memory_order_relaxed));
+    AppendMetricSample(out, "floodgate_connections_refused_total",
+                       p + ",reason=\"max_connections_per_ip\"",
+                       counters->refused_per_ip.load(std::memory_order_relaxed));
+  }
+  AppendMetricHeader(out, "floodgate_connections_closed_total", "counter",
+                     "Connections the server closed, by reason (timeouts, output limits, "
+                     "eviction of idle connections, oversized requests, shutdown).");
+  for (const auto& [protocol, counters] : fronts) {
+    for (int r = 0; r < kNumCloseReasons; ++r) {
+      AppendMetricSample(out, "floodgate_connections_closed_total",
+                         std::string("protocol=\"") + protocol + "\",reason=\"" +
+                             std::string(CloseReasonName(static_cast<CloseReason>(r))) + "\"",
+                         counters->closed[r].load(std::memory_order_relaxed));
+    }
+  }
+  AppendMetricHeader(out, "floodgate_accept_errors_total", "counter",
+                     "accept() failures (out of file descriptors, kernel memory): accepting "
+                     "pauses, backing off, instead of spinning.");
+  for (const auto& [protocol, counters] : fronts) {
+    AppendMetricSample(out, "floodgate_accept_errors_total",
+                       std::string("protocol=\"") + protocol + "\"",
+                       counters->accept_errors.load(std::memory_order_relaxed));
+  }
   if (options_.extra_metrics) options_.extra_metrics(out);
 }
 

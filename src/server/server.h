@@ -23,6 +23,10 @@ struct ServerOptions {
   int threads = 1;
   std::string auth_token;  // empty: no authentication
   LoopLimits limits;
+  // The bounds of each front's connections (timeouts, output limits).
+  ConnectionPolicy resp_policy;
+  ConnectionPolicy http_policy;
+  int64_t max_connections_per_ip = 0;  // 0: no bound
   resp::ParserLimits resp_limits;
   http::ParserLimits http_limits;
   // A remote store: script calls one loop keeps in flight before it holds
@@ -45,6 +49,8 @@ class Server {
   const std::string& resp_address() const { return context_.resp_address; }
   const std::string& http_address() const { return context_.http_address; }
 
+  // Stops accepting and drains (LoopLimits::drain_timeout_ms); Wait()
+  // returns when every loop has finished.
   void Stop();
   void Wait();
 
@@ -59,6 +65,7 @@ class Server {
   std::unique_ptr<SessionFactory> resp_factory_, http_factory_;
   ListenerCounters resp_counters_, http_counters_;
   std::atomic<int64_t> open_connections_{0};
+  std::unique_ptr<ConnectionsPerIp> per_ip_;
   std::vector<std::unique_ptr<EventLoop>> loops_;
   std::vector<std::thread> threads_;
 };

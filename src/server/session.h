@@ -39,8 +39,12 @@ class Session {
  public:
   virtual ~Session() = default;
 
-  // Handles every complete request at the front of `input`, appending the
-  // replies to `*output`. Returns how many input bytes were consumed.
+  // Handles complete requests at the front of `input`, appending the
+  // replies to `*output`: at most one batch (a few dozen requests, the
+  // session's choice), so that the loop can share a round between
+  // connections and stop a client that does not read its replies. Returns
+  // how many input bytes were consumed; the loop calls again while complete
+  // requests are left, and 0 means the input holds no complete request.
   // Sets *close to ask the loop to close the connection once `*output` has
   // been written (QUIT, a protocol error, HTTP "Connection: close") and no
   // request is in flight.

@@ -148,9 +148,11 @@ class Floodgate:
     `lines` so that tests can wait for and assert on log lines."""
 
     def __init__(self, binary: Path, config_path: Path, args: list[str], env: dict | None,
-                 wait_listening: bool = True):
+                 wait_listening: bool = True, prefix: list[str] | None = None):
         self.config_path = config_path
-        self.cmd = [str(binary), "serve", "--config", str(config_path), *args]
+        # `prefix` runs the binary under a command that execs it (prlimit …),
+        # so that the process and its pid stay the server's.
+        self.cmd = [*(prefix or []), str(binary), "serve", "--config", str(config_path), *args]
         self.lines: list[str] = []
         self._cond = threading.Condition()
         self._eof = False
@@ -256,7 +258,7 @@ def tmp_dir():
 @pytest.fixture
 def start_server(floodgate_bin, tmp_dir):
     """start_server(config_text, *, threads=2, extra_args=(), env=None, resp=..., http=...,
-    grpc=None) -> a running Floodgate (grpc="127.0.0.1:0" starts the Envoy gRPC front on a
+    grpc=None, prefix=None) -> a running Floodgate (grpc="127.0.0.1:0" starts the Envoy gRPC front on a
     free port). Every server still running at the end of the
     test is stopped with SIGTERM, which must give exit code 0 within 5 s."""
     servers: list[Floodgate] = []
@@ -264,7 +266,8 @@ def start_server(floodgate_bin, tmp_dir):
 
     def start(config_text: str, *, threads: int = 2, extra_args=(), env: dict | None = None,
               resp: str = "127.0.0.1:0", http: str = "127.0.0.1:0",
-              grpc: str | None = None, wait_listening: bool = True) -> Floodgate:
+              grpc: str | None = None, wait_listening: bool = True,
+              prefix: list[str] | None = None) -> Floodgate:
         counter[0] += 1
         path = tmp_dir / f"floodgate-{counter[0]}.yaml"
         path.write_text(config_text)
@@ -274,7 +277,8 @@ def start_server(floodgate_bin, tmp_dir):
         full_env = dict(os.environ)
         if env:
             full_env.update(env)
-        server = Floodgate(floodgate_bin, path, args, full_env, wait_listening=wait_listening)
+        server = Floodgate(floodgate_bin, path, args, full_env, wait_listening=wait_listening,
+                           prefix=prefix)
         servers.append(server)
         return server
 
@@ -455,6 +459,17 @@ def parse_http_response(raw: bytes) -> tuple[CurlResponse, bytes]:
     assert len(rest) >= n, f"body shorter than Content-Length {n}: {rest!r}"
     resp.body = rest[:n]
     return resp, rest[n:]
+
+
+def http_get(port: int, path: str, timeout: float = 5.0) -> CurlResponse:
+    """One GET over a fresh raw socket (Connection: close), for tests that
+    must not depend on a client's own pooling or retries."""
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
+        s.sendall(f"GET {path} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n".encode())
+        raw = b""
+        while chunk := s.recv(65536):
+            raw += chunk
+    return parse_http_response(raw)[0]
 
 
 @pytest.fixture(scope="session")

@@ -4,6 +4,7 @@ real clients (redis-py, curl) in front of it."""
 import json
 import os
 import subprocess
+import signal
 import threading
 import time
 import urllib.request
@@ -293,12 +294,13 @@ def test_a_stalled_redis_is_answered_by_on_backend_error_within_the_timeout(
 
 def test_stopping_with_decisions_in_flight_on_a_stalled_redis_is_clean_and_prompt(
         start_server, redis_server, resp_conn):
-    """Decisions in flight or held back when the server stops are answered
-    by the loops themselves before they go: the process exits at once,
-    cleanly (sanitizer builds would report a callback reaching a loop that
-    is gone)."""
+    """Decisions in flight or held back when the drain time runs out are
+    answered by the loops themselves before they go: the process exits
+    within the drain time, cleanly (sanitizer builds would report a callback
+    reaching a loop that is gone)."""
     backend = redis_server(debug=True)
-    server = start_server(CONFIG, threads=2, extra_args=["--store", backend.url])
+    server = start_server(CONFIG + "server: { drain_timeout: 300ms }\n", threads=2,
+                          extra_args=["--store", backend.url])
     assert client(server.resp_port).execute_command("FG.CHECK", "closed", "jo")[0] == 1
     sleeper = stall(backend, 1.5)
     conns = [resp_conn(server.resp_port) for _ in range(6)]
@@ -309,6 +311,28 @@ def test_stopping_with_decisions_in_flight_on_a_stalled_redis_is_clean_and_promp
     t0 = time.monotonic()
     assert server.stop() == 0
     assert time.monotonic() - t0 < 1.0, "waited for the stalled Redis"
+    sleeper.join()
+
+
+def test_sigterm_lets_decisions_in_flight_finish(start_server, redis_server, resp_conn):
+    """A graceful stop: requests already in flight to a (slow) Redis are
+    answered before their connections close, within the drain time."""
+    backend = redis_server(debug=True)
+    server = start_server(CONFIG, threads=2, extra_args=["--store", backend.url])
+    assert client(server.resp_port).execute_command("FG.CHECK", "closed", "jo")[0] == 1
+    sleeper = stall(backend, 0.5)
+    conns = [resp_conn(server.resp_port) for _ in range(4)]
+    for i, conn in enumerate(conns):
+        conn.send(b"".join(conn.encode("FG.CHECK", "closed", f"grace{i}:{j}") for j in range(3)))
+    time.sleep(0.1)
+    t0 = time.monotonic()
+    server.send_signal(signal.SIGTERM)
+    for conn in conns:
+        replies = [conn.read_reply() for _ in range(3)]
+        assert all(r[0] == 1 for r in replies), replies  # decided by Redis, not refused
+        assert conn.read_until_closed(3) == b""
+    assert server.wait_exit(3) == 0
+    assert time.monotonic() - t0 < 2.0
     sleeper.join()
 
 

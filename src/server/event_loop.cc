@@ -91,8 +91,8 @@ int64_t MonotonicMs() {
 int64_t SweepInterval(const std::vector<ListenerSpec>& listeners) {
   int64_t shortest = 0;
   for (const ListenerSpec& l : listeners) {
-    for (int64_t t : {l.policy.request_timeout_ms, l.policy.idle_timeout_ms,
-                      l.policy.output_soft_timeout_ms}) {
+    for (int64_t t :
+         {l.policy.request_timeout_ms, l.policy.idle_timeout_ms, l.policy.output_soft_timeout_ms}) {
       if (t > 0 && (shortest == 0 || t < shortest)) shortest = t;
     }
   }
@@ -600,8 +600,7 @@ void EventLoop::Touch(Connection& c) {
 
 bool EventLoop::EvictIdle(const char* why) {
   int looked = 0;
-  for (Connection* c = lru_head_; c != nullptr && looked < kEvictScan;
-       c = c->lru_next, ++looked) {
+  for (Connection* c = lru_head_; c != nullptr && looked < kEvictScan; c = c->lru_next, ++looked) {
     if (c->closing || c->pending_input() > 0 || c->unsent() > 0 || c->session->InFlight() > 0 ||
         now_ms_ - c->timers.last_active_ms() < kMinIdleToEvictMs) {
       continue;  // a request in progress, or not idle for long: not evictable
@@ -693,9 +692,8 @@ void EventLoop::BeginDrain() {
 void EventLoop::CloseFor(Connection& c, CloseReason reason) {
   c.listener->counters->closed[static_cast<int>(reason)].fetch_add(1, std::memory_order_relaxed);
   static thread_local LogEvery logs[kNumCloseReasons] = {
-      LogEvery(kLogEveryMs), LogEvery(kLogEveryMs), LogEvery(kLogEveryMs),
-      LogEvery(kLogEveryMs), LogEvery(kLogEveryMs), LogEvery(kLogEveryMs),
-      LogEvery(kLogEveryMs)};
+      LogEvery(kLogEveryMs), LogEvery(kLogEveryMs), LogEvery(kLogEveryMs), LogEvery(kLogEveryMs),
+      LogEvery(kLogEveryMs), LogEvery(kLogEveryMs), LogEvery(kLogEveryMs)};
   int64_t suppressed = 0;
   if (logs[static_cast<int>(reason)].Allow(now_ms_, &suppressed)) {
     Log(LogLevel::kWarn, "connection closed",

@@ -74,8 +74,8 @@ Result<std::unique_ptr<Server>> Server::Start(const ServerOptions& options, Limi
     return s;
   }
   if (Status s = bind_all(options.http_address, "http", server->http_factory_.get(),
-                          &server->http_counters_, options.http_policy, http_oversize,
-                          http_timeout, &server->context_.http_address);
+                          &server->http_counters_, options.http_policy, http_oversize, http_timeout,
+                          &server->context_.http_address);
       !s.ok()) {
     return s;
   }

@@ -493,6 +493,74 @@ TEST(ParseConfigTest, ServerSection) {
   EXPECT_EQ(Parse("server:\n").server.threads, 0);
 }
 
+TEST(ParseConfigTest, ServerBoundsAndTimeouts) {
+  const Config defaults = Parse("");
+  EXPECT_EQ(defaults.server.max_connections_per_ip, 0);
+  EXPECT_EQ(defaults.server.http_request_timeout_ms, 10'000);
+  EXPECT_EQ(defaults.server.http_idle_timeout_ms, 60'000);
+  EXPECT_EQ(defaults.server.resp_command_timeout_ms, 10'000);
+  EXPECT_EQ(defaults.server.resp_idle_timeout_ms, 0);
+  EXPECT_EQ(defaults.server.output_soft_limit, 1 << 20);
+  EXPECT_EQ(defaults.server.output_soft_timeout_ms, 10'000);
+  EXPECT_EQ(defaults.server.output_hard_limit, 16 << 20);
+  EXPECT_EQ(defaults.server.drain_timeout_ms, 5'000);
+  EXPECT_EQ(defaults.server.grpc_keepalive_time_ms, 60'000);
+  EXPECT_EQ(defaults.server.grpc_keepalive_timeout_ms, 20'000);
+  EXPECT_EQ(defaults.server.grpc_max_connection_idle_ms, 600'000);
+  const Config c = Parse(
+      "server:\n  max_connections_per_ip: 50\n  http_request_timeout: 500ms\n"
+      "  http_idle_timeout: off\n  resp_command_timeout: 0\n  resp_idle_timeout: 5m\n"
+      "  output_soft_limit: 64kb\n  output_soft_timeout: 2s\n  output_hard_limit: 1m\n"
+      "  drain_timeout: 30s\n  grpc_keepalive_time: 2h\n  grpc_keepalive_timeout: 1s\n"
+      "  grpc_max_connection_idle: 0\n");
+  EXPECT_EQ(c.server.max_connections_per_ip, 50);
+  EXPECT_EQ(c.server.http_request_timeout_ms, 500);
+  EXPECT_EQ(c.server.http_idle_timeout_ms, 0);
+  EXPECT_EQ(c.server.resp_command_timeout_ms, 0);
+  EXPECT_EQ(c.server.resp_idle_timeout_ms, 300'000);
+  EXPECT_EQ(c.server.output_soft_limit, 64 * 1024);
+  EXPECT_EQ(c.server.output_soft_timeout_ms, 2'000);
+  EXPECT_EQ(c.server.output_hard_limit, 1'000'000);  // m is 10^6, mb 2^20, as in Redis
+  EXPECT_EQ(c.server.drain_timeout_ms, 30'000);
+  EXPECT_EQ(c.server.grpc_keepalive_time_ms, 7'200'000);
+  EXPECT_EQ(c.server.grpc_keepalive_timeout_ms, 1'000);
+  EXPECT_EQ(c.server.grpc_max_connection_idle_ms, 0);
+  const Config sizes = Parse("server: { output_soft_limit: 3MiB, output_hard_limit: 1GB }\n");
+  EXPECT_EQ(sizes.server.output_soft_limit, 3 << 20);
+  EXPECT_EQ(sizes.server.output_hard_limit, int64_t{1} << 30);
+  const Config off = Parse("server: { output_soft_limit: off, output_soft_timeout: 0 }\n");
+  EXPECT_EQ(off.server.output_soft_limit, 0);
+}
+
+TEST(ParseConfigErrorTest, ServerBoundsAndTimeouts) {
+  EXPECT_EQ(Error("server:\n  http_request_timeout: 5\n"),
+            "test.yaml:2:25: 'server.http_request_timeout' must be a number and a unit, e.g. "
+            "500ms, 30s, 5m, 1h or 7d (near '5')");
+  EXPECT_EQ(Error("server:\n  resp_idle_timeout: 8d\n"),
+            "test.yaml:2:22: 'server.resp_idle_timeout' must be between 1 ms and 604800000 ms "
+            "(near '8d')");
+  EXPECT_EQ(Error("server:\n  drain_timeout: 0\n"),
+            "test.yaml:2:18: 'server.drain_timeout' must be a number and a unit, e.g. 500ms, "
+            "30s, 5m, 1h or 7d (near '0')");
+  EXPECT_EQ(Error("server:\n  output_soft_limit: 12 parsecs\n"),
+            "test.yaml:2:22: 'server.output_soft_limit' must be a size between 0 and "
+            "1099511627776 bytes: a number of bytes, or a number and a unit (k, kb, m, mb, g, "
+            "gb) (near '12 parsecs')");
+  EXPECT_EQ(Error("server:\n  output_hard_limit: -1\n"),
+            "test.yaml:2:22: 'server.output_hard_limit' must be a size between 0 and "
+            "1099511627776 bytes: a number of bytes, or a number and a unit (k, kb, m, mb, g, "
+            "gb) (near '-1')");
+  EXPECT_EQ(Error("server:\n  output_soft_limit: 2mb\n  output_hard_limit: 1mb\n"),
+            "test.yaml:1:1: 'server.output_hard_limit' must be larger than "
+            "'server.output_soft_limit' (or 0: none) (near 'server')");
+  EXPECT_EQ(Error("server:\n  output_soft_limit: 0\n"),
+            "test.yaml:1:1: 'server.output_soft_timeout' needs 'server.output_soft_limit' (or "
+            "set the timeout to 0 too) (near 'server')");
+  EXPECT_EQ(Error("server:\n  max_connections_per_ip: -2\n"),
+            "test.yaml:2:27: 'server.max_connections_per_ip' must be an integer between 0 and "
+            "10000000 (near '-2')");
+}
+
 TEST(ParseConfigErrorTest, ServerSection) {
   EXPECT_EQ(Error("server:\n  threads: -1\n"),
             "test.yaml:2:12: 'server.threads' must be an integer between 0 and 1024 (near '-1')");
@@ -506,7 +574,10 @@ TEST(ParseConfigErrorTest, ServerSection) {
             "([A-Za-z_][A-Za-z0-9_]*) (near '1TOKEN')");
   EXPECT_EQ(Error("server:\n  port: 1\n"),
             "test.yaml:2:3: unknown key 'port' in server; expected threads, max_connections, "
-            "auth_token or auth_token_env (near 'port')");
+            "max_connections_per_ip, http_request_timeout, http_idle_timeout, "
+            "resp_command_timeout, resp_idle_timeout, output_soft_limit, output_soft_timeout, "
+            "output_hard_limit, drain_timeout, grpc_keepalive_time, grpc_keepalive_timeout, "
+            "grpc_max_connection_idle, auth_token or auth_token_env (near 'port')");
   EXPECT_EQ(Error("server: [threads]\n"),
             "test.yaml:1:9: 'server' must be a map, not a list (near 'server')");
   // The token is a secret: no message quotes it.

@@ -13,7 +13,8 @@
 #
 # usage: bench/resp_vs_redis.sh [--threads N] [--requests N] [--rounds R]
 #   --threads   floodgate event-loop threads (default 1: redis-server runs
-#               commands on one thread)
+#               commands on one thread), or 'default' for floodgate's own
+#               choice (what a user who sets nothing gets)
 #   --requests  redis-benchmark -n (default 1000000)
 #   --rounds    rounds (default 3)
 set -euo pipefail
@@ -32,8 +33,11 @@ while (($#)); do
     *) echo "unknown argument: $1" >&2; bench_usage 2 ;;
   esac
 done
-[[ $threads =~ ^[1-9][0-9]*$ && $requests =~ ^[1-9][0-9]*$ && $rounds =~ ^[1-9][0-9]*$ ]] ||
-  bench_die "--threads, --requests and --rounds take positive integers"
+# --threads default: floodgate's own choice (server.threads 0), as a user
+# who sets nothing gets it.
+if [[ $threads == default ]]; then threads=0; fi
+[[ $threads =~ ^[0-9]+$ && $requests =~ ^[1-9][0-9]*$ && $rounds =~ ^[1-9][0-9]*$ ]] ||
+  bench_die "--threads takes a positive integer or 'default'; --requests and --rounds positive integers"
 
 bench_require redis-server redis-cli redis-benchmark curl timeout ss
 bench_require_floodgate
@@ -146,7 +150,7 @@ done
 echo "## floodgate RESP vs redis-server ($(date -u +%Y-%m-%d))"
 echo
 echo "$facts"
-echo "- floodgate threads: $threads; redis-benchmark: -c 50 -r 100000 -n $requests, single-threaded client; $rounds rounds, median shown"
+echo "- floodgate threads: $( ((threads > 0)) && echo "$threads" || echo "default ($(grep -m1 -o 'threads=[0-9]*' "$BENCH_TMP/floodgate.log"))"); redis-benchmark: -c 50 -r 100000 -n $requests, single-threaded client; $rounds rounds, median shown"
 echo
 echo "| command | -P | median rps | vs redis INCR | vs seed script | rounds (rps) | denied |"
 echo "|---|---:|---:|---:|---:|---|---:|"

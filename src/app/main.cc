@@ -101,7 +101,9 @@ int main(int argc, char** argv) {
   serve->add_option("--resp", serve_flags.resp, "Redis-protocol listen address host:port, or off");
   serve->add_option("--grpc", serve_flags.grpc,
                     "Envoy RateLimitService (gRPC) listen address host:port, or off");
-  serve->add_option("--threads", serve_flags.threads, "event loop threads (default: one per core)")
+  serve
+      ->add_option("--threads", serve_flags.threads,
+                   "event loop threads (default: half the usable cores, rounded up)")
       ->check(CLI::Range(1, 256));
 
   std::string check_path;

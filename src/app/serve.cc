@@ -150,10 +150,10 @@ int RunServe(const ServeFlags& flags) {
   server::ServerOptions options;
   options.resp_address = Address(config->listen.resp);
   options.http_address = Address(config->listen.http);
-  options.threads = flags.threads > 0 ? flags.threads
-                    : config->server.threads > 0
-                        ? config->server.threads
-                        : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  options.threads = flags.threads > 0            ? flags.threads
+                    : config->server.threads > 0 ? config->server.threads
+                                                 : server::DefaultLoopCount(server::UsableCores());
+  options.cores = server::UsableCores();
   options.limits.max_connections = config->server.max_connections;
   options.limits.drain_timeout_ms = config->server.drain_timeout_ms;
   options.max_connections_per_ip = config->server.max_connections_per_ip;

@@ -1,13 +1,26 @@
 // Server: see server.h.
 #include "server/server.h"
 
+#include <sched.h>
 #include <unistd.h>
+
+#include <algorithm>
+#include <thread>
 
 #include "protocol/http/response.h"
 #include "server/http_session.h"
 #include "server/resp_session.h"
 
 namespace floodgate::server {
+
+int UsableCores() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) return std::max(1, CPU_COUNT(&set));
+  return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+}
+
+int DefaultLoopCount(int cores) { return std::max(1, (cores + 1) / 2); }
 
 Server::Server(const ServerOptions& options, Limiter* limiter)
     : options_(options), metrics_(options.threads) {
@@ -102,6 +115,10 @@ Result<std::unique_ptr<Server>> Server::Start(const ServerOptions& options, Limi
     // wake it through its epoll: polling would only take CPU from Redis and
     // the clients on a small machine (docs/benchmarks.md).
     if (limiter->remote()) limits.idle_polls = 0;
+    // Polling pays only with a core to spare: with a loop on every core, a
+    // loop spinning for the next request takes the CPU its client (or
+    // another loop) needs to produce it.
+    if (options.threads >= options.cores) limits.idle_polls = 0;
     limits.per_ip = server->per_ip_.get();
     LoopHooks hooks;
     hooks.end_round = [context] { context->EndRound(); };

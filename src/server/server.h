@@ -21,6 +21,9 @@ struct ServerOptions {
   std::string resp_address = "127.0.0.1:6479";  // empty: no RESP front
   std::string http_address = "127.0.0.1:8080";  // empty: no HTTP front
   int threads = 1;
+  // CPUs available (UsableCores()): loops poll before sleeping only when
+  // they leave at least one of them free (LoopLimits::idle_polls).
+  int cores = 1;
   std::string auth_token;  // empty: no authentication
   LoopLimits limits;
   // The bounds of each front's connections (timeouts, output limits).
@@ -36,6 +39,18 @@ struct ServerOptions {
   // Appends more metrics to GET /metrics (the gRPC front's), if set.
   std::function<void(std::string*)> extra_metrics;
 };
+
+// CPUs this process may run on (its affinity mask: a container's cpuset
+// counts, the machine's other cores do not); at least 1.
+int UsableCores();
+
+// The event loops `serve` runs when server.threads is 0: half the usable
+// cores, rounded up. floodgate is usually a sidecar or shares its host with
+// the clients it answers (and a loop answers a million decisions a second),
+// so it leaves them the other half: with a loop per core, loops waiting for
+// the next request take the CPU a co-located client needs to send it
+// (docs/benchmarks.md, "Default loop count").
+int DefaultLoopCount(int cores);
 
 // Thread-safe: Stop() may be called from any thread (e.g. a signal handler thread).
 class Server {

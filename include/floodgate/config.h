@@ -72,11 +72,9 @@ struct ServerConfig {
   int64_t output_hard_limit = 16 << 20;
   // SIGTERM: connections still busy are given this long, then closed.
   int64_t drain_timeout_ms = 5'000;
-  // The gRPC front (HTTP/2): keep-alive pings to find dead peers, and how
-  // long a connection with no call may stay open (0: forever).
+  // The gRPC front (HTTP/2): keep-alive pings to find dead peers (0: none).
   int64_t grpc_keepalive_time_ms = 60'000;
   int64_t grpc_keepalive_timeout_ms = 20'000;
-  int64_t grpc_max_connection_idle_ms = 600'000;
   // Access token for RESP AUTH and HTTP "Authorization: Bearer". Prefer
   // auth_token_env (the name of an environment variable holding it) so the
   // secret stays out of the file. Neither set: no authentication.

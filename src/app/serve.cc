@@ -138,7 +138,6 @@ int RunServe(const ServeFlags& flags) {
     grpc_options.address = grpc_address;
     grpc_options.keepalive_time_ms = config->server.grpc_keepalive_time_ms;
     grpc_options.keepalive_timeout_ms = config->server.grpc_keepalive_timeout_ms;
-    grpc_options.max_connection_idle_ms = config->server.grpc_max_connection_idle_ms;
     grpc_options.drain_timeout_ms = config->server.drain_timeout_ms;
     auto front = server::GrpcFront::Start(grpc_options, &rls);
     if (!front.ok()) {

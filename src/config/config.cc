@@ -540,7 +540,6 @@ class ConfigParser {
         {"output_soft_timeout", kMaxServerTimeoutMs, &server.output_soft_timeout_ms},
         {"grpc_keepalive_time", kMaxServerTimeoutMs, &server.grpc_keepalive_time_ms},
         {"grpc_keepalive_timeout", kMaxServerTimeoutMs, &server.grpc_keepalive_timeout_ms},
-        {"grpc_max_connection_idle", kMaxServerTimeoutMs, &server.grpc_max_connection_idle_ms},
     };
     for (const TimeoutField& f : timeouts) {
       if (name != f.name) continue;
@@ -602,8 +601,7 @@ class ConfigParser {
                       "http_request_timeout, http_idle_timeout, resp_command_timeout, "
                       "resp_idle_timeout, output_soft_limit, output_soft_timeout, "
                       "output_hard_limit, drain_timeout, grpc_keepalive_time, "
-                      "grpc_keepalive_timeout, grpc_max_connection_idle, auth_token or "
-                      "auth_token_env",
+                      "grpc_keepalive_timeout, auth_token or auth_token_env",
                   name);
     }
     return Status::Ok();

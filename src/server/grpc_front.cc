@@ -119,17 +119,14 @@ Result<std::unique_ptr<GrpcFront>> GrpcFront::Start(const GrpcFrontOptions& opti
   // port silently instead of failing to start.
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.SetMaxReceiveMessageSize(options.max_message_bytes);
-  // Dead or silent peers must not hold connections forever (Envoy keeps
-  // one channel per cluster host and reconnects after a GOAWAY).
+  // Dead peers must not hold connections forever: a client that vanished
+  // (a crashed Envoy, a dropped network path) does not answer pings.
   if (options.keepalive_time_ms > 0) {
     builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS,
                                static_cast<int>(options.keepalive_time_ms));
     builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS,
                                static_cast<int>(options.keepalive_timeout_ms));
-  }
-  if (options.max_connection_idle_ms > 0) {
-    builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_IDLE_MS,
-                               static_cast<int>(options.max_connection_idle_ms));
+    builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
   }
   front->drain_timeout_ms_ = options.drain_timeout_ms;
   builder.RegisterService(front->handler_.get());

@@ -28,12 +28,11 @@ struct GrpcFrontOptions {
   std::string address = "127.0.0.1:8081";  // port 0: any free port
   rls::RequestLimits request_limits;
   int max_message_bytes = 1 << 20;
-  // HTTP/2 keep-alive: a ping after this long without traffic, the peer
-  // dropped if it does not answer within keepalive_timeout_ms; a connection
-  // with no call for max_connection_idle_ms is sent GOAWAY (0: never).
+  // HTTP/2 keep-alive: a ping after this long without traffic (also on a
+  // connection with no call), the peer dropped if it does not answer within
+  // keepalive_timeout_ms. 0: no pings.
   int64_t keepalive_time_ms = 60'000;
   int64_t keepalive_timeout_ms = 20'000;
-  int64_t max_connection_idle_ms = 600'000;
   // Stop() waits this long for calls in flight, then cancels them.
   int64_t drain_timeout_ms = 2'000;
 };

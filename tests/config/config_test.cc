@@ -506,13 +506,11 @@ TEST(ParseConfigTest, ServerBoundsAndTimeouts) {
   EXPECT_EQ(defaults.server.drain_timeout_ms, 5'000);
   EXPECT_EQ(defaults.server.grpc_keepalive_time_ms, 60'000);
   EXPECT_EQ(defaults.server.grpc_keepalive_timeout_ms, 20'000);
-  EXPECT_EQ(defaults.server.grpc_max_connection_idle_ms, 600'000);
   const Config c = Parse(
       "server:\n  max_connections_per_ip: 50\n  http_request_timeout: 500ms\n"
       "  http_idle_timeout: off\n  resp_command_timeout: 0\n  resp_idle_timeout: 5m\n"
       "  output_soft_limit: 64kb\n  output_soft_timeout: 2s\n  output_hard_limit: 1m\n"
-      "  drain_timeout: 30s\n  grpc_keepalive_time: 2h\n  grpc_keepalive_timeout: 1s\n"
-      "  grpc_max_connection_idle: 0\n");
+      "  drain_timeout: 30s\n  grpc_keepalive_time: 2h\n  grpc_keepalive_timeout: 1s\n");
   EXPECT_EQ(c.server.max_connections_per_ip, 50);
   EXPECT_EQ(c.server.http_request_timeout_ms, 500);
   EXPECT_EQ(c.server.http_idle_timeout_ms, 0);
@@ -524,7 +522,6 @@ TEST(ParseConfigTest, ServerBoundsAndTimeouts) {
   EXPECT_EQ(c.server.drain_timeout_ms, 30'000);
   EXPECT_EQ(c.server.grpc_keepalive_time_ms, 7'200'000);
   EXPECT_EQ(c.server.grpc_keepalive_timeout_ms, 1'000);
-  EXPECT_EQ(c.server.grpc_max_connection_idle_ms, 0);
   const Config sizes = Parse("server: { output_soft_limit: 3MiB, output_hard_limit: 1GB }\n");
   EXPECT_EQ(sizes.server.output_soft_limit, 3 << 20);
   EXPECT_EQ(sizes.server.output_hard_limit, int64_t{1} << 30);
@@ -577,7 +574,7 @@ TEST(ParseConfigErrorTest, ServerSection) {
             "max_connections_per_ip, http_request_timeout, http_idle_timeout, "
             "resp_command_timeout, resp_idle_timeout, output_soft_limit, output_soft_timeout, "
             "output_hard_limit, drain_timeout, grpc_keepalive_time, grpc_keepalive_timeout, "
-            "grpc_max_connection_idle, auth_token or auth_token_env (near 'port')");
+            "auth_token or auth_token_env (near 'port')");
   EXPECT_EQ(Error("server: [threads]\n"),
             "test.yaml:1:9: 'server' must be a map, not a list (near 'server')");
   // The token is a secret: no message quotes it.

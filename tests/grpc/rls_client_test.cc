@@ -128,6 +128,7 @@ class Server {
     ::kill(pid_, SIGHUP);
   }
   std::string Metrics() { return HttpGet(http_port_, "/metrics"); }
+  grpc_connectivity_state State() { return channel_->GetState(/*try_to_connect=*/false); }
   bool alive() { return ::waitpid(pid_, nullptr, WNOHANG) == 0; }
 
  private:
@@ -219,6 +220,24 @@ TEST(RlsClientTest, DecisionsAndTheirFigures) {
                    "descriptor=\"message_type_marketing.to_number\",outcome=\"over_limit\"} 1"),
       std::string::npos)
       << metrics;
+}
+
+// server.grpc_keepalive_*: the server pings every connection, also one with
+// no call in flight; a client that answers keeps its connection, and calls
+// go on over it.
+TEST(RlsClientTest, KeepalivePingsKeepALiveClientConnected) {
+  Server server(TempDir("keepalive"), kMessaging,
+                "server: { grpc_keepalive_time: 100ms, grpc_keepalive_timeout: 1s }\n");
+  ASSERT_TRUE(server.WaitReady());
+  const auto req = Request("messaging", {{{"to_number", "9"}}});
+  pb::RateLimitResponse resp;
+  ASSERT_TRUE(server.Call(req, &resp).ok());
+  std::this_thread::sleep_for(std::chrono::milliseconds(1000));  // ten pings answered
+  EXPECT_EQ(server.State(), GRPC_CHANNEL_READY);
+  resp.Clear();
+  ASSERT_TRUE(server.Call(req, &resp).ok());
+  EXPECT_EQ(resp.overall_code(), pb::RateLimitResponse::OK);
+  EXPECT_TRUE(server.alive());
 }
 
 TEST(RlsClientTest, BadRequestsAreRefusedAndTheServerGoesOn) {

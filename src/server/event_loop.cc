@@ -120,6 +120,7 @@ struct EventLoop::Connection {
   uint32_t interest = 0;      // current epoll events
   uint64_t generation = 0;    // see ConnectionRef
   uint64_t handled_round = 0;
+  uint64_t accepted_round = 0;
   ConnectionTimers timers;
   PeerAddress peer;
   Connection* lru_prev = nullptr;
@@ -337,6 +338,9 @@ void EventLoop::Run() {
       if (fd == wake_fd_) continue;  // Stop() or Post(): handled above
       if (static_cast<size_t>(fd) >= connections_.size() || !connections_[fd]) continue;
       Connection& c = *connections_[fd];
+      // Accepted this round on a descriptor that an earlier event of the
+      // round named: that event was the closed connection's, not this one's.
+      if (c.accepted_round == round_) continue;
       if (events[i].events & (EPOLLHUP | EPOLLERR)) {
         // The peer is gone both ways (or reset): replies have nowhere to
         // go, and a hung-up socket would report itself every round.
@@ -416,6 +420,7 @@ void EventLoop::Accept(size_t listener_index) {
     c->listener = &listener;
     c->peer = peer;
     c->generation = next_generation_++;
+    c->accepted_round = round_;
     c->session = listener.factory->NewSession(index_, ConnectionRef{this, fd, c->generation});
     c->interest = EPOLLIN;
     epoll_event ev{};

@@ -311,7 +311,7 @@ bench_start_redis() {
 }
 
 # ---------------------------------------------------------------------------
-# floodgate. bench_start_floodgate THREADS [STORE_URL]. Sets FLOODGATE_PID,
+# floodgate. bench_start_floodgate THREADS [STORE_URL] (THREADS 0: the default). Sets FLOODGATE_PID,
 # FLOODGATE_RESP_PORT, FLOODGATE_HTTP_PORT, FLOODGATE_CMD, FLOODGATE_CONFIG.
 # With STORE_URL (redis://127.0.0.1:PORT), state lives there (--store), with
 # the request timeout BENCH_FLOODGATE_REDIS_TIMEOUT_MS if set.
@@ -347,7 +347,9 @@ bench_start_floodgate() {
   bench_write_floodgate_config
   log=$BENCH_TMP/floodgate.log
   local -a argv=("$FLOODGATE_BIN" serve --config "$FLOODGATE_CONFIG" --resp 127.0.0.1:0
-    --http 127.0.0.1:0 --threads "$threads")
+    --http 127.0.0.1:0)
+  # THREADS 0: floodgate's own default, as a user who sets nothing gets it.
+  if ((threads > 0)); then argv+=(--threads "$threads"); fi
   if [[ -n $store ]]; then argv+=(--store "$store"); fi
   # BENCH_FLOODGATE_GRPC=1: the Envoy gRPC front too (FLOODGATE_GRPC_PORT).
   if [[ ${BENCH_FLOODGATE_GRPC:-0} == 1 ]]; then argv+=(--grpc 127.0.0.1:0); fi

@@ -249,6 +249,42 @@ class ConfigParser {
     return FailAt(key, value, "'" + std::string(field) + "' must be allow or deny", *text);
   }
 
+  // A size in bytes, as Redis reads maxmemory: a plain integer, or one with
+  // a unit, any case: k, m, g (10^3, 10^6, 10^9), kb, mb, gb (2^10, 2^20,
+  // 2^30), and kib, mib, gib for those who write IEC units. At least 1.
+  Result<int64_t> Bytes(const YAML::Node& key, const YAML::Node& value,
+                        std::string_view field) const {
+    const std::string what = "'" + std::string(field) +
+                             "' must be a positive size in bytes: an integer, or one with a "
+                             "unit k, kb, m, mb, g or gb (e.g. 512mb, 1gb)";
+    if (!value.IsScalar()) return WrongType(key, value, field, "a size in bytes");
+    std::string_view text = value.Scalar();
+    size_t digits = 0;
+    while (digits < text.size() && text[digits] >= '0' && text[digits] <= '9') ++digits;
+    std::string_view unit = text.substr(digits);
+    while (!unit.empty() && unit.front() == ' ') unit.remove_prefix(1);
+    std::string lower(unit);
+    for (char& c : lower) c = static_cast<char>(c >= 'A' && c <= 'Z' ? c + 32 : c);
+    struct Unit {
+      const char* name;
+      int64_t factor;
+    };
+    static constexpr Unit kUnits[] = {
+        {"", 1},          {"b", 1},        {"k", 1'000},     {"kb", 1 << 10},      {"kib", 1 << 10},
+        {"m", 1'000'000}, {"mb", 1 << 20}, {"mib", 1 << 20}, {"g", 1'000'000'000}, {"gb", 1 << 30},
+        {"gib", 1 << 30},
+    };
+    const Unit* found = nullptr;
+    for (const Unit& u : kUnits) {
+      if (lower == u.name) found = &u;
+    }
+    const std::optional<int64_t> n = digits == 0 ? std::nullopt : ParseInt(text.substr(0, digits));
+    if (found == nullptr || !n.has_value() || *n < 1 || *n > INT64_MAX / found->factor) {
+      return FailAt(key, value, what, text);
+    }
+    return *n * found->factor;
+  }
+
   Result<bool> Bool(const YAML::Node& key, const YAML::Node& value, std::string_view field) const {
     if (value.IsScalar()) {
       // YAML 1.1 spellings too, as yaml-cpp and most YAML users accept them.
@@ -442,6 +478,10 @@ class ConfigParser {
       Result<int64_t> n = Int(key, value, "engine.max_entries", 1, INT64_MAX);
       if (!n.ok()) return n.status();
       engine.max_entries = *n;
+    } else if (name == "max_memory") {
+      Result<int64_t> n = Bytes(key, value, "engine.max_memory");
+      if (!n.ok()) return n.status();
+      engine.max_memory = *n;
     } else if (name == "shards") {
       Result<int64_t> n = Int(key, value, "engine.shards", 1, kMaxShards);
       if (!n.ok()) return n.status();
@@ -454,10 +494,10 @@ class ConfigParser {
       if (!n.ok()) return n.status();
       engine.sweep_interval_ms = *n;
     } else {
-      return Fail(
-          key.Mark(),
-          "unknown key '" + name + "' in engine; expected max_entries, shards or sweep_interval_ms",
-          name);
+      return Fail(key.Mark(),
+                  "unknown key '" + name +
+                      "' in engine; expected max_entries, max_memory, shards or sweep_interval_ms",
+                  name);
     }
     return Status::Ok();
   }
@@ -1276,6 +1316,12 @@ std::string DescribeConfig(const Config& config) {
     store = url.ok() ? url->Redacted() : "?";  // never print a password
   }
   std::string out = "store: " + store + "\n";
+  const EngineConfig default_engine;
+  if (config.engine.max_entries != default_engine.max_entries ||
+      config.engine.max_memory != default_engine.max_memory) {
+    out += "engine: max_entries=" + std::to_string(config.engine.max_entries) +
+           ", max_memory=" + std::to_string(config.engine.max_memory) + " bytes\n";
+  }
   out += "rules (" + std::to_string(config.rules.size()) + "):\n";
   for (const Rule& rule : config.rules) {
     out += "  " + rule.name + ": " + std::string(AlgorithmName(rule.algorithm)) + " " +

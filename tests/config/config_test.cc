@@ -103,6 +103,7 @@ TEST(ParseConfigTest, EmptyConfigHasDefaultsAndNoRules) {
     EXPECT_EQ(c.listen.resp, "127.0.0.1:6479");
     EXPECT_EQ(c.listen.grpc, "127.0.0.1:8081");
     EXPECT_EQ(c.engine.max_entries, 10'000'000);
+    EXPECT_EQ(c.engine.max_memory, int64_t{1} << 30);
     EXPECT_EQ(c.engine.shards, 256);
     EXPECT_EQ(c.engine.sweep_interval_ms, 1000);
     EXPECT_TRUE(c.rules.empty());
@@ -129,7 +130,7 @@ listen:
   http: 0.0.0.0:80
   resp: "[::1]:6479"
   grpc: localhost:0
-engine: { max_entries: 1000, shards: 4096, sweep_interval_ms: 0 }
+engine: { max_entries: 1000, max_memory: 64mb, shards: 4096, sweep_interval_ms: 0 }
 rules:
   uploads:
     algorithm: token_bucket
@@ -156,6 +157,7 @@ rules:
   EXPECT_EQ(c.listen.resp, "[::1]:6479");
   EXPECT_EQ(c.listen.grpc, "localhost:0");
   EXPECT_EQ(c.engine.max_entries, 1000);
+  EXPECT_EQ(c.engine.max_memory, 64 << 20);
   EXPECT_EQ(c.engine.shards, 4096);
   EXPECT_EQ(c.engine.sweep_interval_ms, 0);
   ASSERT_EQ(c.rules.size(), 4u);
@@ -359,8 +361,8 @@ TEST(ParseConfigErrorTest, UnknownKeys) {
             "test.yaml:2:3: unknown key 'https' in listen; expected http, resp or grpc "
             "(near 'https')");
   EXPECT_EQ(Error("engine:\n  threads: 4\n"),
-            "test.yaml:2:3: unknown key 'threads' in engine; expected max_entries, shards or "
-            "sweep_interval_ms (near 'threads')");
+            "test.yaml:2:3: unknown key 'threads' in engine; expected max_entries, max_memory, "
+            "shards or sweep_interval_ms (near 'threads')");
 }
 
 TEST(ParseConfigErrorTest, BadTimezone) {
@@ -462,6 +464,54 @@ TEST(ParseConfigErrorTest, RuleAndTierNames) {
 TEST(ParseConfigErrorTest, OnBackendError) {
   EXPECT_EQ(Error("rules:\n  r:\n    limits: 1/s\n    on_backend_error: retry\n"),
             "test.yaml:4:23: 'rules.r.on_backend_error' must be allow or deny (near 'retry')");
+}
+
+// As Redis reads maxmemory: k, m, g are powers of 1000, kb, mb, gb (and
+// kib, mib, gib) powers of 1024, in any case.
+TEST(ParseConfigTest, MaxMemoryUnits) {
+  const struct {
+    const char* text;
+    int64_t bytes;
+  } cases[] = {
+      {"1", 1},
+      {"4096", 4096},
+      {"100b", 100},
+      {"1k", 1000},
+      {"1kb", 1024},
+      {"2KiB", 2048},
+      {"64mb", 64LL << 20},
+      {"64MB", 64LL << 20},
+      {"512MiB", 512LL << 20},
+      {"3m", 3'000'000},
+      {"1gb", 1LL << 30},
+      {"1G", 1'000'000'000},
+      {"2gib", 2LL << 30},
+      {"16 gb", 16LL << 30},
+      {"8589934591gb", 8589934591LL << 30},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.text);
+    EXPECT_EQ(Parse(std::string("engine: { max_memory: ") + c.text + " }\n").engine.max_memory,
+              c.bytes);
+  }
+}
+
+TEST(ParseConfigErrorTest, MaxMemoryRefusesNonsense) {
+  const std::string what =
+      "'engine.max_memory' must be a positive size in bytes: an integer, or one with a unit k, "
+      "kb, m, mb, g or gb (e.g. 512mb, 1gb)";
+  for (const char* bad : {"0", "0gb", "-1", "-64mb", "lots", "mb", "1.5gb", "1tb", "64 m b", "1e9",
+                          "8589934592gb", "99999999999999999999", "0x100", "+5"}) {
+    SCOPED_TRACE(bad);
+    EXPECT_EQ(Error(std::string("engine:\n  max_memory: \"") + bad + "\"\n"),
+              "test.yaml:2:15: " + what + " (near '" + bad + "')");
+  }
+  EXPECT_EQ(Error("engine:\n  max_memory: [1gb]\n"),
+            "test.yaml:2:15: 'engine.max_memory' must be a size in bytes, not a list (near "
+            "'max_memory')");
+  EXPECT_EQ(Error("engine:\n  max_memory:\n"),
+            "test.yaml:2:3: 'engine.max_memory' must be a size in bytes, not empty (near "
+            "'max_memory')");
 }
 
 TEST(ParseConfigErrorTest, ListenAddresses) {
@@ -933,6 +983,13 @@ rules:
             "  up: token_bucket 100/minute, 1000/hour; burst=20, 200; tiers: free=10/minute, "
             "100/hour; pro=1000/minute, 10000/hour; shadow; on_backend_error=deny\n"
             "  reports: fixed_window 2/3month; timezone=Europe/Berlin; on_backend_error=allow\n");
+}
+
+TEST(DescribeConfigTest, EngineBoundsWhenNotTheDefaults) {
+  EXPECT_EQ(DescribeConfig(Parse("engine: { max_entries: 5000, max_memory: 64mb }\n")),
+            "store: memory\n"
+            "engine: max_entries=5000, max_memory=67108864 bytes\n"
+            "rules (0):\n");
 }
 
 TEST(DescribeConfigTest, NoRules) {

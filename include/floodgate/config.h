@@ -20,8 +20,10 @@ struct ListenConfig {
 // Tuning of the embedded store.
 //
 // Two bounds on what the store holds, both hard: past either, a new subject
-// is refused with RESOURCE_EXHAUSTED (counted), and subjects already held
-// keep working. Expired entries are reclaimed before a new one is refused.
+// of a rule is decided by the rule's on_store_full (a decision marked
+// store_full, counted), a new set or OTP subject is refused with
+// RESOURCE_EXHAUSTED, and subjects already held keep working. Expired
+// entries are reclaimed before a new one is refused.
 struct EngineConfig {
   // Live entries: (rule, subject) states, sets, OTP subjects.
   int64_t max_entries = 10'000'000;
@@ -153,6 +155,9 @@ struct EnvoyRateLimitConfig {
   Algorithm algorithm = Algorithm::kFixedWindow;
   // What those limits answer when a remote store fails or is late.
   OnBackendError on_backend_error = OnBackendError::kAllow;
+  // What those limits answer for a new descriptor when the embedded store
+  // is full.
+  OnStoreFull on_store_full = OnStoreFull::kDeny;
   // RateLimit-Limit, RateLimit-Remaining and RateLimit-Reset in every
   // response's response_headers_to_add, as envoyproxy/ratelimit's
   // LIMIT_RESPONSE_HEADERS_ENABLED.

@@ -239,14 +239,30 @@ class ConfigParser {
     return *algorithm;
   }
 
+  // A fallback policy: "allow" (true) or "deny" (false).
+  Result<bool> AllowOrDeny(const YAML::Node& key, const YAML::Node& value,
+                           std::string_view field) const {
+    Result<std::string> text = String(key, value, field);
+    if (!text.ok()) return text.status();
+    if (*text == "allow") return true;
+    if (*text == "deny") return false;
+    return FailAt(key, value, "'" + std::string(field) + "' must be allow or deny", *text);
+  }
+
   // A rule's (or envoy_ratelimit's) `on_backend_error`: allow or deny.
   Result<OnBackendError> OnBackendErrorValue(const YAML::Node& key, const YAML::Node& value,
                                              std::string_view field) const {
-    Result<std::string> text = String(key, value, field);
-    if (!text.ok()) return text.status();
-    if (*text == "allow") return OnBackendError::kAllow;
-    if (*text == "deny") return OnBackendError::kDeny;
-    return FailAt(key, value, "'" + std::string(field) + "' must be allow or deny", *text);
+    Result<bool> allow = AllowOrDeny(key, value, field);
+    if (!allow.ok()) return allow.status();
+    return *allow ? OnBackendError::kAllow : OnBackendError::kDeny;
+  }
+
+  // A rule's (or envoy_ratelimit's) `on_store_full`: allow or deny.
+  Result<OnStoreFull> OnStoreFullValue(const YAML::Node& key, const YAML::Node& value,
+                                       std::string_view field) const {
+    Result<bool> allow = AllowOrDeny(key, value, field);
+    if (!allow.ok()) return allow.status();
+    return *allow ? OnStoreFull::kAllow : OnStoreFull::kDeny;
   }
 
   // A size in bytes, as Redis reads maxmemory: a plain integer, or one with
@@ -374,6 +390,10 @@ class ConfigParser {
       Result<OnBackendError> on_error = OnBackendErrorValue(key, value, path);
       if (!on_error.ok()) return on_error.status();
       envoy.on_backend_error = *on_error;
+    } else if (name == "on_store_full") {
+      Result<OnStoreFull> on_full = OnStoreFullValue(key, value, path);
+      if (!on_full.ok()) return on_full.status();
+      envoy.on_store_full = *on_full;
     } else if (name == "response_headers") {
       Result<bool> b = Bool(key, value, path);
       if (!b.ok()) return b.status();
@@ -381,8 +401,8 @@ class ConfigParser {
     } else {
       return Fail(key.Mark(),
                   "unknown key '" + name +
-                      "' in envoy_ratelimit; expected files, algorithm, on_backend_error or "
-                      "response_headers",
+                      "' in envoy_ratelimit; expected files, algorithm, on_backend_error, "
+                      "on_store_full or response_headers",
                   name);
     }
     return Status::Ok();
@@ -1060,13 +1080,17 @@ class ConfigParser {
       Result<OnBackendError> on_error = OnBackendErrorValue(key, value, path);
       if (!on_error.ok()) return on_error.status();
       rule.on_backend_error = *on_error;
+    } else if (field == "on_store_full") {
+      Result<OnStoreFull> on_full = OnStoreFullValue(key, value, path);
+      if (!on_full.ok()) return on_full.status();
+      rule.on_store_full = *on_full;
     } else if (field == "alerts") {
       return ParseAlerts(key, value, path, rule.alerts);
     } else {
       return Fail(key.Mark(),
                   "unknown key '" + field + "' in rule '" + rule.name +
                       "'; expected algorithm, limits, burst, tiers, timezone, shadow, "
-                      "on_backend_error or alerts",
+                      "on_backend_error, on_store_full or alerts",
                   field);
     }
     return Status::Ok();
@@ -1336,6 +1360,8 @@ std::string DescribeConfig(const Config& config) {
     if (rule.shadow) out += "; shadow";
     out += rule.on_backend_error == OnBackendError::kAllow ? "; on_backend_error=allow"
                                                            : "; on_backend_error=deny";
+    out += rule.on_store_full == OnStoreFull::kAllow ? "; on_store_full=allow"
+                                                     : "; on_store_full=deny";
     if (rule.alerts.enabled()) {
       out += "; alerts at " + absl::StrJoin(rule.alerts.thresholds, "%, ") + "% to " +
              rule.alerts.webhook + " (secret_env=" + rule.alerts.secret_env + ")";

@@ -226,17 +226,27 @@ void AppendInt(std::string& out, int64_t v) {
   out.append(buf, end);
 }
 
-// ,"limit":N,"remaining":N,"retry_after_ms":N,"reset_after_ms":N
+// ,"limit":N,"remaining":N,"retry_after_ms":N,"reset_after_ms":N; with
+// `unknown` (a fallback: the subject's usage is not known) remaining and
+// reset_after_ms are null.
 void AppendFigures(std::string& j, int64_t limit, int64_t remaining, int64_t retry_after_ms,
-                   int64_t reset_after_ms) {
+                   int64_t reset_after_ms, bool unknown) {
   j += ",\"limit\":";
   AppendInt(j, limit);
   j += ",\"remaining\":";
-  AppendInt(j, remaining);
+  if (unknown) {
+    j += "null";
+  } else {
+    AppendInt(j, remaining);
+  }
   j += ",\"retry_after_ms\":";
   AppendInt(j, retry_after_ms);
   j += ",\"reset_after_ms\":";
-  AppendInt(j, reset_after_ms);
+  if (unknown) {
+    j += "null";
+  } else {
+    AppendInt(j, reset_after_ms);
+  }
 }
 
 }  // namespace
@@ -246,21 +256,26 @@ void AppendDecisionJson(std::string& j, std::string_view rule, std::string_view 
   j += "{\"allowed\":";
   j += d.allowed ? "true" : "false";
   if (d.shadow_denied) j += ",\"shadow_denied\":true";
-  // The store failed: `allowed` is the rule's on_backend_error, not a count.
-  if (d.backend_error) j += ",\"backend_error\":true";
+  // A fallback: `allowed` is the rule's policy for the reason, not a count.
+  const bool fallback = d.fallback != Fallback::kNone;
+  if (fallback) {
+    j += ",\"fallback\":\"";
+    j += FallbackName(d.fallback);
+    j += '"';
+  }
   j += ",\"rule\":\"";
   http::AppendJsonEscaped(&j, rule);
   j += "\",\"key\":\"";
   http::AppendJsonEscaped(&j, key);
   j += '"';
-  AppendFigures(j, d.limit, d.remaining, d.retry_after_ms, d.reset_after_ms);
+  AppendFigures(j, d.limit, d.remaining, d.retry_after_ms, d.reset_after_ms, fallback);
   j += ",\"limits\":[";
   for (int i = 0; i < d.num_limits; ++i) {
     const LimitStatus& st = d.limits[i];
     if (i > 0) j += ',';
     j += "{\"allowed\":";
     j += st.allowed ? "true" : "false";
-    AppendFigures(j, st.limit, st.remaining, st.retry_after_ms, st.reset_after_ms);
+    AppendFigures(j, st.limit, st.remaining, st.retry_after_ms, st.reset_after_ms, fallback);
     j += ",\"period_ms\":";
     AppendInt(j, st.period_ms);
     j += '}';

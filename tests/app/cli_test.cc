@@ -95,6 +95,7 @@ TEST_F(CliTest, CheckConfigRefusesANonsenseMaxMemory) {
   r = Floodgate("check-config " + bad);
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("max_memory=67108864 bytes"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("on_store_full=deny"), std::string::npos) << r.out;
   std::filesystem::remove(bad);
 }
 

@@ -121,6 +121,7 @@ TEST(ParseConfigTest, RuleDefaults) {
   EXPECT_EQ(r.timezone, "UTC");
   EXPECT_FALSE(r.shadow);
   EXPECT_EQ(r.on_backend_error, OnBackendError::kAllow);
+  EXPECT_EQ(r.on_store_full, OnStoreFull::kDeny);
 }
 
 TEST(ParseConfigTest, EveryField) {
@@ -141,6 +142,7 @@ rules:
       pro: [1000/minute, 10000/hour]
     shadow: true
     on_backend_error: deny
+    on_store_full: allow
   login:
     algorithm: gcra
     limits: 5/minute
@@ -169,6 +171,8 @@ rules:
               ElementsAre(L(10, 1, TimeUnit::kMinute), L(100, 1, TimeUnit::kHour)));
   EXPECT_TRUE(uploads.shadow);
   EXPECT_EQ(uploads.on_backend_error, OnBackendError::kDeny);
+  EXPECT_EQ(uploads.on_store_full, OnStoreFull::kAllow);
+  EXPECT_EQ(c.rules[1].on_store_full, OnStoreFull::kDeny);
 
   EXPECT_EQ(c.rules[1].algorithm, Algorithm::kGcra);
   EXPECT_THAT(c.rules[1].burst, ElementsAre(0));
@@ -356,7 +360,7 @@ TEST(ParseConfigErrorTest, UnknownKeys) {
             "redis, server, rules, sets, otp, alert_delivery or envoy_ratelimit (near 'storage')");
   EXPECT_EQ(Error("rules:\n  api:\n    limits: 10/s\n    limit: 10/s\n"),
             "test.yaml:4:5: unknown key 'limit' in rule 'api'; expected algorithm, limits, burst, "
-            "tiers, timezone, shadow, on_backend_error or alerts (near 'limit')");
+            "tiers, timezone, shadow, on_backend_error, on_store_full or alerts (near 'limit')");
   EXPECT_EQ(Error("listen:\n  https: 0.0.0.0:443\n"),
             "test.yaml:2:3: unknown key 'https' in listen; expected http, resp or grpc "
             "(near 'https')");
@@ -464,6 +468,16 @@ TEST(ParseConfigErrorTest, RuleAndTierNames) {
 TEST(ParseConfigErrorTest, OnBackendError) {
   EXPECT_EQ(Error("rules:\n  r:\n    limits: 1/s\n    on_backend_error: retry\n"),
             "test.yaml:4:23: 'rules.r.on_backend_error' must be allow or deny (near 'retry')");
+}
+
+TEST(ParseConfigErrorTest, OnStoreFull) {
+  EXPECT_EQ(Error("rules:\n  r:\n    limits: 1/s\n    on_store_full: evict\n"),
+            "test.yaml:4:20: 'rules.r.on_store_full' must be allow or deny (near 'evict')");
+  EXPECT_EQ(Error("rules:\n  r:\n    limits: 1/s\n    on_store_full: [deny]\n"),
+            "test.yaml:4:20: 'rules.r.on_store_full' must be a string, not a list (near "
+            "'on_store_full')");
+  EXPECT_EQ(Error("rules:\n  r:\n    limits: 1/s\n    on_store_full: Deny\n"),
+            "test.yaml:4:20: 'rules.r.on_store_full' must be allow or deny (near 'Deny')");
 }
 
 // As Redis reads maxmemory: k, m, g are powers of 1000, kb, mb, gb (and
@@ -922,9 +936,9 @@ TEST(DescribeConfigTest, SpecExample) {
             "store: memory\n"
             "rules (2):\n"
             "  api: sliding_window 60/minute, 5000/day; tiers: pro=600/minute, 100000/day; "
-            "on_backend_error=allow; alerts at 80%, 100% to http://127.0.0.1:9000/quota "
-            "(secret_env=FG_ALERT_SECRET)\n"
-            "  otp_issue: sliding_log 3/5m; on_backend_error=allow\n"
+            "on_backend_error=allow; on_store_full=deny; alerts at 80%, 100% to "
+            "http://127.0.0.1:9000/quota (secret_env=FG_ALERT_SECRET)\n"
+            "  otp_issue: sliding_log 3/5m; on_backend_error=allow; on_store_full=deny\n"
             "otp: digits=6, ttl=300000ms, issue_limit=3/5m, verify_limit=5/15m, "
             "max_live_codes=3, secret_env=FG_OTP_SECRET\n"
             "envoy_ratelimit: /etc/ratelimit/config.yaml (fixed_window)\n");
@@ -942,10 +956,13 @@ TEST(ParseConfigTest, EnvoyRateLimitListOrMap) {
       "  files: rl.yaml\n"
       "  algorithm: sliding_window\n"
       "  on_backend_error: deny\n"
+      "  on_store_full: allow\n"
       "  response_headers: true\n");
   EXPECT_THAT(map.envoy_ratelimit.files, ElementsAre("rl.yaml"));
   EXPECT_EQ(map.envoy_ratelimit.algorithm, Algorithm::kSlidingWindow);
   EXPECT_EQ(map.envoy_ratelimit.on_backend_error, OnBackendError::kDeny);
+  EXPECT_EQ(map.envoy_ratelimit.on_store_full, OnStoreFull::kAllow);
+  EXPECT_EQ(list->envoy_ratelimit.on_store_full, OnStoreFull::kDeny);
   EXPECT_TRUE(map.envoy_ratelimit.response_headers);
 }
 
@@ -954,7 +971,7 @@ TEST(ParseConfigTest, EnvoyRateLimitErrors) {
                 .status()
                 .message(),
             "t.yaml:1:37: unknown key 'algo' in envoy_ratelimit; expected files, algorithm, "
-            "on_backend_error or response_headers (near 'algo')");
+            "on_backend_error, on_store_full or response_headers (near 'algo')");
   EXPECT_EQ(ParseConfig("envoy_ratelimit: { algorithm: leaky }\n", "t.yaml").status().message(),
             "t.yaml:1:31: unknown algorithm 'leaky'; expected fixed_window, sliding_window, "
             "sliding_log, token_bucket or gcra (near 'leaky')");
@@ -981,8 +998,23 @@ rules:
             "store: redis://cache:6379\n"
             "rules (2):\n"
             "  up: token_bucket 100/minute, 1000/hour; burst=20, 200; tiers: free=10/minute, "
-            "100/hour; pro=1000/minute, 10000/hour; shadow; on_backend_error=deny\n"
-            "  reports: fixed_window 2/3month; timezone=Europe/Berlin; on_backend_error=allow\n");
+            "100/hour; pro=1000/minute, 10000/hour; shadow; on_backend_error=deny; "
+            "on_store_full=deny\n"
+            "  reports: fixed_window 2/3month; timezone=Europe/Berlin; on_backend_error=allow; "
+            "on_store_full=deny\n");
+}
+
+TEST(DescribeConfigTest, OnStoreFullAndEngineBounds) {
+  const Config c = Parse(R"(
+engine: { max_entries: 5000, max_memory: 64mb }
+rules:
+  open: { limits: 10/s, on_store_full: allow }
+)");
+  EXPECT_EQ(DescribeConfig(c),
+            "store: memory\n"
+            "engine: max_entries=5000, max_memory=67108864 bytes\n"
+            "rules (1):\n"
+            "  open: fixed_window 10/second; on_backend_error=allow; on_store_full=allow\n");
 }
 
 TEST(DescribeConfigTest, EngineBoundsWhenNotTheDefaults) {

@@ -35,7 +35,8 @@ void AppendDecisionJson(std::string& out, std::string_view rule, std::string_vie
                         const Decision& d);
 // The values of the RateLimit-Policy and RateLimit fields; policies are
 // named after the rule ("api"), or "api:0", "api:1", … when the rule has
-// several limits.
+// several limits. The /v1/check response leaves RateLimit out for a
+// fallback decision (its figures are not known).
 void AppendRateLimitFields(std::string& policy, std::string& state, std::string_view rule,
                            const Decision& d);
 

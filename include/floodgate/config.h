@@ -18,10 +18,24 @@ struct ListenConfig {
 };
 
 // Tuning of the embedded store.
+//
+// Two bounds on what the store holds, both hard: past either, a new subject
+// of a rule is decided by the rule's on_store_full (a decision marked
+// store_full, counted), a new set or OTP subject is refused with
+// RESOURCE_EXHAUSTED, and subjects already held keep working. Expired
+// entries are reclaimed before a new one is refused.
 struct EngineConfig {
-  // Hard bound on live (rule, subject) entries; past it new subjects get a
-  // RESOURCE_EXHAUSTED error (counted), existing ones keep working.
+  // Live entries: (rule, subject) states, sets, OTP subjects.
   int64_t max_entries = 10'000'000;
+  // Bytes of the entries (each one allocation: header, key, state) and of
+  // the tables' slot arrays, as the allocator counts them. Not counted:
+  // what a state owns beside its entry (sliding_log's event log, a set's
+  // members, OTP codes), bounded by the rule's counts, sets.max_members and
+  // the OTP limits. 1 GiB holds the default max_entries of small keys
+  // (about 70 bytes each) with room to spare, and about 1.9 million
+  // subjects at the longest key (512 bytes): a flood of long keys meets
+  // this bound first.
+  int64_t max_memory = int64_t{1} << 30;
   // Number of independently locked shards; a power of two.
   int shards = 256;
   // How often the background sweep frees expired entries.
@@ -167,6 +181,9 @@ struct EnvoyRateLimitConfig {
   Algorithm algorithm = Algorithm::kFixedWindow;
   // What those limits answer when a remote store fails or is late.
   OnBackendError on_backend_error = OnBackendError::kAllow;
+  // What those limits answer for a new descriptor when the embedded store
+  // is full.
+  OnStoreFull on_store_full = OnStoreFull::kDeny;
   // RateLimit-Limit, RateLimit-Remaining and RateLimit-Reset in every
   // response's response_headers_to_add, as envoyproxy/ratelimit's
   // LIMIT_RESPONSE_HEADERS_ENABLED.

@@ -3,6 +3,7 @@
 
 #include <array>
 #include <cstdint>
+#include <string_view>
 
 #include "floodgate/rule.h"
 
@@ -22,14 +23,38 @@ struct LimitStatus {
   int64_t period_ms;  // the limit's period (a calendar window's actual length)
 };
 
+// Why a decision was not made from the subject's state.
+enum class Fallback : uint8_t {
+  kNone,          // a real decision: the store counted
+  kBackendError,  // the remote store failed or was late: the rule's on_backend_error
+  kStoreFull,     // the embedded store had no room for a new subject: the rule's on_store_full
+};
+
+// "backend_error", "store_full"; "" for kNone. The words every front shows.
+constexpr std::string_view FallbackName(Fallback fallback) {
+  switch (fallback) {
+    case Fallback::kBackendError:
+      return "backend_error";
+    case Fallback::kStoreFull:
+      return "store_full";
+    case Fallback::kNone:
+      break;
+  }
+  return "";
+}
+
 struct Decision {
   // True iff every limit had room and the cost was consumed (or the rule is
   // in shadow mode: then `allowed` is true and `shadow_denied` tells the truth).
   bool allowed = false;
   bool shadow_denied = false;
-  // The store did not answer in time (or failed): `allowed` is the rule's
-  // on_backend_error, and the figures are the limits', not usage.
-  bool backend_error = false;
+  // Not kNone: the subject's usage is unknown and `allowed` is the rule's
+  // policy for that case (on_backend_error, on_store_full). Then `limit` is
+  // the configured capacity, `remaining` and `reset_after_ms` are -1
+  // (unknown, never a claim of 0), and a denial asks to retry in a second
+  // (the same in each limits[i]). A full store counted nothing; a Redis that
+  // answered too late may have counted.
+  Fallback fallback = Fallback::kNone;
   // Figures of the binding limit: on a denial the denying limit with the
   // longest wait (-1, never, dominates); on an admission the limit with the
   // fewest units remaining (ties: the longest reset).

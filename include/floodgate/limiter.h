@@ -29,8 +29,14 @@ class Limiter {
  public:
   struct Stats {
     int64_t entries = 0;        // live entries in the store: rule states, sets, OTP subjects
-    int64_t rejected_full = 0;  // new subjects refused because the store was full
+    int64_t rejected_full = 0;  // new entries the full store could not take
     int64_t expired_freed = 0;  // entries freed after expiring
+    int64_t store_bytes = 0;    // bytes engine.max_memory bounds (entries and tables)
+    // Decisions made by a fallback policy (Decision::fallback), by reason:
+    // on_store_full (and CL.THROTTLE's denial at a full store), and
+    // on_backend_error.
+    int64_t fallback_store_full = 0;
+    int64_t fallback_backend_error = 0;
     // Remote stores only (zero on the embedded store):
     int64_t backend_errors = 0;       // decisions answered by on_backend_error
     int64_t local_cache_denials = 0;  // denials answered by the local over-limit cache
@@ -48,8 +54,11 @@ class Limiter {
   // May `key` spend `cost` units of `rule` (optionally at `tier`) now?
   // Reads the clock once. Errors: NOT_FOUND for an unknown rule or tier;
   // INVALID_ARGUMENT for an empty key, a key over kMaxKeyBytes, or a cost
-  // outside [0, kMaxLimitCount]; RESOURCE_EXHAUSTED when the subject is new
-  // and the store is full. An error changes no state.
+  // outside [0, kMaxLimitCount]. An error changes no state. A decision the
+  // store could not make is not an error: a new subject the embedded store
+  // has no room for is decided by the rule's on_store_full, a remote store
+  // that fails or is late by its on_backend_error, each marked in
+  // Decision::fallback and counted in Stats.
   Result<Decision> Check(std::string_view rule, std::string_view key, int64_t cost = 1,
                          std::string_view tier = {});
   // The same, writing into `*decision` (no copy of the Decision): for hot paths.
@@ -153,13 +162,17 @@ class Limiter {
   // rounded up when at least a millisecond is cut off; retry -1 when not
   // limited or when the quantity can never fit. INVALID_ARGUMENT for
   // max_burst < 0, count < 1, period_s < 1, quantity < 0 or a rate finer
-  // than one unit per microsecond.
+  // than one unit per microsecond. A new key the embedded store has no
+  // room for is limited (no rule, so no on_store_full: the rules' default),
+  // with remaining and reset_after_s -1 (unknown), retry_after_s 1 and
+  // `fallback` kStoreFull.
   struct ThrottleResult {
     bool limited = false;
     int64_t limit = 0;
     int64_t remaining = 0;
     int64_t retry_after_s = -1;
     int64_t reset_after_s = 0;
+    Fallback fallback = Fallback::kNone;
   };
   Result<ThrottleResult> Throttle(std::string_view key, int64_t max_burst, int64_t count,
                                   int64_t period_s, int64_t quantity);

@@ -60,6 +60,13 @@ struct Limit {
 Result<Limit> ParseLimit(std::string_view text);
 
 enum class OnBackendError { kAllow, kDeny };
+// What a new subject gets when the embedded store has no room for its state
+// (engine.max_entries or engine.max_memory reached, expired entries already
+// reclaimed): a denial (the default: a flood of new keys cannot buy
+// admissions) or an admission. Either way the decision is marked
+// Fallback::kStoreFull and counted, and subjects the store already holds
+// are decided as usual.
+enum class OnStoreFull { kDeny, kAllow };
 
 // Thresholds per rule at most: each limit keeps one "already sent" bit per
 // threshold for its current window.
@@ -101,6 +108,7 @@ struct Rule {
   // Dry run: evaluate and count, but always admit.
   bool shadow = false;
   OnBackendError on_backend_error = OnBackendError::kAllow;
+  OnStoreFull on_store_full = OnStoreFull::kDeny;
   AlertConfig alerts;
 };
 

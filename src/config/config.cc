@@ -242,14 +242,73 @@ class ConfigParser {
     return *algorithm;
   }
 
+  // A fallback policy: "allow" (true) or "deny" (false).
+  Result<bool> AllowOrDeny(const YAML::Node& key, const YAML::Node& value,
+                           std::string_view field) const {
+    Result<std::string> text = String(key, value, field);
+    if (!text.ok()) return text.status();
+    if (*text == "allow") return true;
+    if (*text == "deny") return false;
+    return FailAt(key, value, "'" + std::string(field) + "' must be allow or deny", *text);
+  }
+
   // A rule's (or envoy_ratelimit's) `on_backend_error`: allow or deny.
   Result<OnBackendError> OnBackendErrorValue(const YAML::Node& key, const YAML::Node& value,
                                              std::string_view field) const {
-    Result<std::string> text = String(key, value, field);
-    if (!text.ok()) return text.status();
-    if (*text == "allow") return OnBackendError::kAllow;
-    if (*text == "deny") return OnBackendError::kDeny;
-    return FailAt(key, value, "'" + std::string(field) + "' must be allow or deny", *text);
+    Result<bool> allow = AllowOrDeny(key, value, field);
+    if (!allow.ok()) return allow.status();
+    return *allow ? OnBackendError::kAllow : OnBackendError::kDeny;
+  }
+
+  // A rule's (or envoy_ratelimit's) `on_store_full`: allow or deny.
+  Result<OnStoreFull> OnStoreFullValue(const YAML::Node& key, const YAML::Node& value,
+                                       std::string_view field) const {
+    Result<bool> allow = AllowOrDeny(key, value, field);
+    if (!allow.ok()) return allow.status();
+    return *allow ? OnStoreFull::kAllow : OnStoreFull::kDeny;
+  }
+
+  // A size in bytes, as Redis reads maxmemory: a plain integer, or one with
+  // a unit, any case: k, m, g (10^3, 10^6, 10^9), kb, mb, gb (2^10, 2^20,
+  // 2^30), and kib, mib, gib for those who write IEC units. Between `min`
+  // and `max`; with a `min` of 0, "off" is 0 too.
+  Result<int64_t> Size(const YAML::Node& key, const YAML::Node& value, std::string_view field,
+                       int64_t min, int64_t max) const {
+    const std::string range =
+        max == INT64_MAX && min == 1
+            ? "a positive size in bytes"
+            : "a size between " + std::to_string(min) + " and " + std::to_string(max) + " bytes";
+    const std::string what = "'" + std::string(field) + "' must be " + range +
+                             ": an integer, or one with a unit k, kb, m, mb, g or gb (e.g. "
+                             "512mb, 1gb)";
+    if (!value.IsScalar()) return WrongType(key, value, field, "a size in bytes");
+    std::string_view text = value.Scalar();
+    if (min == 0 && text == "off") return 0;
+    size_t digits = 0;
+    while (digits < text.size() && text[digits] >= '0' && text[digits] <= '9') ++digits;
+    std::string_view unit = text.substr(digits);
+    while (!unit.empty() && unit.front() == ' ') unit.remove_prefix(1);
+    std::string lower(unit);
+    for (char& c : lower) c = static_cast<char>(c >= 'A' && c <= 'Z' ? c + 32 : c);
+    struct Unit {
+      const char* name;
+      int64_t factor;
+    };
+    static constexpr Unit kUnits[] = {
+        {"", 1},          {"b", 1},        {"k", 1'000},     {"kb", 1 << 10},      {"kib", 1 << 10},
+        {"m", 1'000'000}, {"mb", 1 << 20}, {"mib", 1 << 20}, {"g", 1'000'000'000}, {"gb", 1 << 30},
+        {"gib", 1 << 30},
+    };
+    const Unit* found = nullptr;
+    for (const Unit& u : kUnits) {
+      if (lower == u.name) found = &u;
+    }
+    const std::optional<int64_t> n = digits == 0 ? std::nullopt : ParseInt(text.substr(0, digits));
+    if (found == nullptr || !n.has_value() || *n > max / found->factor ||
+        *n * found->factor < min) {
+      return FailAt(key, value, what, text);
+    }
+    return *n * found->factor;
   }
 
   Result<bool> Bool(const YAML::Node& key, const YAML::Node& value, std::string_view field) const {
@@ -344,6 +403,10 @@ class ConfigParser {
       Result<OnBackendError> on_error = OnBackendErrorValue(key, value, path);
       if (!on_error.ok()) return on_error.status();
       envoy.on_backend_error = *on_error;
+    } else if (name == "on_store_full") {
+      Result<OnStoreFull> on_full = OnStoreFullValue(key, value, path);
+      if (!on_full.ok()) return on_full.status();
+      envoy.on_store_full = *on_full;
     } else if (name == "response_headers") {
       Result<bool> b = Bool(key, value, path);
       if (!b.ok()) return b.status();
@@ -351,8 +414,8 @@ class ConfigParser {
     } else {
       return Fail(key.Mark(),
                   "unknown key '" + name +
-                      "' in envoy_ratelimit; expected files, algorithm, on_backend_error or "
-                      "response_headers",
+                      "' in envoy_ratelimit; expected files, algorithm, on_backend_error, "
+                      "on_store_full or response_headers",
                   name);
     }
     return Status::Ok();
@@ -448,6 +511,10 @@ class ConfigParser {
       Result<int64_t> n = Int(key, value, "engine.max_entries", 1, INT64_MAX);
       if (!n.ok()) return n.status();
       engine.max_entries = *n;
+    } else if (name == "max_memory") {
+      Result<int64_t> n = Size(key, value, "engine.max_memory", 1, INT64_MAX);
+      if (!n.ok()) return n.status();
+      engine.max_memory = *n;
     } else if (name == "shards") {
       Result<int64_t> n = Int(key, value, "engine.shards", 1, kMaxShards);
       if (!n.ok()) return n.status();
@@ -460,10 +527,10 @@ class ConfigParser {
       if (!n.ok()) return n.status();
       engine.sweep_interval_ms = *n;
     } else {
-      return Fail(
-          key.Mark(),
-          "unknown key '" + name + "' in engine; expected max_entries, shards or sweep_interval_ms",
-          name);
+      return Fail(key.Mark(),
+                  "unknown key '" + name +
+                      "' in engine; expected max_entries, max_memory, shards or sweep_interval_ms",
+                  name);
     }
     return Status::Ok();
   }
@@ -632,52 +699,6 @@ class ConfigParser {
                                 std::string_view field, int64_t max_ms) const {
     if (value.IsScalar() && (value.Scalar() == "0" || value.Scalar() == "off")) return 0;
     return Duration(key, value, field, 1, max_ms);
-  }
-
-  // A byte count: a plain number of bytes, or a number and a unit as in
-  // Redis's config (1k = 1000, 1kb = 1024, 1m = 1000000, 1mb = 1048576,
-  // g and gb likewise; kib, mib, gib are 1024-based too); "off" is 0.
-  Result<int64_t> Size(const YAML::Node& key, const YAML::Node& value, std::string_view field,
-                       int64_t min, int64_t max) const {
-    if (!value.IsScalar()) return WrongType(key, value, field, "a size like 64mb");
-    const std::string& text = value.Scalar();
-    const auto fail = [&] {
-      return FailAt(key, value,
-                    "'" + std::string(field) + "' must be a size between " + std::to_string(min) +
-                        " and " + std::to_string(max) +
-                        " bytes: a number of bytes, or a number and a unit (k, kb, m, mb, g, gb)",
-                    text);
-    };
-    if (min == 0 && text == "off") return 0;
-    size_t digits = 0;
-    while (digits < text.size() && text[digits] >= '0' && text[digits] <= '9') ++digits;
-    if (digits == 0 || digits > 15) return fail();
-    const int64_t number = std::stoll(text.substr(0, digits));
-    std::string unit = text.substr(digits);
-    for (char& ch : unit) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
-    struct Unit {
-      const char* name;
-      int64_t bytes;
-    };
-    constexpr Unit kUnits[] = {{"", 1},
-                               {"b", 1},
-                               {"k", 1000},
-                               {"kb", 1024},
-                               {"kib", 1024},
-                               {"m", 1000 * 1000},
-                               {"mb", 1024 * 1024},
-                               {"mib", 1024 * 1024},
-                               {"g", 1000 * 1000 * 1000},
-                               {"gb", int64_t{1} << 30},
-                               {"gib", int64_t{1} << 30}};
-    for (const Unit& u : kUnits) {
-      if (unit != u.name) continue;
-      if (number > max / u.bytes) return fail();
-      const int64_t bytes = number * u.bytes;
-      if (bytes < min) return fail();
-      return bytes;
-    }
-    return fail();
   }
 
   // A duration with a unit, as in a limit's period: "5m", "300s", "1h",
@@ -1149,13 +1170,17 @@ class ConfigParser {
       Result<OnBackendError> on_error = OnBackendErrorValue(key, value, path);
       if (!on_error.ok()) return on_error.status();
       rule.on_backend_error = *on_error;
+    } else if (field == "on_store_full") {
+      Result<OnStoreFull> on_full = OnStoreFullValue(key, value, path);
+      if (!on_full.ok()) return on_full.status();
+      rule.on_store_full = *on_full;
     } else if (field == "alerts") {
       return ParseAlerts(key, value, path, rule.alerts);
     } else {
       return Fail(key.Mark(),
                   "unknown key '" + field + "' in rule '" + rule.name +
                       "'; expected algorithm, limits, burst, tiers, timezone, shadow, "
-                      "on_backend_error or alerts",
+                      "on_backend_error, on_store_full or alerts",
                   field);
     }
     return Status::Ok();
@@ -1405,6 +1430,12 @@ std::string DescribeConfig(const Config& config) {
     store = url.ok() ? url->Redacted() : "?";  // never print a password
   }
   std::string out = "store: " + store + "\n";
+  const EngineConfig default_engine;
+  if (config.engine.max_entries != default_engine.max_entries ||
+      config.engine.max_memory != default_engine.max_memory) {
+    out += "engine: max_entries=" + std::to_string(config.engine.max_entries) +
+           ", max_memory=" + std::to_string(config.engine.max_memory) + " bytes\n";
+  }
   out += "rules (" + std::to_string(config.rules.size()) + "):\n";
   for (const Rule& rule : config.rules) {
     out += "  " + rule.name + ": " + std::string(AlgorithmName(rule.algorithm)) + " " +
@@ -1419,6 +1450,8 @@ std::string DescribeConfig(const Config& config) {
     if (rule.shadow) out += "; shadow";
     out += rule.on_backend_error == OnBackendError::kAllow ? "; on_backend_error=allow"
                                                            : "; on_backend_error=deny";
+    out += rule.on_store_full == OnStoreFull::kAllow ? "; on_store_full=allow"
+                                                     : "; on_store_full=deny";
     if (rule.alerts.enabled()) {
       out += "; alerts at " + absl::StrJoin(rule.alerts.thresholds, "%, ") + "% to " +
              rule.alerts.webhook + " (secret_env=" + rule.alerts.secret_env + ")";

@@ -153,7 +153,7 @@ void FinishDecision(const CompiledRule& rule, bool admitted, Decision* decision)
   }
   d.allowed = admitted;
   d.shadow_denied = false;
-  d.backend_error = false;  // a store answered (a caller may reuse a Decision)
+  d.fallback = Fallback::kNone;  // a store answered (a caller may reuse a Decision)
   d.binding = BindingLimit(d);
   const LimitStatus& b = d.limits[d.binding];
   d.limit = b.limit;
@@ -165,6 +165,22 @@ void FinishDecision(const CompiledRule& rule, bool admitted, Decision* decision)
     d.allowed = true;
     d.retry_after_ms = 0;
   }
+}
+
+void FallbackDecision(const CompiledRule& rule, bool allow, Fallback reason, Decision* decision) {
+  Decision& d = *decision;
+  d.num_limits = static_cast<int>(rule.limits.size());
+  for (int i = 0; i < d.num_limits; ++i) {
+    LimitStatus& st = d.limits[i];
+    st = LimitStatus{};
+    st.allowed = allow;
+    st.limit = rule.limits[i].capacity;
+    st.remaining = -1;
+    st.retry_after_ms = allow ? 0 : kFallbackRetryAfterMs;
+    st.reset_after_ms = -1;
+  }
+  FinishDecision(rule, allow, &d);
+  d.fallback = reason;
 }
 
 Result<CompiledRule> CompileRule(const Rule& rule, const std::string& tier,
@@ -190,6 +206,7 @@ Result<CompiledRule> CompileRule(const Rule& rule, const std::string& tier,
   c.algorithm = rule.algorithm;
   c.shadow = rule.shadow;
   c.on_backend_error = rule.on_backend_error;
+  c.on_store_full = rule.on_store_full;
   auto zone = Zone::Load(rule.timezone);
   if (!zone.ok())
     return InvalidArgumentError("rule '" + rule.name + "': " + zone.status().message());

@@ -22,6 +22,7 @@ struct CompiledRule {
   Algorithm algorithm = Algorithm::kFixedWindow;
   bool shadow = false;
   OnBackendError on_backend_error = OnBackendError::kAllow;
+  OnStoreFull on_store_full = OnStoreFull::kDeny;
   std::vector<LimitParams> limits;
   std::shared_ptr<const Zone> zone;  // keeps limits[i].zone alive
   // The algorithm's words (StateWords()), then the alert words when the
@@ -54,6 +55,14 @@ int64_t EvaluateRule(const CompiledRule& rule, int64_t* state, int64_t now_ms, i
 // EvaluateRule ends with it; the Redis store calls it on the figures its
 // scripts return, so both stores report a decision the same way.
 void FinishDecision(const CompiledRule& rule, bool admitted, Decision* decision);
+
+// Fills *decision for a subject whose usage is unknown (see
+// Decision::fallback): `allow` is the rule's policy for `reason`
+// (on_backend_error, on_store_full). Every limit reports its capacity and
+// period, remaining and reset_after_ms -1 (unknown), and on a denial a
+// retry after kFallbackRetryAfterMs; shadow mode applies as usual.
+inline constexpr int64_t kFallbackRetryAfterMs = 1000;
+void FallbackDecision(const CompiledRule& rule, bool allow, Fallback reason, Decision* decision);
 
 // Frees what a state owns (sliding_log's log). Safe on a zero state.
 void ReleaseRuleState(Algorithm algorithm, int64_t* state);

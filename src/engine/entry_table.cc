@@ -144,6 +144,13 @@ size_t EntryTable::HeapBytes() const {
   return capacity == 0 ? 0 : Entry::MallocChunkSize(capacity * sizeof(uint64_t));
 }
 
+size_t EntryTable::InsertGrowthBytes() const {
+  const size_t capacity = this->capacity();
+  if (size_ + 1 <= MaxSize(capacity)) return 0;
+  const size_t grown = capacity == 0 ? kMinCapacity : capacity * 2;
+  return Entry::MallocChunkSize(grown * sizeof(uint64_t)) - HeapBytes();
+}
+
 bool EntryTable::Resize(size_t new_capacity) {
   const auto [old_slots, old_mask] = array();
   const size_t old_capacity = old_slots == nullptr ? 0 : old_mask + 1;

@@ -131,6 +131,10 @@ class EntryTable {
 
   // Heap bytes of the slot array as glibc counts them; an estimate.
   size_t HeapBytes() const;
+  // How much HeapBytes would grow if Insert were called now: the growth of
+  // the slot array when the insertion makes it double, else 0. Lets the
+  // owner charge a memory bound before it inserts.
+  size_t InsertGrowthBytes() const;
 
  private:
   static constexpr int kTagShift = 48;

@@ -1,11 +1,19 @@
-// MemoryStore: sharded entry tables, the live-entry bound, lazy and swept
-// expiry, and the sweep thread.
+// MemoryStore: sharded entry tables, the live-entry and memory bounds, lazy
+// and swept expiry, and the sweep thread.
 //
 // Memory: an entry is one malloc'd blob (see entry.h) referenced by an 8-byte
 // slot in its shard's EntryTable (entry_table.h). With 16-byte keys and
 // 2-word states that is a 48-byte chunk plus 8 bytes per slot at the table's
 // load factor (3/8 to 3/4 while growing), about 59-70 bytes per entry in all
 // (measured in bench/engine_bench.cc).
+//
+// The memory bound counts those same bytes in one atomic: an entry's chunk
+// (Entry::MallocChunkSize) when it is created and freed, a slot array's
+// when a table grows or shrinks. A new entry reserves its chunk, and the
+// growth of the slot array its insertion would cause, before it is made,
+// as it reserves its place under max_entries: both bounds are hard even
+// when shards create entries at once, and a decision on a known subject
+// touches neither counter.
 //
 // Speed: a lookup costs at most two cache misses, the slot line and the
 // entry. Update prefetches the slot line before taking the shard lock: a
@@ -67,6 +75,7 @@ struct MemoryStore::Impl {
       : layouts(static_cast<VariantLayout*>(std::calloc(kMaxVariants, sizeof(VariantLayout)))),
         clock(clock_in),
         max_entries(config.max_entries),
+        max_bytes(config.max_memory),
         shard_bits(ShardBits(config.shards)),
         shards(new Shard[size_t{1} << shard_bits]) {}
 
@@ -79,15 +88,56 @@ struct MemoryStore::Impl {
     return shard_bits == 0 ? shards[0] : shards[hash >> (64 - shard_bits)];
   }
 
-  // Claims room for one more live entry. Reserving before creating (rather
-  // than checking and then adding) keeps max_entries a hard bound when
-  // several shards create their last entries at the same time.
-  bool TryReserveEntry() {
-    if (entries.fetch_add(1, std::memory_order_relaxed) < max_entries) return true;
-    entries.fetch_sub(1, std::memory_order_relaxed);
-    return false;
+  // Which bound a reservation met, if any.
+  enum class Room { kOk, kNoEntries, kNoBytes };
+
+  // Claims room for one more live entry of `entry_bytes` bytes (its chunk,
+  // plus the slot array's growth its insertion causes). Reserving before
+  // creating (rather than checking and then adding) keeps max_entries and
+  // max_memory hard bounds when several shards create their last entries at
+  // the same time.
+  Room TryReserveEntry(int64_t entry_bytes) {
+    if (!TryAdd(entries, 1, max_entries)) return Room::kNoEntries;
+    if (!TryAdd(bytes, entry_bytes, max_bytes)) {
+      entries.fetch_sub(1, std::memory_order_relaxed);
+      return Room::kNoBytes;
+    }
+    return Room::kOk;
   }
-  void UnreserveEntry() { entries.fetch_sub(1, std::memory_order_relaxed); }
+  // Adds `n` to `counter` unless that would take it past `max`. A
+  // compare-and-swap rather than add-then-undo: the counter never shows a
+  // refused reservation, even for an instant (GetStats stays within the
+  // bounds).
+  static bool TryAdd(std::atomic<int64_t>& counter, int64_t n, int64_t max) {
+    int64_t seen = counter.load(std::memory_order_relaxed);
+    do {
+      if (seen > max - n) return false;
+    } while (!counter.compare_exchange_weak(seen, seen + n, std::memory_order_relaxed));
+    return true;
+  }
+  void UnreserveEntry(int64_t entry_bytes) {
+    bytes.fetch_sub(entry_bytes, std::memory_order_relaxed);
+    entries.fetch_sub(1, std::memory_order_relaxed);
+  }
+
+  // Charges (or credits) a change of a slot array's size.
+  void CountTableBytes(size_t before, size_t after) {
+    if (after != before) {
+      bytes.fetch_add(static_cast<int64_t>(after) - static_cast<int64_t>(before),
+                      std::memory_order_relaxed);
+    }
+  }
+
+  Status FullError(Room room, int64_t entry_bytes) const {
+    if (room == Room::kNoEntries) {
+      return ResourceExhaustedError(
+          "store is full (engine.max_entries: " + std::to_string(max_entries) + ")");
+    }
+    return ResourceExhaustedError(
+        "store is full (engine.max_memory: " + std::to_string(max_bytes) + " bytes; " +
+        std::to_string(bytes.load(std::memory_order_relaxed)) + " in use, a new entry needs " +
+        std::to_string(entry_bytes) + ")");
+  }
 
   void ReleaseState(const VariantLayout& layout, int64_t* state) {
     if (layout.release != nullptr) layout.release(state);
@@ -97,10 +147,9 @@ struct MemoryStore::Impl {
   void DestroyEntryLocked(Shard& shard, Entry* e) ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu) {
     const VariantLayout& layout = layouts.get()[e->variant()];
     ReleaseState(layout, e->state());
-    shard.entry_bytes -=
-        Entry::MallocChunkSize(Entry::AllocSize(e->key().size(), layout.state_words));
+    UnreserveEntry(static_cast<int64_t>(
+        Entry::MallocChunkSize(Entry::AllocSize(e->key().size(), layout.state_words))));
     Entry::Destroy(e);
-    entries.fetch_sub(1, std::memory_order_relaxed);
   }
 
   // Unlinks, releases and frees the entry in `slot` of `shard`'s table.
@@ -137,7 +186,9 @@ struct MemoryStore::Impl {
       freed += FreeExpiredLocked(shard, now_ms);
       // Tables never shrink by themselves; after a flood of short-lived keys
       // expires, give the memory back.
+      const size_t table_bytes = shard.table.HeapBytes();
       shard.table.Shrink();
+      CountTableBytes(table_bytes, shard.table.HeapBytes());
     }
     return freed;
   }
@@ -167,11 +218,13 @@ struct MemoryStore::Impl {
   std::mutex add_variant_mu;  // serialises AddVariant
   const Clock& clock;
   const int64_t max_entries;
+  const int64_t max_bytes;
   const int shard_bits;  // log2 of the number of shards
   const std::unique_ptr<Shard[]> shards;
 
   // Counters are relaxed: they order nothing, they only count.
   std::atomic<int64_t> entries{0};  // live entries plus in-flight reservations
+  std::atomic<int64_t> bytes{0};    // their chunks and the slot arrays, plus reservations
   std::atomic<int64_t> rejected_full{0};
   std::atomic<int64_t> expired_freed{0};
 
@@ -273,40 +326,53 @@ Status MemoryStore::Update(const PreparedKey& prepared, int64_t now_ms, UpdateFn
     return Status::Ok();
   }
 
-  // A new subject. Reserve its place first: when the store is full, fn must
-  // not run (its decision could not be kept).
-  if (!impl_->TryReserveEntry()) {
+  // A new subject. Reserve its place (and bytes) first, so that the bounds
+  // hold whatever other shards do meanwhile. A full store first frees this
+  // shard's expired entries (the sweep thread frees the others').
+  const auto chunk_bytes = static_cast<int64_t>(
+      Entry::MallocChunkSize(Entry::AllocSize(key.size(), layout.state_words)));
+  int64_t reserved = chunk_bytes + static_cast<int64_t>(shard.table.InsertGrowthBytes());
+  Impl::Room room = impl_->TryReserveEntry(reserved);
+  if (room != Impl::Room::kOk) {
     const int64_t now_s = now_ms / 1000;
     if (now_s != shard.last_full_scan_s) {
       shard.last_full_scan_s = now_s;
       impl_->FreeExpiredLocked(shard, now_ms);
     }
-    if (!impl_->TryReserveEntry()) {
-      impl_->rejected_full.fetch_add(1, std::memory_order_relaxed);
-      return ResourceExhaustedError("store is full: " + std::to_string(impl_->max_entries) +
-                                    " entries (engine.max_entries)");
-    }
+    // Again even without a scan: other shards may have freed room meanwhile.
+    reserved = chunk_bytes + static_cast<int64_t>(shard.table.InsertGrowthBytes());
+    room = impl_->TryReserveEntry(reserved);
   }
 
   // fn runs on a zeroed stack copy; only a state worth keeping is allocated,
-  // so peeks and denials on unknown subjects cost no memory.
+  // so peeks and denials on unknown subjects cost no memory, and need no
+  // room in a full store.
   alignas(8) int64_t temp[kMaxStateWords];
   std::memset(temp, 0, state_bytes);
   const int64_t expiry_ms = fn(temp, /*fresh=*/true);
-  if (expiry_ms <= now_ms) {
+  if (expiry_ms <= now_ms || room != Impl::Room::kOk) {
     impl_->ReleaseState(layout, temp);  // fn may have given the state something to own
-    impl_->UnreserveEntry();
-    return Status::Ok();
+    if (room == Impl::Room::kOk) {
+      impl_->UnreserveEntry(reserved);
+      return Status::Ok();
+    }
+    if (expiry_ms <= now_ms) return Status::Ok();
+    impl_->rejected_full.fetch_add(1, std::memory_order_relaxed);
+    return impl_->FullError(room, reserved);
   }
   Entry* e = Entry::Create(lookup.variant, key, layout.state_words,
                            ExpiryMsToStoredSeconds(expiry_ms), temp);
+  const size_t table_bytes = shard.table.HeapBytes();
   if (e == nullptr || !EntryTable::Storable(e) || !shard.table.Insert(e, lookup.hash)) {
     if (e != nullptr) Entry::Destroy(e);
     impl_->ReleaseState(layout, temp);
-    impl_->UnreserveEntry();
+    impl_->UnreserveEntry(reserved);
     return ResourceExhaustedError("out of memory for a new store entry");
   }
-  shard.entry_bytes += Entry::MallocChunkSize(Entry::AllocSize(key.size(), layout.state_words));
+  // The reservation already holds the growth InsertGrowthBytes predicted;
+  // count only a difference (none, unless the two ever disagree).
+  impl_->CountTableBytes(table_bytes + static_cast<size_t>(reserved - chunk_bytes),
+                         shard.table.HeapBytes());
   return Status::Ok();
 }
 
@@ -355,17 +421,12 @@ MemoryStore::Stats MemoryStore::GetStats() const {
   stats.entries = impl_->entries.load(std::memory_order_relaxed);
   stats.rejected_full = impl_->rejected_full.load(std::memory_order_relaxed);
   stats.expired_freed = impl_->expired_freed.load(std::memory_order_relaxed);
+  stats.bytes = impl_->bytes.load(std::memory_order_relaxed);
   return stats;
 }
 
 size_t MemoryStore::ApproximateMemoryBytes() const {
-  size_t bytes = 0;
-  for (size_t i = 0; i < impl_->num_shards(); ++i) {
-    Shard& shard = impl_->shards[i];
-    std::lock_guard<std::mutex> lock(shard.mu);
-    bytes += shard.entry_bytes + shard.table.HeapBytes();
-  }
-  return bytes;
+  return static_cast<size_t>(std::max<int64_t>(0, impl_->bytes.load(std::memory_order_relaxed)));
 }
 
 }  // namespace floodgate::engine

@@ -4,10 +4,14 @@
 // Thread-safe. Each shard has its own mutex; a key's shard is chosen by hash,
 // so threads touching different subjects rarely contend.
 //
-// Bounded: at most EngineConfig::max_entries live entries. Past it, creating a
-// new entry fails with RESOURCE_EXHAUSTED (counted in Stats::rejected_full);
-// existing entries keep working. Expired entries are freed lazily on access
-// and by a background sweep thread (every EngineConfig::sweep_interval_ms).
+// Bounded: at most EngineConfig::max_entries live entries, and at most
+// EngineConfig::max_memory bytes of entries and slot arrays (counted where
+// they are allocated and freed, so the check is one atomic add per new
+// entry). Past either, creating a new entry fails with RESOURCE_EXHAUSTED
+// (counted in Stats::rejected_full); existing entries keep working. Expired
+// entries are freed by a background sweep thread (every
+// EngineConfig::sweep_interval_ms), and those of the shard concerned before
+// a new entry is refused.
 #pragma once
 
 #include <atomic>
@@ -55,9 +59,10 @@ class MemoryStore {
  public:
   struct Stats {
     int64_t entries = 0;        // live entries (including not yet swept expired ones)
-    int64_t rejected_full = 0;  // creations refused because max_entries was reached
+    int64_t rejected_full = 0;  // creations refused: max_entries or max_memory reached
     int64_t expired_freed = 0;  // entries freed because they expired (an expired entry
                                 // found by Update is reset in place, not counted)
+    int64_t bytes = 0;          // what max_memory bounds: entries and slot arrays
   };
 
   // `layouts` is indexed by variant id (< 65536). Starts the sweep thread when
@@ -82,9 +87,13 @@ class MemoryStore {
 
   // Finds or creates the entry for (variant, key) and runs `fn` on its state
   // under the shard lock. INVALID_ARGUMENT for a key longer than kMaxKeyBytes
-  // or an unknown variant; RESOURCE_EXHAUSTED when a new entry is needed and
-  // the store is full (fn is then not called; this includes a peek on an
-  // unknown key, since whether fn keeps an entry is only known once it ran).
+  // or an unknown variant. For a new key `fn` runs on a zeroed copy of the
+  // state, and an entry is made only if it keeps something: when the store
+  // is full (after freeing the shard's expired entries, at most once per
+  // second per shard) and `fn` keeps something, nothing is kept, the copy is
+  // released and the result is RESOURCE_EXHAUSTED; what `fn` wrote elsewhere
+  // then describes a step that did not happen. A peek or a denial on a new
+  // key keeps nothing and is OK even in a full store.
   Status Update(uint32_t variant, std::string_view key, int64_t now_ms, UpdateFn fn);
 
   // Registers one more variant and returns its id (the next free one, so ids
@@ -113,7 +122,8 @@ class MemoryStore {
   Stats GetStats() const;
 
   // Bytes allocated for entries (payload plus allocator rounding estimate)
-  // and tables; for the memory benchmark and /metrics.
+  // and tables: Stats::bytes, what max_memory bounds. For the memory
+  // benchmark and /metrics; reads one counter.
   size_t ApproximateMemoryBytes() const;
 
  private:

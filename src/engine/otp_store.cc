@@ -46,6 +46,14 @@ int64_t RetryAfter(const ExpiringSet& events, int64_t count, int64_t now_ms) {
   return std::max<int64_t>(1, events.NthExpiry(index) - now_ms);
 }
 
+// A new subject the store has no room for: the step did not happen (what
+// the step wrote is reset by the caller), and the message says which.
+Status NoRoom(const Status& s, std::string_view step) {
+  if (s.code() != StatusCode::kResourceExhausted) return s;
+  return ResourceExhaustedError("cannot " + std::string(step) +
+                                " for a new OTP subject: " + s.message());
+}
+
 }  // namespace
 
 VariantLayout OtpStore::Layout() { return VariantLayout{1, &ReleaseOtp}; }
@@ -55,7 +63,7 @@ Status OtpStore::Issue(std::string_view subject, std::string_view code_hash,
                        OtpIssueOutcome* out) {
   *out = OtpIssueOutcome{};
   out->now_ms = now_ms;
-  return store_.Update(variant_, subject, now_ms, [&](int64_t* state, bool) -> int64_t {
+  const Status s = store_.Update(variant_, subject, now_ms, [&](int64_t* state, bool) -> int64_t {
     OtpState* s = StateOf(state);
     if (s != nullptr) s->Prune(now_ms);
     if (s != nullptr && static_cast<int64_t>(s->issues.size()) >= policy.issue_count) {
@@ -75,13 +83,18 @@ Status OtpStore::Issue(std::string_view subject, std::string_view code_hash,
     out->issued = true;
     return s->Expiry();
   });
+  if (!s.ok()) {
+    *out = OtpIssueOutcome{};
+    out->now_ms = now_ms;
+  }
+  return NoRoom(s, "issue a code");
 }
 
 Status OtpStore::Attempt(std::string_view subject, std::string_view event_id,
                          const OtpPolicy& policy, int64_t now_ms, OtpAttemptOutcome* out) {
   *out = OtpAttemptOutcome{};
   out->now_ms = now_ms;
-  return store_.Update(variant_, subject, now_ms, [&](int64_t* state, bool) -> int64_t {
+  const Status s = store_.Update(variant_, subject, now_ms, [&](int64_t* state, bool) -> int64_t {
     OtpState* s = StateOf(state);
     if (s != nullptr) s->Prune(now_ms);
     if (s != nullptr && static_cast<int64_t>(s->attempts.size()) >= policy.verify_count) {
@@ -96,6 +109,11 @@ Status OtpStore::Attempt(std::string_view subject, std::string_view event_id,
     s->codes.ForEach([&](std::string_view code, int64_t) { out->codes.emplace_back(code); });
     return s->Expiry();
   });
+  if (!s.ok()) {
+    *out = OtpAttemptOutcome{};
+    out->now_ms = now_ms;
+  }
+  return NoRoom(s, "record a verification attempt");
 }
 
 Status OtpStore::Consume(std::string_view subject, std::string_view code_hash, int64_t now_ms,
@@ -112,9 +130,9 @@ Status OtpStore::Consume(std::string_view subject, std::string_view code_hash, i
     }
     return st->Expiry();
   });
-  // The store refuses only new entries: a subject it has no room for has no
-  // code to consume.
-  return s.code() == StatusCode::kResourceExhausted ? Status::Ok() : s;
+  // A subject the store does not hold has no code to consume: that keeps
+  // nothing, which a full store does not refuse.
+  return s;
 }
 
 }  // namespace floodgate::engine

@@ -68,10 +68,12 @@ Status SetStore::Run(const SetRequest& request, int64_t max_members, int64_t now
     return set != nullptr ? set->LastExpiry() : 0;
   });
   if (!refused.ok()) return refused;
-  if (s.code() == StatusCode::kResourceExhausted && request.op != SetOp::kAdd) {
-    // The store refuses only new entries, and a read creates none: the set
-    // does not exist, so it is empty.
-    return Status::Ok();
+  // The store refuses only new entries that keep something: a read, or a
+  // removal, on a set that does not exist keeps nothing and is answered.
+  if (s.code() == StatusCode::kResourceExhausted) {
+    *reply = SetReply{};
+    reply->now_ms = now_ms;
+    return ResourceExhaustedError("cannot create a new set: " + s.message());
   }
   return s;
 }

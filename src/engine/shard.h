@@ -17,8 +17,8 @@ namespace floodgate::engine {
 // read and written only with `mu` held, except PrefetchSlot, which reads
 // only the table's published word. Cache-line aligned so that two shards'
 // mutexes never share a line. The fields a lookup touches (the mutex, the
-// table's published word and size, entry_bytes) fill the first line; the
-// pre-lock load of the published word brings that line in for the lock.
+// table's published word and size) fill the first line; the pre-lock load
+// of the published word brings that line in for the lock.
 //
 // Why std::mutex rather than absl::Mutex: the distribution's Abseil is not
 // built with ThreadSanitizer, so TSan could not see absl::Mutex's
@@ -30,9 +30,6 @@ struct alignas(64) Shard {
 
   std::mutex mu;
   EntryTable table ABSL_GUARDED_BY(mu);
-  // Sum of Entry::MallocChunkSize over the entries in `table`, for
-  // ApproximateMemoryBytes.
-  size_t entry_bytes ABSL_GUARDED_BY(mu) = 0;
   // The second (now_ms / 1000) of the last full scan for expired entries made
   // because the store was full. Expiry has one-second precision, so another
   // scan in the same second would free nothing new: skipping it stops a

@@ -93,8 +93,15 @@ void AppendCheckResponse(LoopContext& loop, const http::CheckRequest& cr, bool k
   AppendRateLimitFields(policy, state, cr.rule, d);
   char retry[24];
   http::HeaderField headers[4] = {
-      {"Content-Type", "application/json"}, {"RateLimit-Policy", policy}, {"RateLimit", state}, {}};
-  size_t num_headers = 3;
+      {"Content-Type", "application/json"}, {"RateLimit-Policy", policy}, {}, {}};
+  size_t num_headers = 2;
+  // RateLimit is the subject's current state, which a fallback does not
+  // know: the field says why instead. The policy is configuration and stays.
+  if (d.fallback == Fallback::kNone) {
+    headers[num_headers++] = {"RateLimit", state};
+  } else {
+    headers[num_headers++] = {"Floodgate-Fallback", FallbackName(d.fallback)};
+  }
   if (!d.allowed && d.retry_after_ms >= 0) {
     auto [end, ec] = std::to_chars(retry, retry + sizeof(retry), CeilSeconds(d.retry_after_ms));
     headers[num_headers++] = {"Retry-After", std::string_view(retry, end - retry)};
@@ -160,6 +167,7 @@ void Rules(LoopContext& loop, const http::Request& req, std::string* out) {
     j["timezone"] = r.timezone;
     j["shadow"] = r.shadow;
     j["on_backend_error"] = r.on_backend_error == OnBackendError::kAllow ? "allow" : "deny";
+    j["on_store_full"] = r.on_store_full == OnStoreFull::kAllow ? "allow" : "deny";
     rules[r.name] = std::move(j);
   }
   const http::HeaderField json[] = {{"Content-Type", "application/json"}};
@@ -178,11 +186,24 @@ void MetricsPage(LoopContext& loop, const http::Request& req, std::string* out) 
                      "Live (rule, subject) entries in the embedded store.");
   body += "floodgate_store_entries " + std::to_string(stats.entries) + "\n";
   AppendMetricHeader(&body, "floodgate_store_rejected_full_total", "counter",
-                     "New subjects refused because the store was full.");
+                     "New entries the full store could not take (rules: decided by "
+                     "on_store_full; sets and OTP: refused).");
   body += "floodgate_store_rejected_full_total " + std::to_string(stats.rejected_full) + "\n";
   AppendMetricHeader(&body, "floodgate_store_expired_total", "counter",
                      "Entries freed after expiring.");
   body += "floodgate_store_expired_total " + std::to_string(stats.expired_freed) + "\n";
+  AppendMetricHeader(&body, "floodgate_store_bytes", "gauge",
+                     "Bytes of the embedded store's entries and tables (what engine.max_memory "
+                     "bounds).");
+  AppendMetricSample(&body, "floodgate_store_bytes", "", stats.store_bytes);
+  AppendMetricHeader(&body, "floodgate_fallback_decisions_total", "counter",
+                     "Decisions made without the subject's state, by reason: the rule's "
+                     "on_backend_error (the remote store failed or was late) or on_store_full "
+                     "(no room for a new subject).");
+  AppendMetricSample(&body, "floodgate_fallback_decisions_total", "reason=\"backend_error\"",
+                     stats.fallback_backend_error);
+  AppendMetricSample(&body, "floodgate_fallback_decisions_total", "reason=\"store_full\"",
+                     stats.fallback_store_full);
   if (s.limiter->remote()) {
     const struct {
       const char* name;
@@ -226,17 +247,27 @@ void AppendInt(std::string& out, int64_t v) {
   out.append(buf, end);
 }
 
-// ,"limit":N,"remaining":N,"retry_after_ms":N,"reset_after_ms":N
+// ,"limit":N,"remaining":N,"retry_after_ms":N,"reset_after_ms":N; with
+// `unknown` (a fallback: the subject's usage is not known) remaining and
+// reset_after_ms are null.
 void AppendFigures(std::string& j, int64_t limit, int64_t remaining, int64_t retry_after_ms,
-                   int64_t reset_after_ms) {
+                   int64_t reset_after_ms, bool unknown) {
   j += ",\"limit\":";
   AppendInt(j, limit);
   j += ",\"remaining\":";
-  AppendInt(j, remaining);
+  if (unknown) {
+    j += "null";
+  } else {
+    AppendInt(j, remaining);
+  }
   j += ",\"retry_after_ms\":";
   AppendInt(j, retry_after_ms);
   j += ",\"reset_after_ms\":";
-  AppendInt(j, reset_after_ms);
+  if (unknown) {
+    j += "null";
+  } else {
+    AppendInt(j, reset_after_ms);
+  }
 }
 
 }  // namespace
@@ -246,21 +277,26 @@ void AppendDecisionJson(std::string& j, std::string_view rule, std::string_view 
   j += "{\"allowed\":";
   j += d.allowed ? "true" : "false";
   if (d.shadow_denied) j += ",\"shadow_denied\":true";
-  // The store failed: `allowed` is the rule's on_backend_error, not a count.
-  if (d.backend_error) j += ",\"backend_error\":true";
+  // A fallback: `allowed` is the rule's policy for the reason, not a count.
+  const bool fallback = d.fallback != Fallback::kNone;
+  if (fallback) {
+    j += ",\"fallback\":\"";
+    j += FallbackName(d.fallback);
+    j += '"';
+  }
   j += ",\"rule\":\"";
   http::AppendJsonEscaped(&j, rule);
   j += "\",\"key\":\"";
   http::AppendJsonEscaped(&j, key);
   j += '"';
-  AppendFigures(j, d.limit, d.remaining, d.retry_after_ms, d.reset_after_ms);
+  AppendFigures(j, d.limit, d.remaining, d.retry_after_ms, d.reset_after_ms, fallback);
   j += ",\"limits\":[";
   for (int i = 0; i < d.num_limits; ++i) {
     const LimitStatus& st = d.limits[i];
     if (i > 0) j += ',';
     j += "{\"allowed\":";
     j += st.allowed ? "true" : "false";
-    AppendFigures(j, st.limit, st.remaining, st.retry_after_ms, st.reset_after_ms);
+    AppendFigures(j, st.limit, st.remaining, st.retry_after_ms, st.reset_after_ms, fallback);
     j += ",\"period_ms\":";
     AppendInt(j, st.period_ms);
     j += '}';

@@ -28,12 +28,15 @@ void HandleHttp(LoopContext& loop, const http::Request& req, const HttpAsync& as
 void StripBody(std::string* response, size_t start);
 
 // The decision as JSON, and the RateLimit-Policy / RateLimit header fields
-// (IETF draft-ietf-httpapi-ratelimit-headers), for one rule.
+// (IETF draft-ietf-httpapi-ratelimit-headers), for one rule. A fallback
+// decision (Decision::fallback) has a "fallback" member naming the reason,
+// and null for the figures it does not know (remaining, reset_after_ms).
 void AppendDecisionJson(std::string& out, std::string_view rule, std::string_view key,
                         const Decision& d);
 // The values of the RateLimit-Policy and RateLimit fields; policies are
 // named after the rule ("api"), or "api:0", "api:1", … when the rule has
-// several limits.
+// several limits. The /v1/check response leaves RateLimit out for a
+// fallback decision (its figures are not known).
 void AppendRateLimitFields(std::string& policy, std::string& state, std::string_view rule,
                            const Decision& d);
 

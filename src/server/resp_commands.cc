@@ -1,8 +1,9 @@
-// The RESP command table and handlers: FG.CHECK, CL.THROTTLE, FG.RESET and
-// the housekeeping commands that redis-cli, client libraries and
-// redis-benchmark send (PING, ECHO, QUIT, AUTH, HELLO, SELECT, CLIENT,
-// COMMAND, CONFIG GET, INFO). The expiring sets' and OTP's handlers live in
-// resp_set_commands.cc and resp_otp_commands.cc.
+// The RESP command table and handlers: FG.CHECK (VERBOSE names a fallback
+// decision's reason), CL.THROTTLE, FG.RESET and the housekeeping commands
+// that redis-cli, client libraries and redis-benchmark send (PING, ECHO,
+// QUIT, AUTH, HELLO, SELECT, CLIENT, COMMAND, CONFIG GET, INFO). The expiring
+// sets' and OTP's handlers live in resp_set_commands.cc and
+// resp_otp_commands.cc.
 #include "server/resp_commands.h"
 
 #include <algorithm>
@@ -35,15 +36,6 @@ bool ParseInt(std::string_view s, int64_t* out) {
 
 void ReplyStatusError(const Status& s, std::string* out) { resp::AppendError(out, s.message()); }
 
-void ReplyDecision(const Decision& d, std::string* out) {
-  resp::AppendArrayHeader(out, 5);
-  resp::AppendInteger(out, d.allowed ? 1 : 0);
-  resp::AppendInteger(out, d.limit);
-  resp::AppendInteger(out, d.remaining);
-  resp::AppendInteger(out, d.retry_after_ms);
-  resp::AppendInteger(out, d.reset_after_ms);
-}
-
 void CountCheckError(LoopContext& loop, const Status& s) {
   loop.service().metrics->CountError(s.code() == StatusCode::kNotFound            ? "not_found"
                                      : s.code() == StatusCode::kResourceExhausted ? "store_full"
@@ -51,15 +43,15 @@ void CountCheckError(LoopContext& loop, const Status& s) {
 }
 
 // FG.CHECK's reply (and its metrics), on the client's loop.
-void ReplyCheck(LoopContext& loop, std::string_view rule, const Status& s, const Decision& d,
-                std::string* out) {
+void ReplyCheck(LoopContext& loop, std::string_view rule, bool verbose, const Status& s,
+                const Decision& d, std::string* out) {
   if (!s.ok()) {
     CountCheckError(loop, s);
     ReplyStatusError(s, out);
     return;
   }
   loop.CountDecision(rule, d);
-  ReplyDecision(d, out);
+  AppendCheckReply(d, verbose, out);
 }
 
 void ReplyThrottle(LoopContext& loop, const Status& s, const Limiter::ThrottleResult& r,
@@ -72,34 +64,35 @@ void ReplyThrottle(LoopContext& loop, const Status& s, const Limiter::ThrottleRe
   Decision d;  // counted like a rule decision, under the command's name
   d.allowed = !r.limited;
   loop.CountDecision("CL.THROTTLE", d);
-  resp::AppendArrayHeader(out, 5);
-  resp::AppendInteger(out, r.limited ? 1 : 0);
-  resp::AppendInteger(out, r.limit);
-  resp::AppendInteger(out, r.remaining);
-  resp::AppendInteger(out, r.retry_after_s);
-  resp::AppendInteger(out, r.reset_after_s);
+  AppendThrottleReply(r, out);
 }
 
-// FG.CHECK rule key [COST n] [TIER t]
+// FG.CHECK rule key [COST n] [TIER t] [VERBOSE]
 void FgCheck(RespClient& c, const Args& a, std::string* out) {
   int64_t cost = 1;
   std::string_view tier;
-  for (size_t i = 3; i < a.size(); i += 2) {
+  bool verbose = false;
+  for (size_t i = 3; i < a.size(); ++i) {
+    if (EqualsIgnoreCase(a[i], "VERBOSE")) {
+      verbose = true;
+      continue;
+    }
+    const bool is_cost = EqualsIgnoreCase(a[i], "COST");
+    if (!is_cost && !EqualsIgnoreCase(a[i], "TIER")) {
+      resp::AppendError(out, "syntax error: unknown option '" + std::string(a[i]) +
+                                 "' (expected COST n, TIER t or VERBOSE)");
+      return;
+    }
     if (i + 1 >= a.size()) {
       resp::AppendError(out, "syntax error: option '" + std::string(a[i]) + "' needs a value");
       return;
     }
-    if (EqualsIgnoreCase(a[i], "COST")) {
-      if (!ParseInt(a[i + 1], &cost) || cost < 0) {
-        resp::AppendError(
-            out, "COST must be a non-negative integer, got '" + std::string(a[i + 1]) + "'");
-        return;
-      }
-    } else if (EqualsIgnoreCase(a[i], "TIER")) {
-      tier = a[i + 1];
-    } else {
-      resp::AppendError(
-          out, "syntax error: unknown option '" + std::string(a[i]) + "' (expected COST or TIER)");
+    ++i;
+    if (!is_cost) {
+      tier = a[i];
+    } else if (!ParseInt(a[i], &cost) || cost < 0) {
+      resp::AppendError(out,
+                        "COST must be a non-negative integer, got '" + std::string(a[i]) + "'");
       return;
     }
   }
@@ -108,10 +101,10 @@ void FgCheck(RespClient& c, const Args& a, std::string* out) {
     const uint64_t tag = c.replies->Reserve();
     limiter.CheckAsync(
         a[1], a[2], cost, tier,
-        [self = c.self, tag, loop = c.loop, rule = std::string(a[1])](const Status& s,
-                                                                      const Decision& d) {
-          self.Complete(tag, [loop, rule, s, d](std::string* reply) {
-            ReplyCheck(*loop, rule, s, d, reply);
+        [self = c.self, tag, loop = c.loop, rule = std::string(a[1]), verbose](const Status& s,
+                                                                               const Decision& d) {
+          self.Complete(tag, [loop, rule, verbose, s, d](std::string* reply) {
+            ReplyCheck(*loop, rule, verbose, s, d, reply);
           });
         },
         c.loop->batch());
@@ -119,7 +112,7 @@ void FgCheck(RespClient& c, const Args& a, std::string* out) {
   }
   Decision d;
   const Status s = limiter.CheckAt(c.now_ms, a[1], a[2], cost, tier, &d);
-  ReplyCheck(*c.loop, a[1], s, d, out);
+  ReplyCheck(*c.loop, a[1], verbose, s, d, out);
 }
 
 // CL.THROTTLE key max_burst count period [quantity]  (redis-cell)
@@ -361,6 +354,10 @@ void Info(RespClient& c, const Args&, std::string* out) {
   info += "store_entries:" + std::to_string(stats.entries) + "\r\n";
   info += "store_rejected_full:" + std::to_string(stats.rejected_full) + "\r\n";
   info += "store_expired_freed:" + std::to_string(stats.expired_freed) + "\r\n";
+  info += "store_bytes:" + std::to_string(stats.store_bytes) + "\r\n";
+  info += "fallback_decisions_store_full:" + std::to_string(stats.fallback_store_full) + "\r\n";
+  info +=
+      "fallback_decisions_backend_error:" + std::to_string(stats.fallback_backend_error) + "\r\n";
   resp::AppendBulk(out, info);
 }
 
@@ -389,12 +386,36 @@ constexpr RespCommand kCommands[] = {
 
 }  // namespace
 
+void AppendCheckReply(const Decision& d, bool verbose, std::string* out) {
+  // A fallback does not know the subject's usage: -1, not a made-up figure.
+  const bool fallback = d.fallback != Fallback::kNone;
+  resp::AppendArrayHeader(out, verbose ? 6 : 5);
+  resp::AppendInteger(out, d.allowed ? 1 : 0);
+  resp::AppendInteger(out, d.limit);
+  resp::AppendInteger(out, fallback ? -1 : d.remaining);
+  resp::AppendInteger(out, d.retry_after_ms);
+  resp::AppendInteger(out, fallback ? -1 : d.reset_after_ms);
+  if (verbose) resp::AppendBulk(out, FallbackName(d.fallback));
+}
+
+void AppendThrottleReply(const Limiter::ThrottleResult& r, std::string* out) {
+  const bool fallback = r.fallback != Fallback::kNone;
+  resp::AppendArrayHeader(out, 5);
+  resp::AppendInteger(out, r.limited ? 1 : 0);
+  resp::AppendInteger(out, r.limit);
+  resp::AppendInteger(out, fallback ? -1 : r.remaining);
+  resp::AppendInteger(out, r.retry_after_s);
+  resp::AppendInteger(out, fallback ? -1 : r.reset_after_s);
+}
+
 void PrefetchResp(RespClient& client, const Args& args) {
   if (!client.authenticated || args.size() < 2) return;
   if (args.size() >= 3 && EqualsIgnoreCase(args[0], "FG.CHECK")) {
     std::string_view tier;
-    for (size_t i = 3; i + 1 < args.size(); i += 2) {
-      if (EqualsIgnoreCase(args[i], "TIER")) tier = args[i + 1];
+    for (size_t i = 3; i < args.size(); ++i) {
+      if (EqualsIgnoreCase(args[i], "VERBOSE")) continue;
+      if (EqualsIgnoreCase(args[i], "TIER") && i + 1 < args.size()) tier = args[i + 1];
+      ++i;  // an option's value
     }
     client.loop->service().limiter->Prefetch(args[1], args[2], tier);
   } else if (EqualsIgnoreCase(args[0], "CL.THROTTLE")) {

@@ -44,6 +44,16 @@ const RespCommand* FindRespCommand(std::string_view name);
 // appending its reply to `out`.
 void DispatchResp(RespClient& client, const Args& args, std::string* out);
 
+// FG.CHECK's reply to a decision: [allowed 1|0, limit, remaining,
+// retry_after_ms, reset_after_ms], with remaining and reset_after_ms -1 for
+// a fallback decision (unknown); VERBOSE adds a sixth element, a bulk
+// string naming the fallback ("backend_error", "store_full"), empty for a
+// real decision.
+void AppendCheckReply(const Decision& d, bool verbose, std::string* out);
+// CL.THROTTLE's reply: redis-cell's five integers, remaining and reset -1
+// for a fallback.
+void AppendThrottleReply(const Limiter::ThrottleResult& r, std::string* out);
+
 // Starts loading the state a command will touch (FG.CHECK, CL.THROTTLE),
 // so that a pipeline's cache misses overlap. Does nothing for others.
 void PrefetchResp(RespClient& client, const Args& args);

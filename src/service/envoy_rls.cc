@@ -214,6 +214,7 @@ class Compiler {
     rule.algorithm = o.algorithm;
     rule.limits = {limit};
     rule.on_backend_error = o.on_backend_error;
+    rule.on_store_full = o.on_store_full;
     if (auto compiled = core::CompileRule(rule, "", rule.limits); !compiled.ok()) {
       return InvalidArgumentError(position + ": " + compiled.status().message());
     }
@@ -359,6 +360,14 @@ struct RateLimitService::Call {
   Done done;
 };
 
+// Whether a descriptor's decision puts it over its limit. In the check round
+// (`peek`, cost 0) that is whether its hits would not fit; a fallback knows
+// no room, only its policy.
+bool Over(const Decision& d, int64_t hits, bool peek) {
+  if (d.fallback != Fallback::kNone) return !d.allowed;
+  return peek ? hits > d.remaining : !d.allowed || d.shadow_denied;
+}
+
 RateLimitService::RateLimitService(Limiter* limiter) : limiter_(limiter) {}
 
 void RateLimitService::SetRules(std::shared_ptr<const Rules> rules) {
@@ -451,8 +460,7 @@ void RateLimitService::Decide(std::shared_ptr<Call> call, bool peek) {
     bool blocked = call->locally_over;
     for (const Call::Item& item : call->items) {
       if (!item.status.ok() || item.limit->shadow) continue;
-      blocked |= item.hits > item.decision.remaining && !item.decision.backend_error;
-      blocked |= item.decision.backend_error && !item.decision.allowed;
+      blocked |= Over(item.decision, item.hits, /*peek=*/true);
     }
     if (blocked) return Finish(*call, true);
     Decide(call, /*peek=*/false);
@@ -485,16 +493,18 @@ void RateLimitService::Finish(Call& call, bool peek) {
       continue;
     }
     const Decision& d = item.decision;
-    const bool over = peek ? item.hits > d.remaining || (d.backend_error && !d.allowed)
-                           : !d.allowed || d.shadow_denied;
+    const bool over = Over(d, item.hits, peek);
     const bool shadow = item.limit->shadow || (!peek && d.shadow_denied);
     st.code = over && !shadow ? Code::kOverLimit : Code::kOk;
-    st.limit_remaining = over ? 0 : ClampU32(d.remaining);
+    st.fallback = d.fallback;
+    st.limit_remaining = over || d.fallback != Fallback::kNone ? 0 : ClampU32(d.remaining);
     if (d.num_limits > 0) {
       const int b = std::clamp(d.binding, 0, d.num_limits - 1);
       if (static_cast<size_t>(b) < item.limit->reported.size()) {
         st.current_limit = item.limit->reported[b];
       }
+      // A fallback knows no reset: duration_until_reset stays unset.
+      if (d.fallback != Fallback::kNone) continue;
       const LimitStatus& ls = d.limits[b];
       int64_t reset = d.reset_after_ms;
       if (ls.window_end_ms > call.now_ms) reset = std::max(reset, ls.window_end_ms - call.now_ms);
@@ -511,8 +521,7 @@ void RateLimitService::Finish(Call& call, bool peek) {
   }
   if (observer_) {
     for (const Call::Item& item : call.items) {
-      const Decision& d = item.decision;
-      const bool over = peek ? item.hits > d.remaining : (!d.allowed || d.shadow_denied);
+      const bool over = Over(item.decision, item.hits, peek);
       const bool shadow_over = item.status.ok() && over && item.limit->shadow;
       observer_({call.domain, item.metric, r.statuses[item.index].code, shadow_over});
     }
@@ -520,9 +529,19 @@ void RateLimitService::Finish(Call& call, bool peek) {
       observer_({call.domain, metric, r.statuses[i].code, false});
     }
   }
+  // A fallback decision is named; it knows no figures, so no RateLimit-*
+  // headers then (the other descriptors' alone would tell half the story).
+  Fallback fallback = Fallback::kNone;
+  for (const DescriptorStatus& st : r.statuses) {
+    if (st.fallback != Fallback::kNone) fallback = st.fallback;
+  }
+  if (fallback != Fallback::kNone) {
+    r.response_headers.push_back({"floodgate-fallback", std::string(FallbackName(fallback))});
+  }
   // The descriptor closest to its limit gives the headers; one over its
   // limit always does (the last such), as in envoyproxy/ratelimit.
-  if (call.rules != nullptr && call.rules->options().response_headers) {
+  if (call.rules != nullptr && call.rules->options().response_headers &&
+      fallback == Fallback::kNone) {
     const DescriptorStatus* pick = nullptr;
     uint32_t least = UINT32_MAX;
     for (const DescriptorStatus& st : r.statuses) {

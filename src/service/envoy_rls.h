@@ -74,13 +74,20 @@ struct DescriptorStatus {
   Code code = Code::kOk;
   bool has_limit = false;  // false: matched no limit (or an unlimited one)
   CurrentLimit current_limit;
+  // Not known for a fallback decision: 0 (proto3's "unset") then.
   uint32_t limit_remaining = 0;
-  int64_t duration_until_reset_ms = -1;  // -1: not given
+  int64_t duration_until_reset_ms = -1;  // -1: not given (always for a fallback)
+  // The Limiter decided by a fallback policy (on_backend_error,
+  // on_store_full): the code is that policy's, not a count.
+  Fallback fallback = Fallback::kNone;
 };
 struct Header {
   std::string key;
   std::string value;
 };
+// A response with a fallback decision names it in a "floodgate-fallback"
+// header ("backend_error", "store_full") and has no RateLimit-* headers
+// (their figures would be made up).
 struct Response {
   Code overall_code = Code::kOk;
   std::vector<DescriptorStatus> statuses;  // one per request descriptor, in order
@@ -171,7 +178,8 @@ class RateLimitService {
   // Decides `request`. `done` runs exactly once: before ShouldRateLimit
   // returns when every answer is local (the embedded store), else on a
   // store's I/O thread. An error status (and an empty response) for a
-  // request that cannot be decided: no domain, no descriptors, a full store.
+  // request that cannot be decided: no domain, no descriptors. A full store
+  // or a failed backend is a decision (the rule's fallback policy), marked.
   using Done = std::function<void(const Status& status, Response&& response)>;
   void ShouldRateLimit(const Request& request, Done done);
 

@@ -99,21 +99,12 @@ std::string DefinitionKey(const Rule& rule, const std::string& tier,
 
 std::atomic<uint64_t> next_instance_id{1};
 
-// The answer when the store failed: the rule's on_backend_error, with the
-// limits' figures (usage is unknown). A denial asks to retry in a second.
+// The answer when the store failed: the rule's on_backend_error (usage is
+// unknown; see core::FallbackDecision).
 Decision BackendErrorDecision(const core::CompiledRule& rule) {
   Decision d;
-  const bool allow = rule.on_backend_error == OnBackendError::kAllow;
-  d.num_limits = static_cast<int>(rule.limits.size());
-  for (int i = 0; i < d.num_limits; ++i) {
-    LimitStatus& st = d.limits[i];
-    st = LimitStatus{};
-    st.allowed = allow;
-    st.limit = rule.limits[i].capacity;
-    st.retry_after_ms = allow ? 0 : 1000;
-  }
-  core::FinishDecision(rule, allow, &d);
-  d.backend_error = true;
+  core::FallbackDecision(rule, rule.on_backend_error == OnBackendError::kAllow,
+                         Fallback::kBackendError, &d);
   return d;
 }
 
@@ -233,6 +224,15 @@ struct Limiter::Impl {
   // decided under the same lock as the count, the events emitted after.
   Status DecideWithAlerts(const Variant& variant, const engine::MemoryStore::PreparedKey& key,
                           int64_t now_ms, int64_t cost, Decision* decision);
+  // The embedded store had no room for a new subject of `rule`: its
+  // on_store_full decides (counted). Other errors pass.
+  Status StoreFull(const Status& s, const core::CompiledRule& rule, Decision* decision) {
+    if (s.code() != StatusCode::kResourceExhausted) return s;
+    Bump(fallback_store_full);
+    core::FallbackDecision(rule, rule.on_store_full == OnStoreFull::kAllow, Fallback::kStoreFull,
+                           decision);
+    return Status::Ok();
+  }
   // Starts the alerts' delivery when `rules` has a rule with alerts.
   Status StartAlertsFor(const RuleSet& rules);
   // Checks rule, tier, key and cost; the variant to decide with.
@@ -247,6 +247,9 @@ struct Limiter::Impl {
   std::unique_ptr<service::LocalDenyCache> deny_cache;  // null when disabled
   std::atomic<int64_t> backend_errors{0};
   std::atomic<int64_t> local_cache_denials{0};
+  // Decisions made by a fallback policy, by reason.
+  std::atomic<int64_t> fallback_backend_error{0};
+  std::atomic<int64_t> fallback_store_full{0};
 
   mutable std::mutex mu;
   std::shared_ptr<const RuleSet> current;                  // guarded by mu
@@ -534,9 +537,13 @@ Status Limiter::Impl::Decide(std::string_view rule, std::string_view key, int64_
   const int64_t now_ms = at_ms != nullptr ? *at_ms : clock.NowMs();
   if (variant->alerts != nullptr)
     return DecideWithAlerts(*variant, prepared, now_ms, cost, decision);
-  return store->Update(prepared, now_ms, [&](int64_t* state, bool /*fresh*/) {
+  const Status s = store->Update(prepared, now_ms, [&](int64_t* state, bool /*fresh*/) {
     return core::EvaluateRule(compiled, state, now_ms, cost, decision);
   });
+  if (!s.ok()) [[unlikely]] {
+    return StoreFull(s, compiled, decision);
+  }
+  return s;
 }
 
 Status Limiter::Impl::DecideWithAlerts(const Variant& variant,
@@ -547,9 +554,9 @@ Status Limiter::Impl::DecideWithAlerts(const Variant& variant,
     return core::EvaluateRuleWithAlerts(variant.compiled, state, now_ms, cost, decision, &outcome);
   });
   // Outside the shard lock: building and queueing the events waits for nothing.
-  if (s.ok() && outcome.any()) {
-    alerts->Emit(variant.compiled, *variant.alerts, key.key, outcome, now_ms);
-  }
+  // A full store kept nothing: no alert fired.
+  if (!s.ok()) return StoreFull(s, variant.compiled, decision);
+  if (outcome.any()) alerts->Emit(variant.compiled, *variant.alerts, key.key, outcome, now_ms);
   return s;
 }
 
@@ -636,6 +643,7 @@ void Limiter::Impl::SendChecks(AsyncBatch::Items& items) {
           Entry& e = entries[i];
           if (!s.ok()) {
             Bump(backend_errors);
+            Bump(fallback_backend_error);
             e.done(Status::Ok(), BackendErrorDecision(*compiled));
             return;
           }
@@ -732,6 +740,19 @@ Result<Limiter::ThrottleResult> Limiter::Impl::Throttle(std::string_view key, in
     f = core::GcraStep(p, *gcra, now_ms, quantity);
     return gcra->tat_us > now_ms * 1000 ? (gcra->tat_us + 999) / 1000 : 0;
   });
+  if (s.code() == StatusCode::kResourceExhausted) {
+    // No rule, so no on_store_full: a full store denies, as a rule does by
+    // default, with the figures it cannot know left unknown.
+    Bump(fallback_store_full);
+    ThrottleResult r;
+    r.limited = true;
+    r.limit = f.limit;
+    r.remaining = -1;
+    r.retry_after_s = core::kFallbackRetryAfterMs / 1000;
+    r.reset_after_s = -1;
+    r.fallback = Fallback::kStoreFull;
+    return r;
+  }
   if (!s.ok()) return s;
   ThrottleResult r;
   r.limited = !f.allowed;
@@ -782,6 +803,9 @@ int64_t Limiter::SweepExpired() { return impl_->store->SweepExpired(impl_->clock
 Limiter::Stats Limiter::GetStats() const {
   const auto s = impl_->store->GetStats();
   Stats stats{s.entries, s.rejected_full, s.expired_freed};
+  stats.store_bytes = s.bytes;
+  stats.fallback_store_full = impl_->fallback_store_full.load(std::memory_order_relaxed);
+  stats.fallback_backend_error = impl_->fallback_backend_error.load(std::memory_order_relaxed);
   if (impl_->redis != nullptr) {
     const auto c = impl_->redis->client().GetStats();
     stats.backend_errors = impl_->backend_errors.load(std::memory_order_relaxed);

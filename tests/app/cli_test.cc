@@ -83,6 +83,22 @@ TEST_F(CliTest, CheckConfigNamesLineColumnAndText) {
   std::filesystem::remove(bad);
 }
 
+TEST_F(CliTest, CheckConfigRefusesANonsenseMaxMemory) {
+  const std::string bad = TempPath("bad-memory.yaml");
+  WriteFile(bad, "engine:\n  max_memory: 0\n");
+  CliRun r = Floodgate("check-config " + bad);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find(bad + ":2:15: 'engine.max_memory' must be a positive size in bytes"),
+            std::string::npos)
+      << r.err;
+  WriteFile(bad, "engine:\n  max_memory: 64mb\nrules: { api: { limits: 1/s } }\n");
+  r = Floodgate("check-config " + bad);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("max_memory=67108864 bytes"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("on_store_full=deny"), std::string::npos) << r.out;
+  std::filesystem::remove(bad);
+}
+
 TEST_F(CliTest, CheckConfigShippedExampleIsValid) {
   CliRun r =
       Floodgate(std::string("check-config ") + FLOODGATE_SOURCE_DIR + "/examples/floodgate.yaml");

@@ -103,6 +103,7 @@ TEST(ParseConfigTest, EmptyConfigHasDefaultsAndNoRules) {
     EXPECT_EQ(c.listen.resp, "127.0.0.1:6479");
     EXPECT_EQ(c.listen.grpc, "127.0.0.1:8081");
     EXPECT_EQ(c.engine.max_entries, 10'000'000);
+    EXPECT_EQ(c.engine.max_memory, int64_t{1} << 30);
     EXPECT_EQ(c.engine.shards, 256);
     EXPECT_EQ(c.engine.sweep_interval_ms, 1000);
     EXPECT_TRUE(c.rules.empty());
@@ -120,6 +121,7 @@ TEST(ParseConfigTest, RuleDefaults) {
   EXPECT_EQ(r.timezone, "UTC");
   EXPECT_FALSE(r.shadow);
   EXPECT_EQ(r.on_backend_error, OnBackendError::kAllow);
+  EXPECT_EQ(r.on_store_full, OnStoreFull::kDeny);
 }
 
 TEST(ParseConfigTest, EveryField) {
@@ -129,7 +131,7 @@ listen:
   http: 0.0.0.0:80
   resp: "[::1]:6479"
   grpc: localhost:0
-engine: { max_entries: 1000, shards: 4096, sweep_interval_ms: 0 }
+engine: { max_entries: 1000, max_memory: 64mb, shards: 4096, sweep_interval_ms: 0 }
 rules:
   uploads:
     algorithm: token_bucket
@@ -140,6 +142,7 @@ rules:
       pro: [1000/minute, 10000/hour]
     shadow: true
     on_backend_error: deny
+    on_store_full: allow
   login:
     algorithm: gcra
     limits: 5/minute
@@ -156,6 +159,7 @@ rules:
   EXPECT_EQ(c.listen.resp, "[::1]:6479");
   EXPECT_EQ(c.listen.grpc, "localhost:0");
   EXPECT_EQ(c.engine.max_entries, 1000);
+  EXPECT_EQ(c.engine.max_memory, 64 << 20);
   EXPECT_EQ(c.engine.shards, 4096);
   EXPECT_EQ(c.engine.sweep_interval_ms, 0);
   ASSERT_EQ(c.rules.size(), 4u);
@@ -167,6 +171,8 @@ rules:
               ElementsAre(L(10, 1, TimeUnit::kMinute), L(100, 1, TimeUnit::kHour)));
   EXPECT_TRUE(uploads.shadow);
   EXPECT_EQ(uploads.on_backend_error, OnBackendError::kDeny);
+  EXPECT_EQ(uploads.on_store_full, OnStoreFull::kAllow);
+  EXPECT_EQ(c.rules[1].on_store_full, OnStoreFull::kDeny);
 
   EXPECT_EQ(c.rules[1].algorithm, Algorithm::kGcra);
   EXPECT_THAT(c.rules[1].burst, ElementsAre(0));
@@ -354,13 +360,13 @@ TEST(ParseConfigErrorTest, UnknownKeys) {
             "redis, server, rules, sets, otp, alert_delivery or envoy_ratelimit (near 'storage')");
   EXPECT_EQ(Error("rules:\n  api:\n    limits: 10/s\n    limit: 10/s\n"),
             "test.yaml:4:5: unknown key 'limit' in rule 'api'; expected algorithm, limits, burst, "
-            "tiers, timezone, shadow, on_backend_error or alerts (near 'limit')");
+            "tiers, timezone, shadow, on_backend_error, on_store_full or alerts (near 'limit')");
   EXPECT_EQ(Error("listen:\n  https: 0.0.0.0:443\n"),
             "test.yaml:2:3: unknown key 'https' in listen; expected http, resp or grpc "
             "(near 'https')");
   EXPECT_EQ(Error("engine:\n  threads: 4\n"),
-            "test.yaml:2:3: unknown key 'threads' in engine; expected max_entries, shards or "
-            "sweep_interval_ms (near 'threads')");
+            "test.yaml:2:3: unknown key 'threads' in engine; expected max_entries, max_memory, "
+            "shards or sweep_interval_ms (near 'threads')");
 }
 
 TEST(ParseConfigErrorTest, BadTimezone) {
@@ -464,6 +470,64 @@ TEST(ParseConfigErrorTest, OnBackendError) {
             "test.yaml:4:23: 'rules.r.on_backend_error' must be allow or deny (near 'retry')");
 }
 
+TEST(ParseConfigErrorTest, OnStoreFull) {
+  EXPECT_EQ(Error("rules:\n  r:\n    limits: 1/s\n    on_store_full: evict\n"),
+            "test.yaml:4:20: 'rules.r.on_store_full' must be allow or deny (near 'evict')");
+  EXPECT_EQ(Error("rules:\n  r:\n    limits: 1/s\n    on_store_full: [deny]\n"),
+            "test.yaml:4:20: 'rules.r.on_store_full' must be a string, not a list (near "
+            "'on_store_full')");
+  EXPECT_EQ(Error("rules:\n  r:\n    limits: 1/s\n    on_store_full: Deny\n"),
+            "test.yaml:4:20: 'rules.r.on_store_full' must be allow or deny (near 'Deny')");
+}
+
+// As Redis reads maxmemory: k, m, g are powers of 1000, kb, mb, gb (and
+// kib, mib, gib) powers of 1024, in any case.
+TEST(ParseConfigTest, MaxMemoryUnits) {
+  const struct {
+    const char* text;
+    int64_t bytes;
+  } cases[] = {
+      {"1", 1},
+      {"4096", 4096},
+      {"100b", 100},
+      {"1k", 1000},
+      {"1kb", 1024},
+      {"2KiB", 2048},
+      {"64mb", 64LL << 20},
+      {"64MB", 64LL << 20},
+      {"512MiB", 512LL << 20},
+      {"3m", 3'000'000},
+      {"1gb", 1LL << 30},
+      {"1G", 1'000'000'000},
+      {"2gib", 2LL << 30},
+      {"16 gb", 16LL << 30},
+      {"8589934591gb", 8589934591LL << 30},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.text);
+    EXPECT_EQ(Parse(std::string("engine: { max_memory: ") + c.text + " }\n").engine.max_memory,
+              c.bytes);
+  }
+}
+
+TEST(ParseConfigErrorTest, MaxMemoryRefusesNonsense) {
+  const std::string what =
+      "'engine.max_memory' must be a positive size in bytes: an integer, or one with a unit k, "
+      "kb, m, mb, g or gb (e.g. 512mb, 1gb)";
+  for (const char* bad : {"0", "0gb", "-1", "-64mb", "lots", "mb", "1.5gb", "1tb", "64 m b", "1e9",
+                          "8589934592gb", "99999999999999999999", "0x100", "+5"}) {
+    SCOPED_TRACE(bad);
+    EXPECT_EQ(Error(std::string("engine:\n  max_memory: \"") + bad + "\"\n"),
+              "test.yaml:2:15: " + what + " (near '" + bad + "')");
+  }
+  EXPECT_EQ(Error("engine:\n  max_memory: [1gb]\n"),
+            "test.yaml:2:15: 'engine.max_memory' must be a size in bytes, not a list (near "
+            "'max_memory')");
+  EXPECT_EQ(Error("engine:\n  max_memory:\n"),
+            "test.yaml:2:3: 'engine.max_memory' must be a size in bytes, not empty (near "
+            "'max_memory')");
+}
+
 TEST(ParseConfigErrorTest, ListenAddresses) {
   EXPECT_EQ(Parse("listen: {http: \"[::]:8080\"}\n").listen.http, "[::]:8080");
   for (const char* bad :
@@ -541,12 +605,12 @@ TEST(ParseConfigErrorTest, ServerBoundsAndTimeouts) {
             "30s, 5m, 1h or 7d (near '0')");
   EXPECT_EQ(Error("server:\n  output_soft_limit: 12 parsecs\n"),
             "test.yaml:2:22: 'server.output_soft_limit' must be a size between 0 and "
-            "1099511627776 bytes: a number of bytes, or a number and a unit (k, kb, m, mb, g, "
-            "gb) (near '12 parsecs')");
+            "1099511627776 bytes: an integer, or one with a unit k, kb, m, mb, g or gb (e.g. "
+            "512mb, 1gb) (near '12 parsecs')");
   EXPECT_EQ(Error("server:\n  output_hard_limit: -1\n"),
             "test.yaml:2:22: 'server.output_hard_limit' must be a size between 0 and "
-            "1099511627776 bytes: a number of bytes, or a number and a unit (k, kb, m, mb, g, "
-            "gb) (near '-1')");
+            "1099511627776 bytes: an integer, or one with a unit k, kb, m, mb, g or gb (e.g. "
+            "512mb, 1gb) (near '-1')");
   EXPECT_EQ(Error("server:\n  output_soft_limit: 2mb\n  output_hard_limit: 1mb\n"),
             "test.yaml:1:1: 'server.output_hard_limit' must be larger than "
             "'server.output_soft_limit' (or 0: none) (near 'server')");
@@ -940,9 +1004,9 @@ TEST(DescribeConfigTest, SpecExample) {
             "store: memory\n"
             "rules (2):\n"
             "  api: sliding_window 60/minute, 5000/day; tiers: pro=600/minute, 100000/day; "
-            "on_backend_error=allow; alerts at 80%, 100% to http://127.0.0.1:9000/quota "
-            "(secret_env=FG_ALERT_SECRET)\n"
-            "  otp_issue: sliding_log 3/5m; on_backend_error=allow\n"
+            "on_backend_error=allow; on_store_full=deny; alerts at 80%, 100% to "
+            "http://127.0.0.1:9000/quota (secret_env=FG_ALERT_SECRET)\n"
+            "  otp_issue: sliding_log 3/5m; on_backend_error=allow; on_store_full=deny\n"
             "otp: digits=6, ttl=300000ms, issue_limit=3/5m, verify_limit=5/15m, "
             "max_live_codes=3, secret_env=FG_OTP_SECRET\n"
             "envoy_ratelimit: /etc/ratelimit/config.yaml (fixed_window)\n");
@@ -960,10 +1024,13 @@ TEST(ParseConfigTest, EnvoyRateLimitListOrMap) {
       "  files: rl.yaml\n"
       "  algorithm: sliding_window\n"
       "  on_backend_error: deny\n"
+      "  on_store_full: allow\n"
       "  response_headers: true\n");
   EXPECT_THAT(map.envoy_ratelimit.files, ElementsAre("rl.yaml"));
   EXPECT_EQ(map.envoy_ratelimit.algorithm, Algorithm::kSlidingWindow);
   EXPECT_EQ(map.envoy_ratelimit.on_backend_error, OnBackendError::kDeny);
+  EXPECT_EQ(map.envoy_ratelimit.on_store_full, OnStoreFull::kAllow);
+  EXPECT_EQ(list->envoy_ratelimit.on_store_full, OnStoreFull::kDeny);
   EXPECT_TRUE(map.envoy_ratelimit.response_headers);
 }
 
@@ -972,7 +1039,7 @@ TEST(ParseConfigTest, EnvoyRateLimitErrors) {
                 .status()
                 .message(),
             "t.yaml:1:37: unknown key 'algo' in envoy_ratelimit; expected files, algorithm, "
-            "on_backend_error or response_headers (near 'algo')");
+            "on_backend_error, on_store_full or response_headers (near 'algo')");
   EXPECT_EQ(ParseConfig("envoy_ratelimit: { algorithm: leaky }\n", "t.yaml").status().message(),
             "t.yaml:1:31: unknown algorithm 'leaky'; expected fixed_window, sliding_window, "
             "sliding_log, token_bucket or gcra (near 'leaky')");
@@ -999,8 +1066,30 @@ rules:
             "store: redis://cache:6379\n"
             "rules (2):\n"
             "  up: token_bucket 100/minute, 1000/hour; burst=20, 200; tiers: free=10/minute, "
-            "100/hour; pro=1000/minute, 10000/hour; shadow; on_backend_error=deny\n"
-            "  reports: fixed_window 2/3month; timezone=Europe/Berlin; on_backend_error=allow\n");
+            "100/hour; pro=1000/minute, 10000/hour; shadow; on_backend_error=deny; "
+            "on_store_full=deny\n"
+            "  reports: fixed_window 2/3month; timezone=Europe/Berlin; on_backend_error=allow; "
+            "on_store_full=deny\n");
+}
+
+TEST(DescribeConfigTest, OnStoreFullAndEngineBounds) {
+  const Config c = Parse(R"(
+engine: { max_entries: 5000, max_memory: 64mb }
+rules:
+  open: { limits: 10/s, on_store_full: allow }
+)");
+  EXPECT_EQ(DescribeConfig(c),
+            "store: memory\n"
+            "engine: max_entries=5000, max_memory=67108864 bytes\n"
+            "rules (1):\n"
+            "  open: fixed_window 10/second; on_backend_error=allow; on_store_full=allow\n");
+}
+
+TEST(DescribeConfigTest, EngineBoundsWhenNotTheDefaults) {
+  EXPECT_EQ(DescribeConfig(Parse("engine: { max_entries: 5000, max_memory: 64mb }\n")),
+            "store: memory\n"
+            "engine: max_entries=5000, max_memory=67108864 bytes\n"
+            "rules (0):\n");
 }
 
 TEST(DescribeConfigTest, NoRules) {

@@ -1,6 +1,6 @@
 // Unit tests of MemoryStore: state round trips, the fresh flag, expiry edges,
-// lazy and swept expiry, erase, key limits, identity, the max_entries bound,
-// memory accounting and release of owned state. Single-threaded and on a
+// lazy and swept expiry, erase, key limits, identity, the max_entries and
+// max_memory bounds, memory accounting and release of owned state. Single-threaded and on a
 // ManualClock with the sweep thread off; threads are in
 // memory_store_threads_test.cc.
 #include "engine/memory_store.h"
@@ -39,9 +39,11 @@ std::vector<VariantLayout> TestLayouts() {
   return {VariantLayout{2, nullptr}, VariantLayout{2, &CountRelease}, VariantLayout{1, &FreeOwned}};
 }
 
-EngineConfig TestConfig(int64_t max_entries = 1000, int shards = 4) {
+EngineConfig TestConfig(int64_t max_entries = 1000, int shards = 4,
+                        int64_t max_memory = int64_t{1} << 30) {
   EngineConfig config;
   config.max_entries = max_entries;
+  config.max_memory = max_memory;
   config.shards = shards;
   config.sweep_interval_ms = 0;  // deterministic: sweeps only when a test calls SweepExpired
   return config;
@@ -362,22 +364,30 @@ TEST_F(MemoryStoreTest, FullStoreRefusesNewKeysButUpdatesExistingOnes) {
   const int64_t now = 1'000'000;
   for (int i = 0; i < 3; ++i) Bump(store, kPlain, "k" + std::to_string(i), now, now + 5'000);
 
+  // fn runs on a zeroed copy (whether it keeps anything is known only once
+  // it ran); what it wanted to keep is refused and not kept.
   bool called = false;
-  Status s = store.Update(kPlain, "k3", now, [&](int64_t*, bool) -> int64_t {
+  Status s = store.Update(kPlain, "k3", now, [&](int64_t* state, bool fresh) -> int64_t {
     called = true;
+    EXPECT_TRUE(fresh);
+    EXPECT_EQ(state[0], 0);
+    state[0] = 7;
     return now + 5'000;
   });
   EXPECT_EQ(s.code(), StatusCode::kResourceExhausted);
-  EXPECT_EQ(s.message(), "store is full: 3 entries (engine.max_entries)");
-  EXPECT_FALSE(called);
-  // A peek on a new key is refused too: whether fn would keep the entry is
-  // not known before it runs.
+  EXPECT_EQ(s.message(), "store is full (engine.max_entries: 3)");
+  EXPECT_TRUE(called);
+  EXPECT_EQ(Read(store, kPlain, "k3", now, now + 5'000), -1);
+  // A peek or a denial on a new key keeps nothing: a full store answers it.
   Status peek = store.Update(kPlain, "k4", now, [](int64_t*, bool) -> int64_t { return 0; });
-  EXPECT_EQ(peek.code(), StatusCode::kResourceExhausted);
+  EXPECT_TRUE(peek.ok()) << peek.ToString();
+  Status denial;
+  EXPECT_TRUE(Bump(store, kPlain, "k5", now, now, &denial).called);
+  EXPECT_TRUE(denial.ok()) << denial.ToString();
 
   MemoryStore::Stats stats = store.GetStats();
   EXPECT_EQ(stats.entries, 3);
-  EXPECT_EQ(stats.rejected_full, 2);
+  EXPECT_EQ(stats.rejected_full, 1);
 
   // Existing keys keep working.
   EXPECT_EQ(Bump(store, kPlain, "k1", now + 1, now + 5'000).before0, 1);
@@ -388,7 +398,23 @@ TEST_F(MemoryStoreTest, FullStoreRefusesNewKeysButUpdatesExistingOnes) {
   EXPECT_TRUE(Bump(store, kPlain, "k3", now + 5'000, now + 10'000, &again).fresh);
   EXPECT_TRUE(again.ok()) << again.ToString();
   EXPECT_EQ(store.GetStats().entries, 1);
-  EXPECT_EQ(store.GetStats().rejected_full, 2);
+  EXPECT_EQ(store.GetStats().rejected_full, 1);
+}
+
+TEST_F(MemoryStoreTest, FullStoreReleasesWhatARefusedStateOwned) {
+  MemoryStore store(TestConfig(/*max_entries=*/1), TestLayouts(), clock_);
+  const int64_t now = 1'000'000;
+  Bump(store, kCounted, "held", now, now + 60'000);
+  Status s;
+  EXPECT_TRUE(Bump(store, kCounted, "refused", now, now + 60'000, &s).called);
+  EXPECT_EQ(s.code(), StatusCode::kResourceExhausted);
+  EXPECT_EQ(g_releases, 1);  // the refused copy's release ran
+  // Under ASan: an owned array given to a refused copy must not leak.
+  s = store.Update(kOwning, "refused", now, [&](int64_t* state, bool) -> int64_t {
+    state[0] = reinterpret_cast<int64_t>(new int64_t[4]{1, 2, 3, 4});
+    return now + 60'000;
+  });
+  EXPECT_EQ(s.code(), StatusCode::kResourceExhausted);
 }
 
 TEST_F(MemoryStoreTest, FullStoreFreesExpiredEntriesOfTheShardBeforeRefusing) {
@@ -408,7 +434,7 @@ TEST_F(MemoryStoreTest, FullStoreFreesExpiredEntriesOfTheShardBeforeRefusing) {
   EXPECT_EQ(stats.rejected_full, 0);
   EXPECT_EQ(g_releases, 1);
   EXPECT_EQ(Read(store, kCounted, "live", now + 1'000, now + 60'000), 1);
-  EXPECT_FALSE(store.Erase(kCounted, "old"));  // gone (a peek would be refused: full)
+  EXPECT_FALSE(store.Erase(kCounted, "old"));  // gone
 }
 
 TEST_F(MemoryStoreTest, FullStoreRescansAShardAtMostOncePerSecond) {
@@ -430,6 +456,103 @@ TEST_F(MemoryStoreTest, FullStoreRescansAShardAtMostOncePerSecond) {
   EXPECT_TRUE(s.ok()) << s.ToString();
   EXPECT_EQ(store.GetStats().expired_freed, 1);
   EXPECT_EQ(store.GetStats().rejected_full, 2);
+}
+
+// One shard, 16-byte keys and 2-word states: each entry is a 48-byte chunk;
+// the first entry brings an 8-slot array (an 80-byte chunk), which holds 6
+// entries; the 7th doubles it to 16 slots (a 144-byte chunk: 64 more).
+constexpr int64_t kEntryChunk = 48;
+constexpr int64_t kFirstArray = 80;
+constexpr int64_t kArrayGrowthTo16 = 144 - 80;
+
+TEST_F(MemoryStoreTest, MaxMemoryBoundsBytesOfEntriesAndSlots) {
+  const int64_t max_memory = kFirstArray + 6 * kEntryChunk;  // exactly six entries
+  MemoryStore store(TestConfig(/*max_entries=*/1'000, /*shards=*/1, max_memory), TestLayouts(),
+                    clock_);
+  const int64_t now = 1'000'000;
+  for (int i = 0; i < 6; ++i)
+    Bump(store, kPlain, "0123456789abcd:" + std::to_string(i), now, now + 60'000);
+  EXPECT_EQ(store.GetStats().bytes, max_memory);
+  EXPECT_EQ(store.ApproximateMemoryBytes(), static_cast<size_t>(max_memory));
+
+  // The 7th needs its chunk and the array's growth.
+  Status s;
+  Bump(store, kPlain, "0123456789abcd:6", now, now + 60'000, &s);
+  EXPECT_EQ(s.code(), StatusCode::kResourceExhausted);
+  EXPECT_EQ(s.message(),
+            "store is full (engine.max_memory: 368 bytes; 368 in use, a new entry "
+            "needs 112)");  // 48 for the entry, 64 for the array's growth
+  EXPECT_EQ(store.GetStats().entries, 6);
+  EXPECT_EQ(store.GetStats().rejected_full, 1);
+  // Known keys keep working.
+  EXPECT_EQ(Bump(store, kPlain, "0123456789abcd:0", now, now + 60'000).before0, 1);
+
+  // Freeing one entry gives its 48 bytes back: a new one fits in the array.
+  EXPECT_TRUE(store.Erase(kPlain, "0123456789abcd:0"));
+  EXPECT_EQ(store.GetStats().bytes, max_memory - kEntryChunk);
+  Bump(store, kPlain, "0123456789abcd:7", now, now + 60'000, &s);
+  EXPECT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(store.GetStats().bytes, max_memory);
+}
+
+TEST_F(MemoryStoreTest, MaxMemoryCountsKeyBytes) {
+  // Room for the array and one byte short of 3 entries of 512-byte keys
+  // (8 + 512 + 16 = 536 bytes requested, a 544-byte chunk): only 2 fit,
+  // where 6 entries of 16-byte keys would. The entry count is no bound here.
+  const int64_t max_memory = kFirstArray + 3 * 544 - 1;
+  MemoryStore store(TestConfig(/*max_entries=*/1'000, /*shards=*/1, max_memory), TestLayouts(),
+                    clock_);
+  const int64_t now = 1'000'000;
+  int created = 0;
+  for (int i = 0; i < 10; ++i) {
+    std::string key(kMaxKeyBytes, 'k');
+    key.replace(0, 1, std::to_string(i));
+    Status s;
+    Bump(store, kPlain, key, now, now + 60'000, &s);
+    if (s.ok()) ++created;
+  }
+  EXPECT_EQ(created, 2);
+  EXPECT_EQ(store.GetStats().bytes, kFirstArray + 2 * 544);
+  EXPECT_EQ(store.GetStats().rejected_full, 8);
+  // A short key still fits in what is left.
+  Status s;
+  Bump(store, kPlain, "short", now, now + 60'000, &s);
+  EXPECT_TRUE(s.ok()) << s.ToString();
+}
+
+TEST_F(MemoryStoreTest, FullMemoryFreesExpiredEntriesOfTheShardBeforeRefusing) {
+  const int64_t max_memory = kFirstArray + 2 * kEntryChunk;
+  MemoryStore store(TestConfig(/*max_entries=*/1'000, /*shards=*/1, max_memory), TestLayouts(),
+                    clock_);
+  const int64_t now = 1'000'000;
+  Bump(store, kCounted, "0123456789abcdef", now, now + 1'000);  // "old"
+  Bump(store, kCounted, "0123456789abcdeg", now, now + 60'000);
+  Status s;
+  Bump(store, kCounted, "0123456789abcdeh", now + 999, now + 60'000, &s);  // not yet expired
+  EXPECT_EQ(s.code(), StatusCode::kResourceExhausted);
+  Bump(store, kCounted, "0123456789abcdeh", now + 1'000, now + 60'000, &s);
+  EXPECT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(store.GetStats().expired_freed, 1);
+  EXPECT_EQ(store.GetStats().bytes, max_memory);
+  EXPECT_EQ(g_releases, 2);  // the refused copy, then the expired entry
+}
+
+TEST_F(MemoryStoreTest, BytesReturnToZeroWhenEverythingIsFreed) {
+  MemoryStore store(TestConfig(100'000, 4), TestLayouts(), clock_);
+  const int64_t now = 1'000'000;
+  for (int i = 0; i < 3'000; ++i) {
+    Bump(store, kPlain, std::string(static_cast<size_t>(i % 300), 'x') + std::to_string(i), now,
+         now + 1'000 + (i % 3) * 1'000);
+  }
+  for (int i = 0; i < 100; ++i)
+    EXPECT_TRUE(
+        store.Erase(kPlain, std::string(static_cast<size_t>(i % 300), 'x') + std::to_string(i)));
+  EXPECT_GT(store.GetStats().bytes, 0);
+  store.SweepExpired(now + 2'000);
+  EXPECT_GT(store.GetStats().bytes, 0);
+  store.SweepExpired(now + 3'000);
+  EXPECT_EQ(store.GetStats().entries, 0);
+  EXPECT_EQ(store.GetStats().bytes, 0);
 }
 
 TEST_F(MemoryStoreTest, ZeroMaxEntriesRefusesEveryNewKey) {

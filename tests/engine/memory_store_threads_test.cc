@@ -185,5 +185,54 @@ TEST(MemoryStoreThreadsTest, MaxEntriesHoldsUnderConcurrentCreation) {
   EXPECT_EQ(stats.rejected_full, kThreads * kKeysPerThread - kMax);
 }
 
+// The same race against max_memory: the bytes in use never pass it, every
+// refusal is counted, and once everything expires the count is back to 0
+// (no path forgets to give bytes back).
+TEST(MemoryStoreThreadsTest, MaxMemoryHoldsUnderConcurrentCreation) {
+  constexpr int kThreads = 4;
+  constexpr int kKeysPerThread = 2'000;
+  constexpr int64_t kMaxBytes = 200'000;
+  ManualClock clock(1'000'000);
+  EngineConfig config;
+  config.max_memory = kMaxBytes;
+  config.shards = 16;
+  config.sweep_interval_ms = 0;
+  MemoryStore store(config, OneLayout(), clock);
+
+  std::atomic<int64_t> created{0}, refused{0}, peak{0};
+  std::vector<std::thread> workers;
+  for (int t = 0; t < kThreads; ++t) {
+    workers.emplace_back([&, t] {
+      for (int i = 0; i < kKeysPerThread; ++i) {
+        // Keys of varying length, so entries differ in size.
+        const std::string key = std::string(static_cast<size_t>(i % 64), 'k') + std::to_string(t) +
+                                ":" + std::to_string(i);
+        Status s = Increment(store, key, clock.NowMs(), 1'060'000);
+        if (s.ok()) {
+          created.fetch_add(1);
+        } else if (s.code() == StatusCode::kResourceExhausted) {
+          refused.fetch_add(1);
+        }
+        int64_t seen = store.GetStats().bytes;
+        int64_t old = peak.load();
+        while (seen > old && !peak.compare_exchange_weak(old, seen)) {
+        }
+      }
+    });
+  }
+  for (std::thread& w : workers) w.join();
+  EXPECT_GT(created, 0);
+  EXPECT_GT(refused, 0);
+  EXPECT_EQ(created + refused, kThreads * kKeysPerThread);
+  EXPECT_LE(peak, kMaxBytes);
+  MemoryStore::Stats stats = store.GetStats();
+  EXPECT_LE(stats.bytes, kMaxBytes);
+  EXPECT_GT(stats.bytes, kMaxBytes * 9 / 10);  // the bound, not something else, stopped it
+  EXPECT_EQ(stats.entries, created);
+  EXPECT_EQ(stats.rejected_full, refused);
+  EXPECT_EQ(store.SweepExpired(1'060'000), created);
+  EXPECT_EQ(store.GetStats().bytes, 0);
+}
+
 }  // namespace
 }  // namespace floodgate::engine

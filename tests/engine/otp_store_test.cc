@@ -154,5 +154,38 @@ TEST_F(OtpStoreTest, ExactlyOneOfManyConsumesWins) {
   EXPECT_EQ(wins.load(), 1);
 }
 
+TEST(OtpStoreFullTest, ANewSubjectInAFullStoreIsAClearErrorThatChangesNothing) {
+  ManualClock clock(kT0);
+  EngineConfig config = TestConfig();
+  config.max_entries = 1;
+  MemoryStore memory(config, {OtpStore::Layout()}, clock);
+  OtpStore otp(memory, 0);
+  const OtpPolicy policy = Policy();
+  OtpIssueOutcome issued;
+  ASSERT_TRUE(otp.Issue("+15550100", "h1", "i1", policy, kT0, &issued).ok());
+
+  OtpIssueOutcome refused;
+  Status s = otp.Issue("+15550199", "h2", "i2", policy, kT0, &refused);
+  EXPECT_EQ(s.code(), StatusCode::kResourceExhausted);
+  EXPECT_EQ(s.message(),
+            "cannot issue a code for a new OTP subject: store is full (engine.max_entries: 1)");
+  EXPECT_FALSE(refused.issued);  // the outcome describes no step
+  OtpAttemptOutcome attempt;
+  s = otp.Attempt("+15550199", "a1", policy, kT0, &attempt);
+  EXPECT_EQ(s.code(), StatusCode::kResourceExhausted);
+  EXPECT_EQ(s.message(),
+            "cannot record a verification attempt for a new OTP subject: store is full "
+            "(engine.max_entries: 1)");
+  EXPECT_FALSE(attempt.allowed);
+  // Consuming keeps nothing for an unknown subject: no error.
+  bool consumed = true;
+  EXPECT_TRUE(otp.Consume("+15550199", "h2", kT0, &consumed).ok());
+  EXPECT_FALSE(consumed);
+  // The known subject keeps working.
+  OtpAttemptOutcome known;
+  EXPECT_TRUE(otp.Attempt("+15550100", "a2", policy, kT0, &known).ok());
+  EXPECT_TRUE(known.allowed);
+}
+
 }  // namespace
 }  // namespace floodgate::engine

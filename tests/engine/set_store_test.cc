@@ -156,11 +156,12 @@ TEST_F(SetStoreBoundTest, SetsCountAgainstMaxEntries) {
   SetReply reply;
   const Status s = sets_.Run(SetRequest{SetOp::kAdd, "c", "m", 1000}, 100, clock_.NowMs(), &reply);
   EXPECT_EQ(s.code(), StatusCode::kResourceExhausted);
+  EXPECT_EQ(s.message(), "cannot create a new set: store is full (engine.max_entries: 2)");
   // Known sets keep working; reads of unknown ones are empty, not errors.
   EXPECT_EQ(Add("a", "m2", 1000), 1);
   EXPECT_EQ(Count("c"), 0);
-  // The store counts the read too: it cannot know a read would keep nothing.
-  EXPECT_EQ(memory_.GetStats().rejected_full, 2);
+  // A read keeps nothing, so the store does not count it as refused.
+  EXPECT_EQ(memory_.GetStats().rejected_full, 1);
 }
 
 TEST_F(SetStoreTest, ThreadsOnOneSetNeverPassTheCap) {

@@ -526,6 +526,29 @@ def metric_value(text: str, name: str, labels: dict[str, str] | None = None) -> 
 
 
 # --------------------------------------------------------------------------
+# A gRPC client: Node's @grpc/grpc-js (tests/integration/node_grpc)
+
+NODE_GRPC_DIR = HERE / "node_grpc"
+
+
+@pytest.fixture(scope="session")
+def node_ready():
+    """The node binary, once tests/integration/node_grpc has its packages."""
+    node = shutil.which("node") or "/usr/bin/node"
+    npm = shutil.which("npm") or "/usr/bin/npm"
+    if not (os.access(node, os.X_OK) and os.access(npm, os.X_OK)):
+        pytest.fail("node and npm are required (Debian: apt-get install -y nodejs npm)",
+                    pytrace=False)
+    if not (NODE_GRPC_DIR / "node_modules" / "@grpc" / "grpc-js" / "package.json").is_file():
+        out = subprocess.run([npm, "ci", "--no-audit", "--no-fund"], cwd=NODE_GRPC_DIR,
+                             capture_output=True, text=True, timeout=300)
+        if out.returncode != 0:
+            pytest.fail(f"npm ci in {NODE_GRPC_DIR} failed (the npm registry must be "
+                        f"reachable):\n{out.stdout}\n{out.stderr}", pytrace=False)
+    return node
+
+
+# --------------------------------------------------------------------------
 # Real redis-server processes (the Redis store's backend)
 
 

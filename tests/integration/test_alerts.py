@@ -276,7 +276,8 @@ def test_bad_requests_and_check_config(floodgate_bin, start_server, tmp_dir):
     out = subprocess.run([str(floodgate_bin), "check-config", str(good)], capture_output=True,
                          text=True, timeout=10)
     assert out.returncode == 0, out.stderr
-    assert ("quota: fixed_window 100/day; on_backend_error=allow; alerts at 80%, 100% to "
+    assert ("quota: fixed_window 100/day; on_backend_error=allow; on_store_full=deny; "
+            "alerts at 80%, 100% to "
             "http://127.0.0.1:9/quota (secret_env=FG_ALERT_SECRET)") in out.stdout
     bad = tmp_dir / "bad.yaml"
     bad.write_text(config(9, tmp_dir).replace("[80, 100]", "[100, 80]"))

@@ -5,16 +5,13 @@ README examples as the configuration, read from a directory of files as its
 runtime directory is; and the front's lifecycle: check-config, bad files,
 /metrics, SIGHUP."""
 
-import os
 import re
-import shutil
 import subprocess
 
 import pytest
 
-from conftest import HERE, metric_value
-
-NODE_DIR = HERE / "node_grpc"
+from conftest import NODE_GRPC_DIR as NODE_DIR
+from conftest import metric_value
 
 # envoyproxy/ratelimit's README examples, one file per domain.
 EXAMPLES = {
@@ -125,22 +122,6 @@ def write_examples(tmp_dir):
 
 def floodgate_config(conf, extra=""):
     return (f"envoy_ratelimit:\n  files: [{conf}]\n  response_headers: true\n" + extra)
-
-
-@pytest.fixture(scope="module")
-def node_ready():
-    node = shutil.which("node") or "/usr/bin/node"
-    npm = shutil.which("npm") or "/usr/bin/npm"
-    if not (os.access(node, os.X_OK) and os.access(npm, os.X_OK)):
-        pytest.fail("node and npm are required (Debian: apt-get install -y nodejs npm)",
-                    pytrace=False)
-    if not (NODE_DIR / "node_modules" / "@grpc" / "grpc-js" / "package.json").is_file():
-        out = subprocess.run([npm, "ci", "--no-audit", "--no-fund"], cwd=NODE_DIR,
-                             capture_output=True, text=True, timeout=300)
-        if out.returncode != 0:
-            pytest.fail(f"npm ci in {NODE_DIR} failed (the npm registry must be reachable):\n"
-                        f"{out.stdout}\n{out.stderr}", pytrace=False)
-    return node
 
 
 def run_node(node, port):

@@ -97,7 +97,7 @@ TEST_F(RedisAlertsTest, TwoServersOnOneRedisSendOneEventPerThreshold) {
       while (!go.load()) std::this_thread::yield();
       auto d = l->Check("quota", "user:42");
       ASSERT_TRUE(d.ok());
-      EXPECT_FALSE(d->backend_error);
+      EXPECT_EQ(d->fallback, Fallback::kNone);
       if (d->allowed) admitted.fetch_add(1);
     });
   }

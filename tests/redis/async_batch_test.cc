@@ -34,7 +34,7 @@ class Answers {
     return [this, subject = std::move(subject)](const Status& s, const Decision& d) {
       std::lock_guard<std::mutex> lock(mu_);
       EXPECT_TRUE(s.ok()) << s.ToString();
-      EXPECT_FALSE(d.backend_error) << subject;
+      EXPECT_EQ(d.fallback, Fallback::kNone) << subject;
       remaining_[subject].push_back(d.remaining);
       allowed_ += d.allowed ? 1 : 0;
       ++count_;

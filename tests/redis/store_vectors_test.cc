@@ -46,7 +46,7 @@ void RunCase(const testing::VectorCase& vc, const std::string& url, const std::s
     const Status s =
         (*limiter)->CheckAt(step.t_ms, "r", prefix + step.key, step.cost, step.tier, &d);
     ASSERT_TRUE(s.ok()) << s.ToString();
-    EXPECT_FALSE(d.backend_error) << "the store failed at step " << i;
+    EXPECT_EQ(d.fallback, Fallback::kNone) << "the store failed at step " << i;
     testing::ExpectMatches(step, d);
     // The script decided the alert bits; the Limiter emitted their events
     // before answering.

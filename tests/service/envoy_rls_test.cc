@@ -518,6 +518,73 @@ TEST_F(EnvoyRlsTest, ResponseHeadersFromTheClosestDescriptor) {
   EXPECT_TRUE(r->response_headers.empty());
 }
 
+// A full embedded store: a new descriptor is decided by
+// envoy_ratelimit.on_store_full (deny by default), named in a
+// floodgate-fallback header, with no made-up figures or RateLimit-* headers.
+constexpr const char* kPerUser = R"(domain: api
+descriptors:
+  - key: user
+    rate_limit: { unit: minute, requests_per_unit: 10 }
+  - key: path
+    rate_limit: { unit: hour, requests_per_unit: 100 }
+)";
+
+TEST_F(EnvoyRlsTest, AFullStoreDeniesANewDescriptorMarkedWithoutFigures) {
+  Load({kPerUser},
+       "engine: { max_entries: 1 }\n"
+       "envoy_ratelimit: { response_headers: true }\n");
+  const Entries alice = {{"user", "alice"}};
+  EXPECT_EQ(One("api", alice), Code::kOk);  // takes the store's only entry
+
+  Result<Response> r = Call("api", {{{{"user", "bob"}}, {}}});
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->overall_code, Code::kOverLimit);
+  ASSERT_EQ(r->statuses.size(), 1u);
+  const DescriptorStatus& st = r->statuses[0];
+  EXPECT_EQ(st.code, Code::kOverLimit);
+  EXPECT_EQ(st.fallback, Fallback::kStoreFull);
+  EXPECT_EQ(st.current_limit.requests_per_unit, 10u);  // configuration: known
+  EXPECT_EQ(st.limit_remaining, 0u);                   // proto3's "unset"
+  EXPECT_EQ(st.duration_until_reset_ms, -1);           // not given
+  ASSERT_EQ(r->response_headers.size(), 1u);
+  EXPECT_EQ(r->response_headers[0].key, "floodgate-fallback");
+  EXPECT_EQ(r->response_headers[0].value, "store_full");
+  EXPECT_EQ(limiter_->GetStats().fallback_store_full, 1);
+
+  // A request with a real descriptor and a fallback one: still no figures.
+  r = Call("api", {{alice, {}}, {{{"path", "/x"}}, {}}});
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->overall_code, Code::kOverLimit);
+  EXPECT_EQ(r->statuses[0].code, Code::kOk);
+  EXPECT_EQ(r->statuses[0].fallback, Fallback::kNone);
+  EXPECT_EQ(r->statuses[1].fallback, Fallback::kStoreFull);
+  ASSERT_EQ(r->response_headers.size(), 1u);
+  EXPECT_EQ(r->response_headers[0].key, "floodgate-fallback");
+  // The check round's peeks keep nothing, so they found room; the count
+  // round met the full store after alice was counted (the two rounds are
+  // not atomic together; see envoy_rls.h): 8 left.
+  r = Call("api", {{alice, 0}});
+  EXPECT_EQ(r->statuses[0].limit_remaining, 8u);
+  EXPECT_EQ(r->statuses[0].fallback, Fallback::kNone);
+}
+
+TEST_F(EnvoyRlsTest, OnStoreFullAllowAdmitsANewDescriptorMarked) {
+  Load({kPerUser}, "engine: { max_entries: 1 }\nenvoy_ratelimit: { on_store_full: allow }\n");
+  EXPECT_EQ(One("api", {{"user", "alice"}}), Code::kOk);
+  Result<Response> r = Call("api", {{{{"user", "bob"}}, {}}});
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->overall_code, Code::kOk);
+  EXPECT_EQ(r->statuses[0].fallback, Fallback::kStoreFull);
+  EXPECT_EQ(r->statuses[0].limit_remaining, 0u);
+  ASSERT_EQ(r->response_headers.size(), 1u);
+  EXPECT_EQ(r->response_headers[0].value, "store_full");
+  // Two descriptors, both fallbacks that admit: counted (nothing kept), OK.
+  r = Call("api", {{{{"user", "carol"}}, {}}, {{{"path", "/y"}}, {}}});
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->overall_code, Code::kOk);
+  EXPECT_EQ(outcomes_.back(), "api.path:ok");
+}
+
 TEST_F(EnvoyRlsTest, FloodgateRuleGivesASlidingWindow) {
   Load({R"(domain: api
 descriptors:

@@ -111,7 +111,16 @@ rules: { api: { limits: 10/minute } }
   ASSERT_TRUE(*limiter->sets().Add("s1", "m", 1000));
   auto refused = limiter->sets().Add("s2", "m", 1000);
   EXPECT_EQ(refused.status().code(), StatusCode::kResourceExhausted);
-  EXPECT_EQ(limiter->Check("api", "user:2").status().code(), StatusCode::kResourceExhausted);
+  EXPECT_EQ(refused.status().message(),
+            "cannot create a new set: store is full (engine.max_entries: 2)");
+  // A set is not a decision: refused. A rule's new subject is one: decided
+  // by on_store_full, marked.
+  auto decided = limiter->Check("api", "user:2");
+  ASSERT_TRUE(decided.ok()) << decided.status().ToString();
+  EXPECT_EQ(decided->fallback, Fallback::kStoreFull);
+  // Reads and removals on a set that does not exist keep nothing: answered.
+  EXPECT_EQ(*limiter->sets().Count("s2"), 0);
+  EXPECT_FALSE(*limiter->sets().Remove("s2", "m"));
   // Once the set's member expired, its entry no longer holds a place.
   clock.AdvanceMs(2000);
   EXPECT_EQ(limiter->SweepExpired(), 1);

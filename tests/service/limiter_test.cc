@@ -164,22 +164,29 @@ TEST(LimiterTest, PeeksAndDenialsOnNewSubjectsStoreNothing) {
   EXPECT_EQ(limiter->GetStats().entries, 0);
 }
 
-TEST(LimiterTest, FullStoreRefusesNewSubjectsButServesKnownOnes) {
+TEST(LimiterTest, FullStoreDecidesNewSubjectsByOnStoreFullButServesKnownOnes) {
   Config config = MakeConfig(kRules);
   config.engine.max_entries = 10;
   ManualClock clock(0);
   auto limiter = MakeLimiter(config, clock);
   for (int i = 0; i < 10; ++i) ASSERT_TRUE(limiter->Check("login", "k" + std::to_string(i)).ok());
   auto refused = limiter->Check("login", "new");
-  ASSERT_FALSE(refused.ok());
-  EXPECT_EQ(refused.status().code(), StatusCode::kResourceExhausted);
+  ASSERT_TRUE(refused.ok()) << refused.status().ToString();
+  EXPECT_FALSE(refused->allowed);  // on_store_full: deny, the default
+  EXPECT_EQ(refused->fallback, Fallback::kStoreFull);
   EXPECT_EQ(limiter->GetStats().rejected_full, 1);
-  EXPECT_TRUE(limiter->Check("login", "k3").ok());
+  EXPECT_EQ(limiter->GetStats().fallback_store_full, 1);
+  auto known = limiter->Check("login", "k3");
+  ASSERT_TRUE(known.ok());
+  EXPECT_EQ(known->fallback, Fallback::kNone);
   clock.AdvanceMs(5'000);
   // Expired entries stop counting once swept (the background sweep runs
   // every engine.sweep_interval_ms; this test drives it by hand).
   EXPECT_EQ(limiter->SweepExpired(), 10);
-  EXPECT_TRUE(limiter->Check("login", "new").ok());
+  auto later = limiter->Check("login", "new");
+  ASSERT_TRUE(later.ok());
+  EXPECT_TRUE(later->allowed);
+  EXPECT_EQ(later->fallback, Fallback::kNone);
 }
 
 TEST(LimiterTest, ConcurrentThreadsOnOneKeyAdmitExactlyTheLimit) {

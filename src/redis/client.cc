@@ -90,12 +90,18 @@ Batch::~Batch() = default;
 Batch::Batch(Batch&&) noexcept = default;
 Batch& Batch::operator=(Batch&&) noexcept = default;
 
-void Batch::Add(std::string_view key, std::span<const std::string_view> args, ReplyCallback done) {
+// Until Client::Send(Batch) stamps it, a Pending's deadline_ns is the one
+// its caller asked for (0: none).
+void Batch::Add(std::string_view key, std::span<const std::string_view> args, ReplyCallback done,
+                int64_t deadline_ns) {
   items_.push_back(internal::MakePending(key, args, std::move(done)));
+  items_.back()->deadline_ns = deadline_ns;
 }
 
-void Batch::Add(std::string_view key, std::span<const std::string> args, ReplyCallback done) {
+void Batch::Add(std::string_view key, std::span<const std::string> args, ReplyCallback done,
+                int64_t deadline_ns) {
   items_.push_back(internal::MakePending(key, args, std::move(done)));
+  items_.back()->deadline_ns = deadline_ns;
 }
 
 // --- Client. ---
@@ -207,23 +213,35 @@ void SubmitFromCaller(ClientState& state, std::unique_ptr<Pending> p) {
 
 }  // namespace
 
-void Client::Send(std::string_view key, std::span<const std::string_view> args,
-                  ReplyCallback done) {
+namespace {
+
+// The deadline of a request submitted now: timeout_ms from now, or the
+// caller's own when that is earlier (0: none).
+int64_t DeadlineFrom(int64_t now_ns, const ClientOptions& options, int64_t asked_ns) {
+  const int64_t deadline = now_ns + options.timeout_ms * 1'000'000;
+  return asked_ns > 0 && asked_ns < deadline ? asked_ns : deadline;
+}
+
+}  // namespace
+
+void Client::Send(std::string_view key, std::span<const std::string_view> args, ReplyCallback done,
+                  int64_t deadline_ns) {
   std::unique_ptr<Pending> p = internal::MakePending(key, args, std::move(done));
-  p->deadline_ns = MonotonicNowNs() + state_->options.timeout_ms * 1'000'000;
+  p->deadline_ns = DeadlineFrom(MonotonicNowNs(), state_->options, deadline_ns);
   SubmitFromCaller(*state_, std::move(p));
 }
 
-void Client::Send(std::string_view key, std::span<const std::string> args, ReplyCallback done) {
+void Client::Send(std::string_view key, std::span<const std::string> args, ReplyCallback done,
+                  int64_t deadline_ns) {
   std::unique_ptr<Pending> p = internal::MakePending(key, args, std::move(done));
-  p->deadline_ns = MonotonicNowNs() + state_->options.timeout_ms * 1'000'000;
+  p->deadline_ns = DeadlineFrom(MonotonicNowNs(), state_->options, deadline_ns);
   SubmitFromCaller(*state_, std::move(p));
 }
 
 void Client::Send(Batch&& batch) {
   if (batch.items_.empty()) return;
-  const int64_t deadline = MonotonicNowNs() + state_->options.timeout_ms * 1'000'000;
-  for (auto& p : batch.items_) p->deadline_ns = deadline;
+  const int64_t now = MonotonicNowNs();
+  for (auto& p : batch.items_) p->deadline_ns = DeadlineFrom(now, state_->options, p->deadline_ns);
   SubmitFromCaller(*state_, batch.items_);
   batch.items_.clear();
 }

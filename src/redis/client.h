@@ -10,12 +10,14 @@
 // submitted while the thread was busy goes out in one write per connection
 // (pipelining). A caller with an event loop of its own can run the I/O on
 // its thread instead (NewLoopDriver). Each request is answered exactly once, within timeout_ms of
-// its submission: with a reply, DEADLINE_EXCEEDED, or at once with
-// UNAVAILABLE when the node is known to be down (circuit open). See
-// docs/redis.md for reconnects, the circuit breaker and cluster routing.
+// its submission (or by the earlier deadline its caller gave it): with a reply,
+// DEADLINE_EXCEEDED, or at once with UNAVAILABLE when the node is known to be
+// down (circuit open). See docs/redis.md for reconnects, the circuit breaker
+// and cluster routing.
 #pragma once
 
 #include <hiredis/hiredis.h>
+#include <time.h>
 
 #include <cstdint>
 #include <initializer_list>
@@ -32,6 +34,14 @@
 #include "redis/wire.h"
 
 namespace floodgate::redis {
+
+// The clock of request deadlines: CLOCK_MONOTONIC in nanoseconds (never the
+// wall clock: a clock step must not expire or extend requests).
+inline int64_t MonotonicNowNs() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+}
 
 struct ClientOptions {
   StoreUrl url;
@@ -94,9 +104,14 @@ class Batch {
   Batch(Batch&&) noexcept;
   Batch& operator=(Batch&&) noexcept;
 
-  // As Client::Send. The timeout counts from Client::Send(Batch).
-  void Add(std::string_view key, std::span<const std::string_view> args, ReplyCallback done);
-  void Add(std::string_view key, std::span<const std::string> args, ReplyCallback done);
+  // As Client::Send. The timeout counts from Client::Send(Batch); a
+  // deadline_ns (MonotonicNowNs's clock) earlier than that is kept instead:
+  // a caller that held the command back passes the deadline its request
+  // started with, so that holding it does not add to its wait.
+  void Add(std::string_view key, std::span<const std::string_view> args, ReplyCallback done,
+           int64_t deadline_ns = 0);
+  void Add(std::string_view key, std::span<const std::string> args, ReplyCallback done,
+           int64_t deadline_ns = 0);
   size_t size() const { return items_.size(); }
   bool empty() const { return items_.empty(); }
 
@@ -123,9 +138,14 @@ class Client {
   // master of the key's slot (its hash tag's); otherwise to the one node.
   // `done` runs exactly once, on an I/O thread (or the thread driving the
   // caller's loop); it must not block (it may Send). Commands are written in
-  // submission order per connection.
-  void Send(std::string_view key, std::span<const std::string_view> args, ReplyCallback done);
-  void Send(std::string_view key, std::span<const std::string> args, ReplyCallback done);
+  // submission order per connection. A deadline_ns (MonotonicNowNs's clock)
+  // earlier than timeout_ms from now is kept instead (a resend that must not
+  // outlast the first attempt's deadline); one already past is answered
+  // DEADLINE_EXCEEDED at the loop's next step.
+  void Send(std::string_view key, std::span<const std::string_view> args, ReplyCallback done,
+            int64_t deadline_ns = 0);
+  void Send(std::string_view key, std::span<const std::string> args, ReplyCallback done,
+            int64_t deadline_ns = 0);
   void Send(std::string_view key, std::initializer_list<std::string_view> args,
             ReplyCallback done) {
     Send(key, std::span<const std::string_view>(args.begin(), args.size()), std::move(done));

@@ -3,8 +3,6 @@
 // cluster slot map. Private to src/redis/.
 #pragma once
 
-#include <time.h>
-
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
@@ -26,13 +24,7 @@ class Connection;
 class IoThread;
 struct Node;
 
-// Monotonic time for deadlines (never the wall clock: a clock step must not
-// expire or extend requests).
-inline int64_t MonotonicNowNs() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
-}
+using redis::MonotonicNowNs;
 
 enum class PendingKind : uint8_t {
   kUser,     // a caller's command: counted in Stats, redirects followed

@@ -89,6 +89,12 @@ class Limiter {
   // round trip longer. Flush must be called again after an answer comes: a
   // server loop does, since every answer reaches it (its callback posts the
   // reply to the loop).
+  //
+  // Holding a decision back does not extend its timeout: the store's
+  // timeout counts from CheckAsync (or from CountTimeoutFrom's instant), so
+  // a decision is answered, by on_backend_error if need be, at the latest
+  // one timeout after it came. One whose timeout ran out while held is
+  // answered by the Flush that would have sent it, without being sent.
   class AsyncBatch {
    public:
     explicit AsyncBatch(Limiter& limiter, int max_calls_in_flight = 0);
@@ -105,6 +111,13 @@ class Limiter {
     bool empty() const;
     // Decisions held, not yet sent.
     size_t size() const;
+    // The decisions added from now until the next Flush (or FlushAll) count
+    // the store's timeout from `monotonic_ns` (CLOCK_MONOTONIC, in ns; 0:
+    // from when each is added). For an event loop that waited for the store
+    // alone, not reading its clients: their requests came no earlier than
+    // when that wait began, and are due one timeout after it, however long
+    // they sat unread.
+    void CountTimeoutFrom(int64_t monotonic_ns);
 
     struct Items;  // opaque: what the batch holds
 

@@ -34,6 +34,10 @@ struct ServiceContext {
   std::function<void(std::string*)> render_connections;
 };
 
+// Monotonic nanoseconds (CLOCK_MONOTONIC), for request latency and the
+// store's deadlines.
+int64_t MonotonicNs();
+
 // What one event loop keeps for its sessions. Not thread-safe: one loop only.
 class LoopContext {
  public:
@@ -64,7 +68,15 @@ class LoopContext {
   // requests are read together when the answer comes (docs/design.md).
   // Deep pipelines bring more per round and keep being read meanwhile, so
   // that parsing them overlaps Redis's work.
-  bool WaitForStoreOnly() const { return few_held_; }
+  //
+  // What clients send meanwhile sits unread until the answer comes (or its
+  // timeout, if Redis stalls), so the decisions read in the next round
+  // count the store's timeout from now, the earliest their requests can
+  // have come: each is still answered within timeout_ms of its arrival.
+  bool WaitForStoreOnly() {
+    if (few_held_) batch_.CountTimeoutFrom(MonotonicNs());
+    return few_held_;
+  }
   // The loop is stopping: whatever the batch holds goes to the store now
   // (whose driver then answers it), not when the batch is destroyed.
   void Stop() { batch_.FlushAll(); }
@@ -106,8 +118,5 @@ class LoopContext {
 
 // Compares secrets in time independent of where they differ.
 bool ConstantTimeEquals(std::string_view a, std::string_view b);
-
-// Monotonic nanoseconds, for request latency.
-int64_t MonotonicNs();
 
 }  // namespace floodgate::server

@@ -37,6 +37,10 @@ class Limiter {
     int64_t local_cache_entries = 0;  // subjects in that cache now
     int64_t open_circuits = 0;        // Redis nodes given up on for now (circuit open)
     int64_t backend_timeouts = 0;     // requests Redis did not answer in time
+    // Decisions and operations that failed on a Redis key of the wrong type
+    // under floodgate's names (someone's SET or LPUSH on it): each follows
+    // on_backend_error (or fails) and is logged once per key per minute.
+    int64_t wrong_type = 0;
   };
 
   // Validates and compiles the config's rules. INVALID_ARGUMENT naming the

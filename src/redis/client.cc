@@ -328,6 +328,19 @@ Result<OwnedReply> Client::CallNode(const std::string& node,
   return Wait(*waiter);
 }
 
+bool Client::NoteWrongType(std::string_view message, std::span<const std::string> keys) {
+  WrongType what;
+  if (!ParseWrongType(message, &what)) return false;
+  std::string_view key;
+  if (what.key_index >= 1 && static_cast<size_t>(what.key_index) <= keys.size()) {
+    key = keys[static_cast<size_t>(what.key_index) - 1];
+  } else if (!keys.empty()) {
+    key = keys.front();
+  }
+  state_->wrong_types.Report(key, what, MonotonicNowNs());
+  return true;
+}
+
 std::vector<std::string> Client::Masters() {
   const ClientOptions& options = state_->options;
   if (options.url.mode != StoreMode::kCluster) return {options.url.nodes.front().ToString()};
@@ -366,6 +379,7 @@ Client::Stats Client::GetStats() const {
   s.slot_map_refreshes = c.slot_map_refreshes.load(r);
   s.writes = c.writes.load(r);
   s.commands_written = c.commands_written.load(r);
+  s.wrong_type = state_->wrong_types.count();
   return s;
 }
 

@@ -189,6 +189,13 @@ class Client {
   // itself.
   bool RunsIoHere() const;
 
+  // A request on `keys` (a script's KEYS) failed with `message`. When that
+  // is a WRONGTYPE error (redis/wrong_type.h), counts it (Stats::wrong_type)
+  // and logs the key it names (KEYS[i], else the first) once per key per
+  // minute; returns whether it was one. For the store's callers, on the
+  // error path only.
+  bool NoteWrongType(std::string_view message, std::span<const std::string> keys);
+
   // The nodes that hold data, for commands run on every master (SCAN):
   // standalone and proxy, the one node; cluster, the masters of the current
   // slot map (waiting up to connect_timeout_ms + timeout_ms for the first
@@ -218,6 +225,7 @@ class Client {
     uint64_t slot_map_refreshes = 0;  // CLUSTER SLOTS maps installed
     uint64_t writes = 0;              // write calls that sent bytes
     uint64_t commands_written = 0;    // commands in those writes (commands/writes = batch size)
+    uint64_t wrong_type = 0;          // requests failed on a key of the wrong type (NoteWrongType)
   };
   Stats GetStats() const;
 

@@ -17,6 +17,7 @@
 #include "redis/client.h"
 #include "redis/slot_map.h"
 #include "redis/tls.h"
+#include "redis/wrong_type.h"
 
 namespace floodgate::redis::internal {
 
@@ -109,6 +110,7 @@ class ClientState {
   const ClientOptions options;
   const std::shared_ptr<TlsContext> tls;  // null without TLS
   Counters counters;
+  WrongTypeLog wrong_types;
   // Written once in Client::Create before any other thread sees the state.
   std::vector<std::unique_ptr<IoThread>> threads;
   // Indexes of driven loops (Client::NewLoopDriver) count on from the threads'.

@@ -65,11 +65,15 @@ void RedisStore::Throttle(std::string_view key, int64_t max_burst, int64_t count
                                       quantity, now_ms, &argv);
   if (!s.ok()) return done(s, Limiter::ThrottleResult{});
   SendScript(*client_, nullptr, Route(tkey), ScriptFor(Algorithm::kGcra).source, std::move(argv),
-             [done = std::move(done)](const Status& st, const redisReply* reply) mutable {
+             [client = client_.get(), tkey, done = std::move(done)](
+                 const Status& st, const redisReply* reply) mutable {
                Limiter::ThrottleResult r;
                if (!st.ok()) return done(st, r);
                if (reply == nullptr) return done(InternalError("no reply"), r);
                const Status decoded = DecodeThrottleReply(*reply, &r, nullptr);
+               if (!decoded.ok()) {
+                 client->NoteWrongType(decoded.message(), std::span<const std::string>(&tkey, 1));
+               }
                done(decoded, r);
              });
 }

@@ -203,6 +203,10 @@ void MetricsPage(LoopContext& loop, const http::Request& req, std::string* out) 
          stats.local_cache_denials},
         {"floodgate_local_cache_entries", "gauge", "Subjects in the local over-limit cache.",
          stats.local_cache_entries},
+        {"floodgate_store_wrong_type_total", "counter",
+         "Decisions and operations that failed on a Redis key of another type than floodgate "
+         "keeps there (logged once per key per minute).",
+         stats.wrong_type},
     };
     for (const auto& m : remote) {
       AppendMetricHeader(&body, m.name, m.type, m.help);

@@ -668,6 +668,10 @@ void Limiter::Impl::SendChecks(AsyncBatch::Items& items) {
           if (i == 0) in_flight->fetch_sub(1, std::memory_order_release);
           Entry& e = entries[i];
           if (!s.ok()) {
+            // A key of the wrong type fails its decision alone: made
+            // visible (counted, logged once a minute), then answered as
+            // any other failure.
+            redis->client().NoteWrongType(s.message(), std::span<const std::string>(&keys[i], 1));
             Bump(backend_errors);
             e.done(Status::Ok(), BackendErrorDecision(*compiled));
             return;
@@ -824,6 +828,7 @@ Limiter::Stats Limiter::GetStats() const {
     stats.open_circuits = c.open_circuits;
     stats.backend_timeouts =
         static_cast<int64_t>(c.timeouts) + impl_->held_timeouts.load(std::memory_order_relaxed);
+    stats.wrong_type = static_cast<int64_t>(c.wrong_type);
   }
   return stats;
 }

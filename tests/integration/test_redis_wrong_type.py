@@ -1,10 +1,11 @@
 """Redis keys of the wrong type under floodgate's names (someone's LPUSH,
 SADD or HSET on a key where floodgate keeps a rule state, an expiring set or
 an OTP state): decisions on them follow on_backend_error, the failures are
-counted in /metrics and logged once per key per interval, and other subjects
-are unaffected."""
+counted in /metrics and logged once per key per interval, other subjects are
+unaffected, and `floodgate audit` reports the keys without touching them."""
 
 import json
+import subprocess
 import urllib.request
 
 from conftest import logfmt, metric_value
@@ -80,3 +81,57 @@ def test_sets_and_otp_refuse_a_key_of_the_wrong_type(start_server, redis_server,
     assert metric_value(metrics, "floodgate_store_wrong_type_total") == 1
     assert server.wait_for(WRONG_TYPE_RE + r".*key=fg:set:\{phones\} found=string "
                            r"expected=zset") is not None
+
+
+def audit(binary, *args):
+    return subprocess.run([str(binary), "audit", *args], capture_output=True, text=True,
+                          timeout=60)
+
+
+def test_audit_reports_keys_of_the_wrong_type_and_leaves_them(floodgate_bin, redis_server):
+    backend = redis_server()
+    r = backend.client()
+    node = f"127.0.0.1:{backend.port}"
+    # Of the wrong type, with a TTL (so only the type is wrong) ...
+    r.lpush("fg:{api:alice}", "x")
+    r.pexpire("fg:{api:alice}", 600_000)
+    r.sadd("fg:set:{phones}", "m")
+    r.pexpire("fg:set:{phones}", 600_000)
+    r.set("fg:otp:{+15550100}:codes", "x", px=600_000)
+    # ... and without one: reported twice, and --fix gives it a TTL as ever.
+    r.hset("fg:{alerts}", "f", "v")
+    # Right: floodgate's types, with TTLs.
+    r.set("fg:{api:bob}", "state", px=600_000)
+    r.set("fg:cl:{bob}", "state", px=600_000)
+    r.zadd("fg:set:{ok}", {"m": 1})
+    r.pexpire("fg:set:{ok}", 600_000)
+    r.zadd("fg:otp:{+15550100}:issues", {"e": 1})
+    r.pexpire("fg:otp:{+15550100}:issues", 600_000)
+    # Not a name floodgate uses: no type expected.
+    r.lpush("fg:mine", "x")
+    r.pexpire("fg:mine", 600_000)
+
+    out = audit(floodgate_bin, "--redis", backend.url)
+    assert out.returncode == 1, out.stderr
+    assert sorted(out.stdout.splitlines()) == sorted([
+        f"wrong-type {node} found=list expected=string fg:{{api:alice}}",
+        f"wrong-type {node} found=set expected=zset fg:set:{{phones}}",
+        f"wrong-type {node} found=string expected=zset fg:otp:{{+15550100}}:codes",
+        f"wrong-type {node} found=hash expected=stream fg:{{alerts}}",
+        f"no-ttl {node} fg:{{alerts}}",
+    ])
+    assert "scanned 9 keys" in out.stderr, out.stderr
+    assert "1 without a TTL, 4 of the wrong type" in out.stderr, out.stderr
+
+    out = audit(floodgate_bin, "--redis", backend.url, "--fix", "--ttl", "120")
+    assert out.returncode == 1, out.stderr  # the wrong types remain
+    assert "1 given one (120 s)" in out.stderr and "4 of the wrong type" in out.stderr
+    assert 0 < r.pttl("fg:{alerts}") <= 120_000
+    assert r.type("fg:{api:alice}") == b"list" and r.type("fg:{alerts}") == b"hash"
+    assert r.exists("fg:set:{phones}", "fg:otp:{+15550100}:codes") == 2
+
+    for key in ("fg:{api:alice}", "fg:set:{phones}", "fg:otp:{+15550100}:codes", "fg:{alerts}"):
+        r.delete(key)
+    out = audit(floodgate_bin, "--redis", backend.url)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "0 without a TTL, 0 of the wrong type" in out.stderr

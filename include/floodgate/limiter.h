@@ -201,6 +201,12 @@ class Limiter {
   int64_t SweepExpired();
 
   Stats GetStats() const;
+  // Whether the store can be expected to answer now, for a readiness check:
+  // always OK for the embedded store; for Redis, UNAVAILABLE with the
+  // reason ("redis circuit open for 127.0.0.1:6379") while a node it needs
+  // is known to be down (see docs/redis.md, "Circuit breaker"). Reads what
+  // the store already knows: no round trip, never blocks on the store.
+  Status StoreHealth() const;
   // The config in force (a copy: Reload may replace it concurrently).
   Config config() const;
 

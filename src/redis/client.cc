@@ -31,6 +31,12 @@ std::shared_ptr<CircuitBreaker> ClientState::BreakerFor(const std::string& id) {
   return breaker;
 }
 
+bool ClientState::CircuitOpen(const std::string& id) const {
+  std::lock_guard<std::mutex> lock(breakers_mu_);
+  auto it = breakers_.find(id);
+  return it != breakers_.end() && it->second->state() != CircuitBreaker::State::kClosed;
+}
+
 std::shared_ptr<const SlotMap> ClientState::slot_map() const {
   std::lock_guard<std::mutex> lock(map_mu_);
   return map_;
@@ -339,6 +345,37 @@ bool Client::NoteWrongType(std::string_view message, std::span<const std::string
   }
   state_->wrong_types.Report(key, what, MonotonicNowNs());
   return true;
+}
+
+Status Client::Health() const {
+  const StoreUrl& url = state_->options.url;
+  std::vector<std::string> needed;
+  bool any_will_do = false;  // a cluster without a map: one seed is enough
+  if (url.mode != StoreMode::kCluster) {
+    needed.push_back(url.nodes.front().ToString());
+  } else if (std::shared_ptr<const SlotMap> map = state_->slot_map(); map != nullptr) {
+    needed = map->nodes();
+  } else {
+    for (const HostPort& seed : url.nodes) needed.push_back(seed.ToString());
+    any_will_do = true;
+  }
+  std::string open;
+  size_t open_count = 0;
+  for (const std::string& node : needed) {
+    if (!state_->CircuitOpen(node)) continue;
+    ++open_count;
+    if (!open.empty()) open += ", ";
+    open += node;
+  }
+  if (any_will_do) {
+    if (open_count < needed.size()) {
+      return UnavailableError(
+          "redis cluster: no slot map yet (no seed has answered CLUSTER SLOTS)");
+    }
+    return UnavailableError("redis circuit open for every seed: " + open);
+  }
+  if (open_count > 0) return UnavailableError("redis circuit open for " + open);
+  return Status::Ok();
 }
 
 std::vector<std::string> Client::Masters() {

@@ -196,6 +196,18 @@ class Client {
   // error path only.
   bool NoteWrongType(std::string_view message, std::span<const std::string> keys);
 
+  // Whether requests can be expected to reach Redis now, from what the
+  // client already knows (no round trip; a lock on the breakers' map, so
+  // cheap enough for a health check, never for each request): UNAVAILABLE
+  // "redis circuit open for host:port[, ...]" while the circuit of a node
+  // the store needs is open or half-open (standalone and proxy: the one
+  // node; cluster: the masters of the slot map, and before there is one,
+  // every seed), or "redis cluster: no slot map yet (...)" for a cluster
+  // none of whose seeds has answered yet; otherwise OK. A Redis that went
+  // down unnoticed (an idle client) is noticed by the next failures: lost
+  // connections, failed connects, timeouts.
+  Status Health() const;
+
   // The nodes that hold data, for commands run on every master (SCAN):
   // standalone and proxy, the one node; cluster, the masters of the current
   // slot map (waiting up to connect_timeout_ms + timeout_ms for the first

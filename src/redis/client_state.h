@@ -118,6 +118,9 @@ class ClientState {
 
   // The breaker of node `id`, created on first use; shared by all threads.
   std::shared_ptr<CircuitBreaker> BreakerFor(const std::string& id);
+  // Whether node `id`'s circuit is open or half-open (false before its
+  // breaker exists: nothing has failed yet).
+  bool CircuitOpen(const std::string& id) const;
 
   // Cluster: the current slot map (null before the first CLUSTER SLOTS).
   std::shared_ptr<const SlotMap> slot_map() const;
@@ -133,7 +136,7 @@ class ClientState {
   bool slot_refresh_wanted() const { return refresh_wanted_.load(std::memory_order_relaxed); }
 
  private:
-  std::mutex breakers_mu_;
+  mutable std::mutex breakers_mu_;
   absl::flat_hash_map<std::string, std::shared_ptr<CircuitBreaker>> breakers_
       ABSL_GUARDED_BY(breakers_mu_);
 

@@ -833,6 +833,11 @@ Limiter::Stats Limiter::GetStats() const {
   return stats;
 }
 
+Status Limiter::StoreHealth() const {
+  if (impl_->redis == nullptr) return Status::Ok();
+  return impl_->redis->client().Health();
+}
+
 Config Limiter::config() const { return impl_->Rules().config; }
 
 ExpiringSets& Limiter::sets() { return *impl_->sets; }

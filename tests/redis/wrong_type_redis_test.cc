@@ -2,7 +2,7 @@
 // decision on such a key follows on_backend_error while the decisions sent
 // with it in the same script call are made; CL.THROTTLE, expiring sets, OTP
 // and the alert stream refuse such a key without touching it (OTP: not
-// even its other two keys); each failure is counted in Stats::wrong_type.
+// even its other two keys); each failure is counted (Stats::wrong_type).
 #include <gtest/gtest.h>
 #include <hiredis/hiredis.h>
 
@@ -14,6 +14,8 @@
 #include <vector>
 
 #include "floodgate/limiter.h"
+#include "redis/alert_stream.h"
+#include "redis/client.h"
 #include "redis/otp_store.h"
 #include "redis/script_call.h"
 #include "redis/set_store.h"
@@ -133,6 +135,32 @@ TEST(WrongTypeRedisTest, ThrottleSetsAndOtpRefuseSuchAKeyAndLeaveItAlone) {
   EXPECT_EQ(Query(redis.port(), {"TYPE", keys[1]}), "hash");
 
   EXPECT_EQ(limiter->GetStats().wrong_type, 3);
+}
+
+TEST(WrongTypeRedisTest, TheAlertStreamRefusesSuchAKeyAndLeavesItAlone) {
+  testing::RedisServer redis;
+  ASSERT_TRUE(redis.Start()) << redis.error();
+  auto parsed = redis::ParseStoreUrl(redis.url());
+  ASSERT_TRUE(parsed.ok());
+  redis::ClientOptions options;
+  options.url = *parsed;
+  options.timeout_ms = 5000;
+  auto client = redis::Client::Create(options);
+  ASSERT_TRUE(client.ok()) << client.status().ToString();
+  const std::string key(redis::AlertStream::kKey);
+  Query(redis.port(), {"SET", key, "not a stream"});
+  redis::AlertStream stream(**client, redis::AlertStream::Options{.consumer = "test"});
+  PendingAlert alert;
+  alert.event_id = "e1";
+  alert.url = "http://127.0.0.1:1/hook";
+  alert.body = "{}";
+  alert.created_ms = 1;
+  auto added = stream.Add(std::span<const PendingAlert>(&alert, 1));
+  EXPECT_FALSE(added.ok());
+  EXPECT_NE(added.status().message().find("holds a string, not a stream"), std::string::npos)
+      << added.status().ToString();
+  EXPECT_EQ(Query(redis.port(), {"GET", key}), "not a stream");
+  EXPECT_EQ((*client)->GetStats().wrong_type, 1u);
 }
 
 }  // namespace

@@ -43,6 +43,10 @@ class Limiter {
     int64_t local_cache_entries = 0;  // subjects in that cache now
     int64_t open_circuits = 0;        // Redis nodes given up on for now (circuit open)
     int64_t backend_timeouts = 0;     // requests Redis did not answer in time
+    // Decisions and operations that failed on a Redis key of the wrong type
+    // under floodgate's names (someone's SET or LPUSH on it): each follows
+    // on_backend_error (or fails) and is logged once per key per minute.
+    int64_t wrong_type = 0;
   };
 
   // Validates and compiles the config's rules. INVALID_ARGUMENT naming the
@@ -98,6 +102,12 @@ class Limiter {
   // round trip longer. Flush must be called again after an answer comes: a
   // server loop does, since every answer reaches it (its callback posts the
   // reply to the loop).
+  //
+  // Holding a decision back does not extend its timeout: the store's
+  // timeout counts from CheckAsync (or from CountTimeoutFrom's instant), so
+  // a decision is answered, by on_backend_error if need be, at the latest
+  // one timeout after it came. One whose timeout ran out while held is
+  // answered by the Flush that would have sent it, without being sent.
   class AsyncBatch {
    public:
     explicit AsyncBatch(Limiter& limiter, int max_calls_in_flight = 0);
@@ -114,6 +124,13 @@ class Limiter {
     bool empty() const;
     // Decisions held, not yet sent.
     size_t size() const;
+    // The decisions added from now until the next Flush (or FlushAll) count
+    // the store's timeout from `monotonic_ns` (CLOCK_MONOTONIC, in ns; 0:
+    // from when each is added). For an event loop that waited for the store
+    // alone, not reading its clients: their requests came no earlier than
+    // when that wait began, and are due one timeout after it, however long
+    // they sat unread.
+    void CountTimeoutFrom(int64_t monotonic_ns);
 
     struct Items;  // opaque: what the batch holds
 
@@ -197,6 +214,12 @@ class Limiter {
   int64_t SweepExpired();
 
   Stats GetStats() const;
+  // Whether the store can be expected to answer now, for a readiness check:
+  // always OK for the embedded store; for Redis, UNAVAILABLE with the
+  // reason ("redis circuit open for 127.0.0.1:6379") while a node it needs
+  // is known to be down (see docs/redis.md, "Circuit breaker"). Reads what
+  // the store already knows: no round trip, never blocks on the store.
+  Status StoreHealth() const;
   // The config in force (a copy: Reload may replace it concurrently).
   Config config() const;
 

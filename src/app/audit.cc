@@ -4,8 +4,11 @@
 // Redis the way KEYS would; a key may be reported twice by SCAN (it
 // guarantees only that every key present throughout is seen), so reports
 // are de-duplicated per node. For each batch of keys the PTTLs are asked
-// for in one pipeline. --fix uses EXPIRE … NX (Redis 7), so a key that got
-// its own TTL meanwhile keeps it; older servers get a plain EXPIRE.
+// for in one pipeline, and the TYPEs of the keys named like floodgate's own
+// (redis::ExpectedType) in another. --fix uses EXPIRE … NX (Redis 7), so a
+// key that got its own TTL meanwhile keeps it; older servers get a plain
+// EXPIRE. A key of the wrong type is only reported: it is someone's data,
+// and deleting it is the operator's call (DEL, or let it expire).
 #include "app/audit.h"
 
 #include <atomic>
@@ -17,6 +20,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "redis/client.h"
 #include "redis/url.h"
+#include "redis/wrong_type.h"
 
 namespace floodgate::app {
 namespace {
@@ -63,6 +67,37 @@ std::vector<int64_t> PttlAll(redis::Client& client, const std::string& node,
   return ttls;
 }
 
+// The TYPE of every key of a SCAN page whose name floodgate uses, asked in
+// one pipeline: "" for the others (not asked), and for failed requests
+// (then *failed is set).
+std::vector<std::string> TypeAll(redis::Client& client, const std::string& node,
+                                 const redisReply* keys, bool* failed) {
+  std::vector<std::string> types(keys->elements);
+  std::vector<size_t> asked;
+  for (size_t i = 0; i < keys->elements; ++i) {
+    if (!redis::ExpectedType(ReplyText(keys->element[i])).empty()) asked.push_back(i);
+  }
+  if (asked.empty()) return types;
+  std::atomic<size_t> left{asked.size()};
+  std::atomic<bool> any_failed{false};
+  std::promise<void> all;
+  for (const size_t i : asked) {
+    const std::string key = ReplyText(keys->element[i]);
+    const std::string_view args[] = {"TYPE", key};
+    client.SendToNode(node, args, [&, i](Status s, const redisReply* r) {
+      if (s.ok() && r != nullptr && r->type == REDIS_REPLY_STATUS) {
+        types[i] = ReplyText(r);
+      } else {
+        any_failed.store(true);
+      }
+      if (left.fetch_sub(1) == 1) all.set_value();
+    });
+  }
+  all.get_future().wait();
+  *failed = any_failed.load();
+  return types;
+}
+
 }  // namespace
 
 int RunAudit(const AuditOptions& options, std::ostream& out, std::ostream& err) {
@@ -93,9 +128,9 @@ int RunAudit(const AuditOptions& options, std::ostream& out, std::ostream& err) 
   }
   const std::string match = options.prefix + "*";
   const std::string ttl = std::to_string(options.fix_ttl_s);
-  int64_t scanned = 0, without_ttl = 0, fixed = 0;
+  int64_t scanned = 0, without_ttl = 0, fixed = 0, wrong_type = 0;
   for (const std::string& node : masters) {
-    absl::flat_hash_set<std::string> reported;
+    absl::flat_hash_set<std::string> reported, reported_type;
     std::string cursor = "0";
     do {
       auto page = (*client)->CallNode(node, {"SCAN", cursor, "MATCH", match, "COUNT", "1000"});
@@ -107,12 +142,26 @@ int RunAudit(const AuditOptions& options, std::ostream& out, std::ostream& err) 
       cursor = ReplyText((*page)->element[0]);
       const redisReply* keys = (*page)->element[1];
       const std::vector<int64_t> ttls = PttlAll(**client, node, keys);
+      bool type_failed = false;
+      const std::vector<std::string> types = TypeAll(**client, node, keys, &type_failed);
+      if (type_failed) {
+        err << "audit: TYPE failed on " << node << "\n";
+        return 2;
+      }
       for (size_t i = 0; i < keys->elements; ++i) {
         const std::string key = ReplyText(keys->element[i]);
         ++scanned;
         if (ttls[i] == kFailed) {
           err << "audit: PTTL failed on " << node << "\n";
           return 2;
+        }
+        // "none": deleted (or expired) since SCAN saw it.
+        const std::string_view expected = redis::ExpectedType(key);
+        if (!types[i].empty() && types[i] != "none" && types[i] != expected &&
+            reported_type.insert(key).second) {
+          ++wrong_type;
+          out << "wrong-type " << node << " found=" << types[i] << " expected=" << expected << " "
+              << Printable(key) << "\n";
         }
         if (ttls[i] != -1 || !reported.insert(key).second) continue;
         ++without_ttl;
@@ -134,8 +183,10 @@ int RunAudit(const AuditOptions& options, std::ostream& out, std::ostream& err) 
   err << "audit: scanned " << scanned << " keys matching '" << match << "' on " << masters.size()
       << (masters.size() == 1 ? " node" : " nodes") << ": " << without_ttl << " without a TTL";
   if (options.fix) err << ", " << fixed << " given one (" << options.fix_ttl_s << " s)";
+  err << ", " << wrong_type << " of the wrong type";
+  if (wrong_type > 0) err << " (not changed: delete them once you know whose they are)";
   err << "\n";
-  return without_ttl > fixed ? 1 : 0;
+  return without_ttl > fixed || wrong_type > 0 ? 1 : 0;
 }
 
 }  // namespace floodgate::app

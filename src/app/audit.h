@@ -1,6 +1,8 @@
 // `floodgate audit`: finds Redis keys of the store that have no expiry
 // (seed 004: counters that lived forever after INCR without EXPIRE) and,
-// with --fix, gives them one.
+// with --fix, gives them one; and keys named like floodgate's own that hold
+// another type than floodgate keeps there (redis/wrong_type.h), which it
+// reports and leaves alone.
 #pragma once
 
 #include <cstdint>
@@ -18,8 +20,11 @@ struct AuditOptions {
 };
 
 // Scans every master with SCAN (never KEYS), reports each key without a TTL
-// on `out` and a summary on `err`. Exit code: 0 when every key has a TTL
-// (or was fixed), 1 when keys without one remain, 2 on errors.
+// ("no-ttl <node> <key>") and each of the wrong type ("wrong-type <node>
+// found=<type> expected=<type> <key>") on `out`, and a summary on `err`.
+// Exit code: 0 when every key has a TTL (or was fixed) and the type
+// floodgate keeps at its name, 1 when keys without a TTL or of the wrong
+// type remain, 2 on errors.
 int RunAudit(const AuditOptions& options, std::ostream& out, std::ostream& err);
 
 }  // namespace floodgate::app

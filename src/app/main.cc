@@ -122,7 +122,9 @@ int main(int argc, char** argv) {
 
   floodgate::app::AuditOptions audit_options;
   auto* audit = app.add_subcommand(
-      "audit", "Find (and with --fix repair) Redis keys of the store that have no TTL");
+      "audit",
+      "Find (and with --fix repair) Redis keys of the store that have no TTL; report keys of the "
+      "wrong type");
   audit
       ->add_option("--redis", audit_options.redis_url,
                    "Redis URL: redis://host:port, rediss://…, redis+cluster://h1:p1,… "

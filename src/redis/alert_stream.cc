@@ -87,7 +87,11 @@ Result<OwnedReply> AlertStream::Run(std::vector<std::string> argv) {
   }
   if (!reply.ok()) return reply.status();
   if (*reply == nullptr) return InternalError("redis: no reply from the alert_stream script");
-  if (Status e = ErrorReplyStatus(**reply); !e.ok()) return e;
+  if (Status e = ErrorReplyStatus(**reply); !e.ok()) {
+    const std::string key(kKey);
+    client_.NoteWrongType(e.message(), std::span<const std::string>(&key, 1));
+    return e;
+  }
   return reply;
 }
 

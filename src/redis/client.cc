@@ -31,6 +31,12 @@ std::shared_ptr<CircuitBreaker> ClientState::BreakerFor(const std::string& id) {
   return breaker;
 }
 
+bool ClientState::CircuitOpen(const std::string& id) const {
+  std::lock_guard<std::mutex> lock(breakers_mu_);
+  auto it = breakers_.find(id);
+  return it != breakers_.end() && it->second->state() != CircuitBreaker::State::kClosed;
+}
+
 std::shared_ptr<const SlotMap> ClientState::slot_map() const {
   std::lock_guard<std::mutex> lock(map_mu_);
   return map_;
@@ -90,12 +96,18 @@ Batch::~Batch() = default;
 Batch::Batch(Batch&&) noexcept = default;
 Batch& Batch::operator=(Batch&&) noexcept = default;
 
-void Batch::Add(std::string_view key, std::span<const std::string_view> args, ReplyCallback done) {
+// Until Client::Send(Batch) stamps it, a Pending's deadline_ns is the one
+// its caller asked for (0: none).
+void Batch::Add(std::string_view key, std::span<const std::string_view> args, ReplyCallback done,
+                int64_t deadline_ns) {
   items_.push_back(internal::MakePending(key, args, std::move(done)));
+  items_.back()->deadline_ns = deadline_ns;
 }
 
-void Batch::Add(std::string_view key, std::span<const std::string> args, ReplyCallback done) {
+void Batch::Add(std::string_view key, std::span<const std::string> args, ReplyCallback done,
+                int64_t deadline_ns) {
   items_.push_back(internal::MakePending(key, args, std::move(done)));
+  items_.back()->deadline_ns = deadline_ns;
 }
 
 // --- Client. ---
@@ -207,23 +219,35 @@ void SubmitFromCaller(ClientState& state, std::unique_ptr<Pending> p) {
 
 }  // namespace
 
-void Client::Send(std::string_view key, std::span<const std::string_view> args,
-                  ReplyCallback done) {
+namespace {
+
+// The deadline of a request submitted now: timeout_ms from now, or the
+// caller's own when that is earlier (0: none).
+int64_t DeadlineFrom(int64_t now_ns, const ClientOptions& options, int64_t asked_ns) {
+  const int64_t deadline = now_ns + options.timeout_ms * 1'000'000;
+  return asked_ns > 0 && asked_ns < deadline ? asked_ns : deadline;
+}
+
+}  // namespace
+
+void Client::Send(std::string_view key, std::span<const std::string_view> args, ReplyCallback done,
+                  int64_t deadline_ns) {
   std::unique_ptr<Pending> p = internal::MakePending(key, args, std::move(done));
-  p->deadline_ns = MonotonicNowNs() + state_->options.timeout_ms * 1'000'000;
+  p->deadline_ns = DeadlineFrom(MonotonicNowNs(), state_->options, deadline_ns);
   SubmitFromCaller(*state_, std::move(p));
 }
 
-void Client::Send(std::string_view key, std::span<const std::string> args, ReplyCallback done) {
+void Client::Send(std::string_view key, std::span<const std::string> args, ReplyCallback done,
+                  int64_t deadline_ns) {
   std::unique_ptr<Pending> p = internal::MakePending(key, args, std::move(done));
-  p->deadline_ns = MonotonicNowNs() + state_->options.timeout_ms * 1'000'000;
+  p->deadline_ns = DeadlineFrom(MonotonicNowNs(), state_->options, deadline_ns);
   SubmitFromCaller(*state_, std::move(p));
 }
 
 void Client::Send(Batch&& batch) {
   if (batch.items_.empty()) return;
-  const int64_t deadline = MonotonicNowNs() + state_->options.timeout_ms * 1'000'000;
-  for (auto& p : batch.items_) p->deadline_ns = deadline;
+  const int64_t now = MonotonicNowNs();
+  for (auto& p : batch.items_) p->deadline_ns = DeadlineFrom(now, state_->options, p->deadline_ns);
   SubmitFromCaller(*state_, batch.items_);
   batch.items_.clear();
 }
@@ -310,6 +334,50 @@ Result<OwnedReply> Client::CallNode(const std::string& node,
   return Wait(*waiter);
 }
 
+bool Client::NoteWrongType(std::string_view message, std::span<const std::string> keys) {
+  WrongType what;
+  if (!ParseWrongType(message, &what)) return false;
+  std::string_view key;
+  if (what.key_index >= 1 && static_cast<size_t>(what.key_index) <= keys.size()) {
+    key = keys[static_cast<size_t>(what.key_index) - 1];
+  } else if (!keys.empty()) {
+    key = keys.front();
+  }
+  state_->wrong_types.Report(key, what, MonotonicNowNs());
+  return true;
+}
+
+Status Client::Health() const {
+  const StoreUrl& url = state_->options.url;
+  std::vector<std::string> needed;
+  bool any_will_do = false;  // a cluster without a map: one seed is enough
+  if (url.mode != StoreMode::kCluster) {
+    needed.push_back(url.nodes.front().ToString());
+  } else if (std::shared_ptr<const SlotMap> map = state_->slot_map(); map != nullptr) {
+    needed = map->nodes();
+  } else {
+    for (const HostPort& seed : url.nodes) needed.push_back(seed.ToString());
+    any_will_do = true;
+  }
+  std::string open;
+  size_t open_count = 0;
+  for (const std::string& node : needed) {
+    if (!state_->CircuitOpen(node)) continue;
+    ++open_count;
+    if (!open.empty()) open += ", ";
+    open += node;
+  }
+  if (any_will_do) {
+    if (open_count < needed.size()) {
+      return UnavailableError(
+          "redis cluster: no slot map yet (no seed has answered CLUSTER SLOTS)");
+    }
+    return UnavailableError("redis circuit open for every seed: " + open);
+  }
+  if (open_count > 0) return UnavailableError("redis circuit open for " + open);
+  return Status::Ok();
+}
+
 std::vector<std::string> Client::Masters() {
   const ClientOptions& options = state_->options;
   if (options.url.mode != StoreMode::kCluster) return {options.url.nodes.front().ToString()};
@@ -348,6 +416,7 @@ Client::Stats Client::GetStats() const {
   s.slot_map_refreshes = c.slot_map_refreshes.load(r);
   s.writes = c.writes.load(r);
   s.commands_written = c.commands_written.load(r);
+  s.wrong_type = state_->wrong_types.count();
   return s;
 }
 

@@ -10,12 +10,14 @@
 // submitted while the thread was busy goes out in one write per connection
 // (pipelining). A caller with an event loop of its own can run the I/O on
 // its thread instead (NewLoopDriver). Each request is answered exactly once, within timeout_ms of
-// its submission: with a reply, DEADLINE_EXCEEDED, or at once with
-// UNAVAILABLE when the node is known to be down (circuit open). See
-// docs/redis.md for reconnects, the circuit breaker and cluster routing.
+// its submission (or by the earlier deadline its caller gave it): with a reply,
+// DEADLINE_EXCEEDED, or at once with UNAVAILABLE when the node is known to be
+// down (circuit open). See docs/redis.md for reconnects, the circuit breaker
+// and cluster routing.
 #pragma once
 
 #include <hiredis/hiredis.h>
+#include <time.h>
 
 #include <cstdint>
 #include <initializer_list>
@@ -32,6 +34,14 @@
 #include "redis/wire.h"
 
 namespace floodgate::redis {
+
+// The clock of request deadlines: CLOCK_MONOTONIC in nanoseconds (never the
+// wall clock: a clock step must not expire or extend requests).
+inline int64_t MonotonicNowNs() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+}
 
 struct ClientOptions {
   StoreUrl url;
@@ -94,9 +104,14 @@ class Batch {
   Batch(Batch&&) noexcept;
   Batch& operator=(Batch&&) noexcept;
 
-  // As Client::Send. The timeout counts from Client::Send(Batch).
-  void Add(std::string_view key, std::span<const std::string_view> args, ReplyCallback done);
-  void Add(std::string_view key, std::span<const std::string> args, ReplyCallback done);
+  // As Client::Send. The timeout counts from Client::Send(Batch); a
+  // deadline_ns (MonotonicNowNs's clock) earlier than that is kept instead:
+  // a caller that held the command back passes the deadline its request
+  // started with, so that holding it does not add to its wait.
+  void Add(std::string_view key, std::span<const std::string_view> args, ReplyCallback done,
+           int64_t deadline_ns = 0);
+  void Add(std::string_view key, std::span<const std::string> args, ReplyCallback done,
+           int64_t deadline_ns = 0);
   size_t size() const { return items_.size(); }
   bool empty() const { return items_.empty(); }
 
@@ -123,9 +138,14 @@ class Client {
   // master of the key's slot (its hash tag's); otherwise to the one node.
   // `done` runs exactly once, on an I/O thread (or the thread driving the
   // caller's loop); it must not block (it may Send). Commands are written in
-  // submission order per connection.
-  void Send(std::string_view key, std::span<const std::string_view> args, ReplyCallback done);
-  void Send(std::string_view key, std::span<const std::string> args, ReplyCallback done);
+  // submission order per connection. A deadline_ns (MonotonicNowNs's clock)
+  // earlier than timeout_ms from now is kept instead (a resend that must not
+  // outlast the first attempt's deadline); one already past is answered
+  // DEADLINE_EXCEEDED at the loop's next step.
+  void Send(std::string_view key, std::span<const std::string_view> args, ReplyCallback done,
+            int64_t deadline_ns = 0);
+  void Send(std::string_view key, std::span<const std::string> args, ReplyCallback done,
+            int64_t deadline_ns = 0);
   void Send(std::string_view key, std::initializer_list<std::string_view> args,
             ReplyCallback done) {
     Send(key, std::span<const std::string_view>(args.begin(), args.size()), std::move(done));
@@ -169,6 +189,25 @@ class Client {
   // itself.
   bool RunsIoHere() const;
 
+  // A request on `keys` (a script's KEYS) failed with `message`. When that
+  // is a WRONGTYPE error (redis/wrong_type.h), counts it (Stats::wrong_type)
+  // and logs the key it names (KEYS[i], else the first) once per key per
+  // minute; returns whether it was one. For the store's callers, on the
+  // error path only.
+  bool NoteWrongType(std::string_view message, std::span<const std::string> keys);
+
+  // Whether requests can be expected to reach Redis now, from what the
+  // client already knows (no round trip; a lock on the breakers' map, so
+  // cheap enough for a health check, never for each request): UNAVAILABLE
+  // "redis circuit open for host:port[, ...]" while the circuit of a node
+  // the store needs is open or half-open (standalone and proxy: the one
+  // node; cluster: the masters of the slot map, and before there is one,
+  // every seed), or "redis cluster: no slot map yet (...)" for a cluster
+  // none of whose seeds has answered yet; otherwise OK. A Redis that went
+  // down unnoticed (an idle client) is noticed by the next failures: lost
+  // connections, failed connects, timeouts.
+  Status Health() const;
+
   // The nodes that hold data, for commands run on every master (SCAN):
   // standalone and proxy, the one node; cluster, the masters of the current
   // slot map (waiting up to connect_timeout_ms + timeout_ms for the first
@@ -198,6 +237,7 @@ class Client {
     uint64_t slot_map_refreshes = 0;  // CLUSTER SLOTS maps installed
     uint64_t writes = 0;              // write calls that sent bytes
     uint64_t commands_written = 0;    // commands in those writes (commands/writes = batch size)
+    uint64_t wrong_type = 0;          // requests failed on a key of the wrong type (NoteWrongType)
   };
   Stats GetStats() const;
 

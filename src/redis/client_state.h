@@ -3,8 +3,6 @@
 // cluster slot map. Private to src/redis/.
 #pragma once
 
-#include <time.h>
-
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
@@ -19,6 +17,7 @@
 #include "redis/client.h"
 #include "redis/slot_map.h"
 #include "redis/tls.h"
+#include "redis/wrong_type.h"
 
 namespace floodgate::redis::internal {
 
@@ -26,13 +25,7 @@ class Connection;
 class IoThread;
 struct Node;
 
-// Monotonic time for deadlines (never the wall clock: a clock step must not
-// expire or extend requests).
-inline int64_t MonotonicNowNs() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
-}
+using redis::MonotonicNowNs;
 
 enum class PendingKind : uint8_t {
   kUser,     // a caller's command: counted in Stats, redirects followed
@@ -117,6 +110,7 @@ class ClientState {
   const ClientOptions options;
   const std::shared_ptr<TlsContext> tls;  // null without TLS
   Counters counters;
+  WrongTypeLog wrong_types;
   // Written once in Client::Create before any other thread sees the state.
   std::vector<std::unique_ptr<IoThread>> threads;
   // Indexes of driven loops (Client::NewLoopDriver) count on from the threads'.
@@ -124,6 +118,9 @@ class ClientState {
 
   // The breaker of node `id`, created on first use; shared by all threads.
   std::shared_ptr<CircuitBreaker> BreakerFor(const std::string& id);
+  // Whether node `id`'s circuit is open or half-open (false before its
+  // breaker exists: nothing has failed yet).
+  bool CircuitOpen(const std::string& id) const;
 
   // Cluster: the current slot map (null before the first CLUSTER SLOTS).
   std::shared_ptr<const SlotMap> slot_map() const;
@@ -139,7 +136,7 @@ class ClientState {
   bool slot_refresh_wanted() const { return refresh_wanted_.load(std::memory_order_relaxed); }
 
  private:
-  std::mutex breakers_mu_;
+  mutable std::mutex breakers_mu_;
   absl::flat_hash_map<std::string, std::shared_ptr<CircuitBreaker>> breakers_
       ABSL_GUARDED_BY(breakers_mu_);
 

@@ -65,6 +65,18 @@ Status DeadlineError(const Node* node, int64_t timeout_ms) {
 
 const ClientState* CurrentLoopState() { return t_loop_state; }
 
+int SleepMs(int64_t now_ns, int64_t deadline_ns, int64_t max_ns) {
+  int64_t wait_ns = max_ns;
+  if (deadline_ns >= 0) {
+    const int64_t until = std::max<int64_t>(0, deadline_ns - now_ns);
+    if (wait_ns < 0 || until < wait_ns) wait_ns = until;
+  }
+  if (wait_ns < 0) return -1;
+  // Rounded up: waking before a deadline would only spin. (epoll's timeout
+  // is whole milliseconds; an hour is plenty for an int.)
+  return static_cast<int>(std::min<int64_t>((wait_ns + 999'999) / 1'000'000, 3'600'000));
+}
+
 IoThread* AttachedLoop(const ClientState& state) {
   for (IoThread* loop : t_attached) {
     if (&loop->state() == &state) return loop;
@@ -295,14 +307,8 @@ void IoThread::Detach() {
 
 int IoThread::EpollTimeoutMs(int64_t now_ns, bool housekeeping) const {
   if (!connect_list_.empty() || !flush_list_.empty()) return 0;
-  int64_t wait_ns = housekeeping ? kHousekeepingNs : -1;
-  if (timers_head_ != nullptr) {
-    const int64_t until = std::max<int64_t>(0, timers_head_->deadline_ns - now_ns);
-    if (wait_ns < 0 || until < wait_ns) wait_ns = until;
-  }
-  if (wait_ns < 0) return -1;
-  // Rounded up: waking before a deadline would only spin.
-  return static_cast<int>((wait_ns + 999'999) / 1'000'000);
+  return SleepMs(now_ns, timers_head_ != nullptr ? timers_head_->deadline_ns : -1,
+                 housekeeping ? kHousekeepingNs : -1);
 }
 
 void IoThread::DrainQueue(int64_t now_ns) {
@@ -314,7 +320,19 @@ void IoThread::DrainQueue(int64_t now_ns) {
   }
   Bump(state_.counters.requests, requests);
   for (auto& p : drained_) {
-    if (!p->rejected && p->invalid.empty()) AddTimer(*p);
+    if (!p->rejected && p->invalid.empty()) {
+      // Its caller's deadline passed before it could be sent (a caller that
+      // held it back, a busy loop): answered now, never written. Says
+      // nothing about the node.
+      if (p->deadline_ns <= now_ns) {
+        Finish(*p,
+               Status(StatusCode::kDeadlineExceeded,
+                      "the request's deadline passed before it could be sent to redis"),
+               nullptr);
+        continue;
+      }
+      AddTimer(*p);
+    }
     Route(std::move(p), now_ns);
   }
   drained_.clear();

@@ -27,6 +27,13 @@ namespace floodgate::redis::internal {
 // The state of the client whose I/O thread the caller is, or null.
 const ClientState* CurrentLoopState();
 
+// How long an I/O loop may sleep at `now_ns`, in epoll's milliseconds (-1:
+// until an event): until `deadline_ns`, the earliest deadline (< 0: none),
+// and no longer than `max_ns` (< 0: no bound). Rounded up to the next whole
+// millisecond: a loop woken before a deadline would only spin until it. A
+// deadline that has passed is 0.
+int SleepMs(int64_t now_ns, int64_t deadline_ns, int64_t max_ns);
+
 class IoThread;
 // The driven loop of `state`'s client attached to the calling thread, or null.
 IoThread* AttachedLoop(const ClientState& state);

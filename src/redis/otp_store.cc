@@ -51,8 +51,18 @@ void Send(Client& client, std::vector<std::string> argv,
           absl::AnyInvocable<void(Status, const redisReply*)> decode) {
   // Routed by the codes key: all three share its hash tag, so its slot.
   const std::string route = argv[3];
+  // EVALSHA sha 3 codes issues attempts ...: the keys, for a WRONGTYPE error.
+  std::array<std::string, 3> keys = {argv[3], argv[4], argv[5]};
   SendScript(client, nullptr, route, ScriptFor(Feature::kOtp).source, std::move(argv),
-             std::move(decode));
+             [client = &client, keys = std::move(keys), decode = std::move(decode)](
+                 Status s, const redisReply* reply) mutable {
+               if (!s.ok()) {
+                 client->NoteWrongType(s.message(), keys);
+               } else if (reply != nullptr && reply->type == REDIS_REPLY_ERROR) {
+                 client->NoteWrongType(std::string_view(reply->str, reply->len), keys);
+               }
+               decode(s, reply);
+             });
 }
 
 }  // namespace

@@ -28,32 +28,33 @@ RedisStore::RedisStore(std::unique_ptr<Client> client)
 void RedisStore::CheckMany(const core::CompiledRule& rule, std::string_view fingerprint,
                            std::span<const std::string> keys, std::span<const int64_t> costs,
                            std::optional<int64_t> now_ms, int64_t clock_ms, ManyDone done,
-                           Batch* batch) {
+                           Batch* batch, int64_t deadline_ns) {
   const size_t k = keys.size();
   std::vector<std::string> argv;
   AppendCheckCall(ScriptCall::kEvalSha, rule, fingerprint, keys, costs, now_ms, clock_ms, &argv);
   const core::CompiledRule* r = &rule;
-  SendScript(*client_, batch, Route(keys.front()), ScriptFor(rule.algorithm).source,
-             std::move(argv),
-             [r, k, done = std::move(done)](const Status& s, const redisReply* reply) mutable {
-               static const Decision kEmpty{};
-               Status shape = s;
-               if (shape.ok()) {
-                 shape = reply == nullptr ? InternalError("no reply")
-                                          : CheckReplyShape(r->algorithm, *reply, k);
-               }
-               if (!shape.ok()) {
-                 for (size_t i = 0; i < k; ++i) done(i, shape, kEmpty, nullptr);
-                 return;
-               }
-               Decision d;
-               core::AlertOutcome alerts;
-               core::AlertOutcome* fired = r->alerts.enabled() ? &alerts : nullptr;
-               for (size_t i = 0; i < k; ++i) {
-                 const Status decoded = DecodeCheckReply(*r, *reply, i, &d, nullptr, fired);
-                 done(i, decoded, decoded.ok() ? d : kEmpty, decoded.ok() ? fired : nullptr);
-               }
-             });
+  SendScript(
+      *client_, batch, Route(keys.front()), ScriptFor(rule.algorithm).source, std::move(argv),
+      [r, k, done = std::move(done)](const Status& s, const redisReply* reply) mutable {
+        static const Decision kEmpty{};
+        Status shape = s;
+        if (shape.ok()) {
+          shape = reply == nullptr ? InternalError("no reply")
+                                   : CheckReplyShape(r->algorithm, *reply, k);
+        }
+        if (!shape.ok()) {
+          for (size_t i = 0; i < k; ++i) done(i, shape, kEmpty, nullptr);
+          return;
+        }
+        Decision d;
+        core::AlertOutcome alerts;
+        core::AlertOutcome* fired = r->alerts.enabled() ? &alerts : nullptr;
+        for (size_t i = 0; i < k; ++i) {
+          const Status decoded = DecodeCheckReply(*r, *reply, i, &d, nullptr, fired);
+          done(i, decoded, decoded.ok() ? d : kEmpty, decoded.ok() ? fired : nullptr);
+        }
+      },
+      deadline_ns);
 }
 
 void RedisStore::Throttle(std::string_view key, int64_t max_burst, int64_t count, int64_t period_s,
@@ -64,11 +65,15 @@ void RedisStore::Throttle(std::string_view key, int64_t max_burst, int64_t count
                                       quantity, now_ms, &argv);
   if (!s.ok()) return done(s, Limiter::ThrottleResult{});
   SendScript(*client_, nullptr, Route(tkey), ScriptFor(Algorithm::kGcra).source, std::move(argv),
-             [done = std::move(done)](const Status& st, const redisReply* reply) mutable {
+             [client = client_.get(), tkey, done = std::move(done)](
+                 const Status& st, const redisReply* reply) mutable {
                Limiter::ThrottleResult r;
                if (!st.ok()) return done(st, r);
                if (reply == nullptr) return done(InternalError("no reply"), r);
                const Status decoded = DecodeThrottleReply(*reply, &r, nullptr);
+               if (!decoded.ok()) {
+                 client->NoteWrongType(decoded.message(), std::span<const std::string>(&tkey, 1));
+               }
                done(decoded, r);
              });
 }

@@ -48,12 +48,15 @@ class RedisStore {
   // `batch` is null. `rule` must outlive the answers.
   // `alerts` is what decision i fired (core/alerts.h) for a rule with
   // alerts, decided by the script with the count; null otherwise.
+  // The answers come by `deadline_ns` (redis::MonotonicNowNs's clock; 0:
+  // the client's timeout from the send).
   using ManyDone =
       absl::AnyInvocable<void(size_t index, const Status& status, const Decision& decision,
                               const core::AlertOutcome* alerts)>;
   void CheckMany(const core::CompiledRule& rule, std::string_view fingerprint,
                  std::span<const std::string> keys, std::span<const int64_t> costs,
-                 std::optional<int64_t> now_ms, int64_t clock_ms, ManyDone done, Batch* batch);
+                 std::optional<int64_t> now_ms, int64_t clock_ms, ManyDone done, Batch* batch,
+                 int64_t deadline_ns = 0);
 
   // Whether one script call may decide several keys: only on one standalone
   // server. In a cluster the keys would span slots, and a proxy routes a

@@ -19,7 +19,8 @@
 // reset_after[, window_start_ms, window_end_ms]} (the window pair for fixed_window and
 // sliding_window; gcra's durations in microseconds, the others' in ms), then with alerts per limit
 // the bits of the thresholds fired and the alert window's start and end; or an error in place of
-// a decision that could not be made (fixed_window's clock skew).
+// a decision that could not be made (fixed_window's clock skew; a key of
+// another type than a string, "WRONGTYPE floodgate: ...", redis/wrong_type.h).
 //
 // Every function here is thread-safe (no shared mutable state).
 #pragma once

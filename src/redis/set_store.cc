@@ -99,7 +99,7 @@ void SetStore::Run(const SetRequest& request, int64_t max_members, std::optional
       break;
   }
   SendScript(client_, nullptr, key, script.source, std::move(argv),
-             [op = request.op, max_members, done = std::move(done)](
+             [client = &client_, key, op = request.op, max_members, done = std::move(done)](
                  const Status& s, const redisReply* reply) mutable {
                SetReply out;
                Status result = s;
@@ -107,7 +107,10 @@ void SetStore::Run(const SetRequest& request, int64_t max_members, std::optional
                  result = reply == nullptr ? InternalError("redis: no reply")
                                            : Decode(op, max_members, *reply, &out);
                }
-               if (!result.ok()) out = SetReply{};
+               if (!result.ok()) {
+                 client->NoteWrongType(result.message(), std::span<const std::string>(&key, 1));
+                 out = SetReply{};
+               }
                done(result, out);
              });
 }

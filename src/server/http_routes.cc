@@ -1,4 +1,4 @@
-// HTTP routes: /v1/check (POST JSON or GET query), /healthz, /metrics,
+// HTTP routes: /v1/check (POST JSON or GET query), /healthz, /readyz, /metrics,
 // /v1/rules, /v1/sets/{key} (http_set_routes.cc), /v1/otp/issue|verify
 // (http_otp_routes.cc) and /v1/alerts/recent (http_alert_routes.cc). Errors
 // are application/problem+json (RFC 9457).
@@ -177,6 +177,25 @@ void Rules(LoopContext& loop, const http::Request& req, std::string* out) {
                        req.keep_alive);
 }
 
+// Readiness, for load balancers: the process serves (else nothing would
+// answer), the rules are loaded (a Limiter exists only with them), and the
+// store can be expected to answer (Limiter::StoreHealth: what the Redis
+// client already knows, so this never waits for Redis). /healthz is
+// liveness alone.
+void Ready(LoopContext& loop, const http::Request& req, std::string* out) {
+  const http::HeaderField json[] = {{"Content-Type", "application/json"},
+                                    {"Cache-Control", "no-store"}};
+  const Status health = loop.service().limiter->StoreHealth();
+  if (health.ok()) {
+    http::AppendResponse(out, 200, "OK", json, "{\"status\":\"ready\"}", req.keep_alive);
+    return;
+  }
+  std::string body = "{\"status\":\"unavailable\",\"reason\":\"";
+  http::AppendJsonEscaped(&body, health.message());
+  body += "\"}";
+  http::AppendResponse(out, 503, http::StatusReason(503), json, body, req.keep_alive);
+}
+
 void MetricsPage(LoopContext& loop, const http::Request& req, std::string* out) {
   std::string body;
   ServiceContext& s = loop.service();
@@ -224,6 +243,10 @@ void MetricsPage(LoopContext& loop, const http::Request& req, std::string* out) 
          stats.local_cache_denials},
         {"floodgate_local_cache_entries", "gauge", "Subjects in the local over-limit cache.",
          stats.local_cache_entries},
+        {"floodgate_store_wrong_type_total", "counter",
+         "Decisions and operations that failed on a Redis key of another type than floodgate "
+         "keeps there (logged once per key per minute).",
+         stats.wrong_type},
     };
     for (const auto& m : remote) {
       AppendMetricHeader(&body, m.name, m.type, m.help);
@@ -347,6 +370,10 @@ void HandleHttp(LoopContext& loop, const http::Request& req, const HttpAsync& as
     const http::HeaderField json[] = {{"Content-Type", "application/json"}};
     http::AppendResponse(out, 200, "OK", json, "{\"status\":\"ok\"}", req.keep_alive);
     return;
+  }
+  if (path == "/readyz") {
+    if (!get) return Problem(loop, req, 405, "use GET", out, {{"Allow", "GET"}});
+    return Ready(loop, req, out);
   }
   // /v1/sets/{key}: exactly one segment after /v1/sets/, the key.
   std::optional<std::vector<std::string>> set_path;

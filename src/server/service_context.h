@@ -34,6 +34,10 @@ struct ServiceContext {
   std::function<void(std::string*)> render_connections;
 };
 
+// Monotonic nanoseconds (CLOCK_MONOTONIC), for request latency and the
+// store's deadlines.
+int64_t MonotonicNs();
+
 // What one event loop keeps for its sessions. Not thread-safe: one loop only.
 class LoopContext {
  public:
@@ -52,6 +56,10 @@ class LoopContext {
   Limiter::AsyncBatch* batch() { return &batch_; }
   void EndRound() {
     const size_t added = batch_.size() - held_;
+    // The round's input has been read: what clients send from here on is
+    // read in a later round (see WaitForStoreOnly). Only a batch holding
+    // decisions can keep any back, so only then is the clock read.
+    round_read_ns_ = batch_.empty() ? 0 : MonotonicNs();
     batch_.Flush();
     held_ = batch_.size();
     few_held_ = held_ > 0 && added < kFewDecisions;
@@ -64,7 +72,16 @@ class LoopContext {
   // requests are read together when the answer comes (docs/design.md).
   // Deep pipelines bring more per round and keep being read meanwhile, so
   // that parsing them overlaps Redis's work.
-  bool WaitForStoreOnly() const { return few_held_; }
+  //
+  // What clients send meanwhile sits unread until the answer comes (or its
+  // timeout, if Redis stalls), so the decisions read in the next round
+  // count the store's timeout from when this round's input had been read,
+  // about the earliest their requests can have come: each is still
+  // answered within timeout_ms of its arrival.
+  bool WaitForStoreOnly() {
+    if (few_held_) batch_.CountTimeoutFrom(round_read_ns_);
+    return few_held_;
+  }
   // The loop is stopping: whatever the batch holds goes to the store now
   // (whose driver then answers it), not when the batch is destroyed.
   void Stop() { batch_.FlushAll(); }
@@ -101,13 +118,11 @@ class LoopContext {
   Limiter::AsyncBatch batch_;
   size_t held_ = 0;  // decisions the batch held after the last round
   bool few_held_ = false;
+  int64_t round_read_ns_ = 0;  // when the last round's input had been read (if it held any)
   absl::flat_hash_map<std::string, RuleCounters*> counters_;
 };
 
 // Compares secrets in time independent of where they differ.
 bool ConstantTimeEquals(std::string_view a, std::string_view b);
-
-// Monotonic nanoseconds, for request latency.
-int64_t MonotonicNs();
 
 }  // namespace floodgate::server

@@ -7,6 +7,7 @@
 // changes, so the hot path takes no lock.
 #include "floodgate/limiter.h"
 
+#include <algorithm>
 #include <atomic>
 #include <future>
 #include <mutex>
@@ -128,6 +129,9 @@ struct PendingCheck {
   std::string key;  // redis::StateKey of the subject
   int64_t cost;
   int64_t sent_ms;  // see QueueRemote
+  // When the answer is due (redis::MonotonicNowNs's clock): the store's
+  // timeout from when the request came, however long it waits in a batch.
+  int64_t deadline_ns;
   Limiter::CheckCallback done;
   std::string subject;  // variants with alerts only: the events name it
 };
@@ -136,7 +140,8 @@ struct PendingCheck {
 
 struct Limiter::AsyncBatch::Items {
   std::vector<PendingCheck> checks;
-  int max_in_flight = 0;  // 0: no bound
+  int max_in_flight = 0;        // 0: no bound
+  int64_t timeout_from_ns = 0;  // see CountTimeoutFrom; 0: from each CheckAsync
   // Calls sent and not answered; decremented on the store's I/O thread.
   std::shared_ptr<std::atomic<int>> in_flight = std::make_shared<std::atomic<int>>(0);
   // The rule sets the checks' variants belong to (usually one).
@@ -246,10 +251,13 @@ struct Limiter::Impl {
   std::unique_ptr<redis::RedisStore> redis;
   std::unique_ptr<service::LocalDenyCache> deny_cache;  // null when disabled
   std::atomic<int64_t> backend_errors{0};
+  // Decisions whose deadline passed while a batch held them (not sent).
+  std::atomic<int64_t> held_timeouts{0};
   std::atomic<int64_t> local_cache_denials{0};
   // Decisions made by a fallback policy, by reason.
   std::atomic<int64_t> fallback_backend_error{0};
   std::atomic<int64_t> fallback_store_full{0};
+  int64_t timeout_ns = 0;  // the remote store's request timeout
 
   mutable std::mutex mu;
   std::shared_ptr<const RuleSet> current;                  // guarded by mu
@@ -356,6 +364,7 @@ Result<std::unique_ptr<Limiter>> Limiter::Create(const Config& config, const Clo
     auto store = redis::RedisStore::Create(RedisOptions(*url, config.redis));
     if (!store.ok()) return store.status();
     impl->redis = std::move(*store);
+    impl->timeout_ns = config.redis.timeout_ms * 1'000'000;
     if (config.redis.local_cache) {
       impl->deny_cache = std::make_unique<service::LocalDenyCache>(
           static_cast<size_t>(config.redis.local_cache_max_entries));
@@ -448,6 +457,7 @@ Limiter::AsyncBatch::~AsyncBatch() {
 }
 
 void Limiter::AsyncBatch::Flush() {
+  items_->timeout_from_ns = 0;
   if (items_->checks.empty()) return;
   // Held while the calls in flight are at the bound, unless there is a
   // full call's worth already (see the class comment).
@@ -460,6 +470,7 @@ void Limiter::AsyncBatch::Flush() {
 }
 
 void Limiter::AsyncBatch::FlushAll() {
+  items_->timeout_from_ns = 0;
   if (items_->checks.empty()) return;
   limiter_.impl_->SendChecks(*items_);
 }
@@ -467,6 +478,10 @@ void Limiter::AsyncBatch::FlushAll() {
 bool Limiter::AsyncBatch::empty() const { return items_->checks.empty(); }
 
 size_t Limiter::AsyncBatch::size() const { return items_->checks.size(); }
+
+void Limiter::AsyncBatch::CountTimeoutFrom(int64_t monotonic_ns) {
+  items_->timeout_from_ns = monotonic_ns;
+}
 
 Status Limiter::Impl::Resolve(std::string_view rule, std::string_view key, int64_t cost,
                               std::string_view tier, const Variant** variant) const {
@@ -573,6 +588,11 @@ void Limiter::Impl::QueueRemote(const Variant& variant, std::string_view key, in
   // The instant the request leaves: a denial until T is remembered from
   // here, so a slow reply can only shorten the local denial.
   const int64_t sent_ms = at_ms.has_value() ? *at_ms : clock.NowMs();
+  // The answer is due one timeout after the request came (here, or when the
+  // loop began a wait that left it unread), whether it goes to Redis at once
+  // or waits in a batch for a call in flight.
+  const int64_t deadline_ns =
+      (items.timeout_from_ns > 0 ? items.timeout_from_ns : redis::MonotonicNowNs()) + timeout_ns;
   std::string state_key = redis::StateKey(variant.compiled.name, variant.compiled.tier, key);
   if (deny_cache != nullptr) {
     Decision d;
@@ -587,7 +607,7 @@ void Limiter::Impl::QueueRemote(const Variant& variant, std::string_view key, in
   const std::shared_ptr<const RuleSet>& rules = Cache().rules;
   if (items.rule_sets.empty() || items.rule_sets.back() != rules) items.rule_sets.push_back(rules);
   items.checks.push_back(
-      PendingCheck{rules.get(), &variant, at_ms, std::move(state_key), cost, sent_ms,
+      PendingCheck{rules.get(), &variant, at_ms, std::move(state_key), cost, sent_ms, deadline_ns,
                    std::move(done), variant.alerts != nullptr ? std::string(key) : std::string()});
 }
 
@@ -597,6 +617,16 @@ void Limiter::Impl::SendChecks(AsyncBatch::Items& items) {
   const size_t per_call = redis->batches() ? redis::RedisStore::kMaxDecisionsPerCall : 1;
   redis::Batch out;
   items.taken.assign(checks.size(), 0);
+  // Due already (held back too long: a loop that could not flush in time):
+  // answered by on_backend_error now, not sent.
+  const int64_t now_ns = redis::MonotonicNowNs();
+  for (size_t i = 0; i < checks.size(); ++i) {
+    if (checks[i].deadline_ns > now_ns) continue;
+    items.taken[i] = 1;
+    Bump(backend_errors);
+    Bump(held_timeouts);
+    checks[i].done(Status::Ok(), BackendErrorDecision(checks[i].variant->compiled));
+  }
   // What one script call's answers need.
   struct Entry {
     int64_t cost;
@@ -612,10 +642,13 @@ void Limiter::Impl::SendChecks(AsyncBatch::Items& items) {
     std::vector<std::string> keys;
     std::vector<int64_t> costs;
     std::vector<Entry> entries;
+    // The call is due when its earliest decision is.
+    int64_t deadline_ns = head.deadline_ns;
     for (size_t i = first; i < checks.size() && keys.size() < per_call; ++i) {
       PendingCheck& c = checks[i];
       if (items.taken[i] || c.variant != head.variant || c.at_ms != head.at_ms) continue;
       items.taken[i] = 1;
+      deadline_ns = std::min(deadline_ns, c.deadline_ns);
       keys.push_back(std::move(c.key));
       costs.push_back(c.cost);
       entries.push_back(Entry{c.cost, c.sent_ms, std::move(c.done), std::move(c.subject)});
@@ -642,6 +675,10 @@ void Limiter::Impl::SendChecks(AsyncBatch::Items& items) {
           if (i == 0) in_flight->fetch_sub(1, std::memory_order_release);
           Entry& e = entries[i];
           if (!s.ok()) {
+            // A key of the wrong type fails its decision alone: made
+            // visible (counted, logged once a minute), then answered as
+            // any other failure.
+            redis->client().NoteWrongType(s.message(), std::span<const std::string>(&keys[i], 1));
             Bump(backend_errors);
             Bump(fallback_backend_error);
             e.done(Status::Ok(), BackendErrorDecision(*compiled));
@@ -657,7 +694,7 @@ void Limiter::Impl::SendChecks(AsyncBatch::Items& items) {
           }
           e.done(Status::Ok(), d);
         },
-        &out);
+        &out, deadline_ns);
   }
   checks.clear();
   items.rule_sets.clear();
@@ -813,9 +850,16 @@ Limiter::Stats Limiter::GetStats() const {
     stats.local_cache_entries =
         impl_->deny_cache != nullptr ? static_cast<int64_t>(impl_->deny_cache->size()) : 0;
     stats.open_circuits = c.open_circuits;
-    stats.backend_timeouts = static_cast<int64_t>(c.timeouts);
+    stats.backend_timeouts =
+        static_cast<int64_t>(c.timeouts) + impl_->held_timeouts.load(std::memory_order_relaxed);
+    stats.wrong_type = static_cast<int64_t>(c.wrong_type);
   }
   return stats;
+}
+
+Status Limiter::StoreHealth() const {
+  if (impl_->redis == nullptr) return Status::Ok();
+  return impl_->redis->client().Health();
 }
 
 Config Limiter::config() const { return impl_->Rules().config; }

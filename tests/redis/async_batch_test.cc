@@ -3,7 +3,7 @@
 // cluster gets one call per key with the same answers; a bound on calls in
 // flight holds decisions back until an answer comes, and a batch destroyed
 // while holding some still sends them. With a loop driver, all of it runs on
-// the loop's thread.
+// the loop's thread. Holding a decision back never extends its timeout.
 #include <gtest/gtest.h>
 #include <hiredis/hiredis.h>
 
@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "floodgate/limiter.h"
+#include "redis/client.h"
 #include "testing/driven_loop.h"
 #include "testing/redis_cluster.h"
 #include "testing/redis_server.h"
@@ -215,6 +216,92 @@ TEST(AsyncBatchTest, CallsInFlightHoldDecisionsBackUntilAnAnswer) {
   }
   ASSERT_TRUE(answers.WaitFor(5));
   EXPECT_EQ(answers.allowed(), 5);
+  sleeper.join();
+}
+
+// Records one CheckAsync answer and when it came.
+struct Timed {
+  std::atomic<bool> done{false};
+  std::atomic<bool> backend_error{false};
+  std::atomic<int64_t> at_ns{0};
+  Limiter::CheckCallback Callback() {
+    return [this](const Status& s, const Decision& d) {
+      EXPECT_TRUE(s.ok()) << s.ToString();
+      backend_error.store(d.fallback == Fallback::kBackendError);
+      at_ns.store(redis::MonotonicNowNs());
+      done.store(true);
+    };
+  }
+};
+
+TEST(AsyncBatchTest, ADecisionWhoseTimeoutRanOutWhileHeldIsAnsweredWithoutBeingSent) {
+  testing::RedisServer redis;
+  ASSERT_TRUE(redis.Start()) << redis.error();
+  ManualClock clock;
+  Config config = BatchConfig(redis.url());
+  config.redis.timeout_ms = 100;
+  auto limiter = Limiter::Create(config, clock);
+  ASSERT_TRUE(limiter.ok()) << limiter.status().ToString();
+  ASSERT_TRUE((*limiter)->Check("fw", "warm").ok());  // connected, the script loaded
+  testing::QueryText(redis.port(), {"CONFIG", "RESETSTAT"});
+  Limiter::AsyncBatch batch(**limiter);
+  // The request came 100 ms ago (the loop that read it had not been reading):
+  // due now. One 99 ms ago still goes to Redis.
+  const int64_t now = redis::MonotonicNowNs();
+  Timed late, in_time;
+  batch.CountTimeoutFrom(now - 100'000'000);
+  (*limiter)->CheckAsync("fw", "late", 1, "", late.Callback(), &batch);
+  batch.Flush();
+  EXPECT_TRUE(late.done.load());  // answered inside Flush
+  EXPECT_TRUE(late.backend_error.load());
+  EXPECT_EQ(ScriptCalls(redis.port()), 0);
+  EXPECT_EQ((*limiter)->GetStats().backend_timeouts, 1);
+  // Flush ended the instant's reach: the next decision counts from itself.
+  (*limiter)->CheckAsync("fw", "in_time", 1, "", in_time.Callback(), &batch);
+  batch.Flush();
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (!in_time.done.load() && std::chrono::steady_clock::now() < give_up) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  ASSERT_TRUE(in_time.done.load());
+  EXPECT_FALSE(in_time.backend_error.load());
+  EXPECT_EQ(ScriptCalls(redis.port()), 1);
+}
+
+TEST(AsyncBatchTest, ADecisionHeldBehindAStalledCallIsAnsweredOneTimeoutAfterItCame) {
+  testing::RedisServer redis;
+  ASSERT_TRUE(redis.Start({"--enable-debug-command", "yes"})) << redis.error();
+  ManualClock clock;
+  Config config = BatchConfig(redis.url());
+  config.redis.timeout_ms = 200;
+  auto limiter = Limiter::Create(config, clock);
+  ASSERT_TRUE(limiter.ok()) << limiter.status().ToString();
+  ASSERT_TRUE((*limiter)->Check("fw", "warm").ok());
+  Limiter::AsyncBatch batch(**limiter, /*max_calls_in_flight=*/1);
+  std::thread sleeper = SleepServer(redis.port(), 1.0);
+  Timed first, held;
+  const int64_t first_at = redis::MonotonicNowNs();
+  (*limiter)->CheckAsync("fw", "first", 1, "", first.Callback(), &batch);
+  batch.Flush();  // in flight until its timeout
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  const int64_t held_at = redis::MonotonicNowNs();
+  (*limiter)->CheckAsync("fw", "held", 1, "", held.Callback(), &batch);
+  // Flushed as a server loop does, every round (here every millisecond).
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(3);
+  while (!held.done.load() && std::chrono::steady_clock::now() < give_up) {
+    batch.Flush();
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  ASSERT_TRUE(held.done.load());
+  EXPECT_TRUE(first.backend_error.load());
+  EXPECT_TRUE(held.backend_error.load());
+  const int64_t first_ms = (first.at_ns.load() - first_at) / 1'000'000;
+  const int64_t held_ms = (held.at_ns.load() - held_at) / 1'000'000;
+  EXPECT_GE(first_ms, 199);
+  // Its own timeout from when it came, not the call ahead's plus a whole
+  // timeout of its own once sent (~300 ms).
+  EXPECT_GE(held_ms, 199);
+  EXPECT_LE(held_ms, 200 + 60) << "held for " << held_ms << " ms";
   sleeper.join();
 }
 

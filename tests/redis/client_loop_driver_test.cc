@@ -201,6 +201,53 @@ TEST(ClientLoopDriverTest, ARequestNotAnsweredInTimeIsAnsweredAtItsDeadline) {
   EXPECT_GE(client->GetStats().stale_replies, 1u);
 }
 
+TEST(ClientLoopDriverTest, ACallersEarlierDeadlineIsKept) {
+  RedisServer redis;
+  ASSERT_TRUE(redis.Start({"--enable-debug-command", "yes"})) << redis.error();
+  auto client = MakeClient(OptionsFor(redis.url(), 300));
+  auto loop = DriveClient(*client);
+  ASSERT_TRUE(WaitUntilConnected(*client, *loop));
+
+  // A deadline already past: answered at the next step, never written.
+  const uint64_t written = client->GetStats().commands_written;
+  std::atomic<int> code{-1};
+  loop->RunAndWait([&] {
+    const std::string_view ping[] = {"PING"};
+    client->Send(
+        "", ping, [&](Status s, const redisReply*) { code.store(static_cast<int>(s.code())); },
+        MonotonicNowNs() - 1);
+  });
+  ASSERT_TRUE(Eventually([&] { return code.load() >= 0; }, std::chrono::seconds(2)));
+  EXPECT_EQ(code.load(), static_cast<int>(StatusCode::kDeadlineExceeded));
+  EXPECT_EQ(client->GetStats().commands_written, written);
+
+  // While the server stalls, a batch command with a deadline 40 ms out is
+  // answered then, one without at the client's 300 ms.
+  std::thread sleeper = SleepServer(redis.port(), 0.6);
+  std::atomic<int64_t> early_ms{-1}, late_ms{-1};
+  std::atomic<int> early_code{-1};
+  const Clock::time_point sent = Clock::now();
+  loop->RunAndWait([&] {
+    Batch batch;
+    const std::string_view ping[] = {"PING"};
+    batch.Add(
+        "", ping,
+        [&](Status s, const redisReply*) {
+          early_code.store(static_cast<int>(s.code()));
+          early_ms.store(MsSince(sent));
+        },
+        MonotonicNowNs() + 40 * 1'000'000);
+    batch.Add("", ping, [&](Status, const redisReply*) { late_ms.store(MsSince(sent)); });
+    client->Send(std::move(batch));
+  });
+  ASSERT_TRUE(Eventually([&] { return late_ms.load() >= 0; }, std::chrono::seconds(3)));
+  EXPECT_EQ(early_code.load(), static_cast<int>(StatusCode::kDeadlineExceeded));
+  EXPECT_GE(early_ms.load(), 39);
+  EXPECT_LE(early_ms.load(), 40 + 60);  // slack for a shared machine
+  EXPECT_GE(late_ms.load(), 299);
+  sleeper.join();
+}
+
 TEST(ClientLoopDriverTest, AKilledServerFailsFastAndIsUsedAgainWithinASecondOfItsReturn) {
   RedisServer redis;
   ASSERT_TRUE(redis.Start()) << redis.error();

@@ -31,6 +31,7 @@
 #include "floodgate/limiter.h"
 #include "redis/script_call.h"
 #include "redis/scripts.h"
+#include "redis/wrong_type.h"
 #include "testing/redis_server.h"
 #include "testing/rules.h"
 #include "testing/vectors.h"
@@ -818,6 +819,81 @@ TEST_F(ScriptsTest, DenialsAndPeeksWriteNothing) {
     EXPECT_GT(conn_->Integer({"PTTL", key}), 4'000'000);
     ASSERT_TRUE(conn_->Command({"DEL", key}) != nullptr);
   }
+}
+
+// A state key of another type (someone's LPUSH, HSET or SADD on it) fails
+// its own decision, naming the type found, and is left as it was; the
+// call's other decisions are made and written. For every algorithm, with
+// and without alerts (fixed_window's fast path and its general one), on
+// Redis's clock and at an explicit instant.
+TEST_F(ScriptsTest, AKeyOfAnotherTypeFailsItsDecisionAloneAndIsLeftAlone) {
+  std::vector<Rule> rules;
+  for (Algorithm a : {Algorithm::kFixedWindow, Algorithm::kSlidingWindow, Algorithm::kSlidingLog,
+                      Algorithm::kTokenBucket, Algorithm::kGcra}) {
+    rules.push_back(testing::MakeRule(a, {"5/minute"}));
+    rules.back().name = AlgorithmName(a);
+    rules.push_back(testing::MakeRule(a, {"5/minute", "9/hour"}));
+    rules.back().name = std::string(AlgorithmName(a)) + "_two";
+    rules.back().alerts.thresholds = {50};
+  }
+  const std::vector<std::pair<std::string, std::vector<std::string>>> writes = {
+      {"list", {"LPUSH", "", "x"}}, {"hash", {"HSET", "", "f", "v"}}, {"set", {"SADD", "", "m"}}};
+  int checked = 0;
+  for (const Rule& r : rules) {
+    auto rule = core::CompileRule(r, "", r.limits);
+    ASSERT_TRUE(rule.ok()) << rule.status().ToString();
+    const std::string fp = Fingerprint(*rule);
+    for (const auto& [type, write] : writes) {
+      for (const std::optional<int64_t> at : {std::optional<int64_t>(), std::optional(WallMs())}) {
+        SCOPED_TRACE(r.name + ", a " + type + (at ? ", explicit instant" : ", TIME"));
+        const std::string bad = StateKey(r.name, "", "bad-" + type);
+        std::vector<std::string> cmd = write;
+        cmd[1] = bad;
+        conn_->Command(cmd);
+        const std::vector<std::string> keys = {StateKey(r.name, "", "a"), bad,
+                                               StateKey(r.name, "", "b")};
+        const std::vector<int64_t> costs = {1, 1, 1};
+        std::vector<std::string> argv;
+        AppendCheckCall(ScriptCall::kEval, *rule, fp, keys, costs, at, WallMs(), &argv);
+        Reply reply = conn_->Command(argv);
+        ASSERT_TRUE(reply != nullptr);
+        ASSERT_TRUE(CheckReplyShape(rule->algorithm, *reply, 3).ok());
+        Decision d;
+        EXPECT_TRUE(DecodeCheckReply(*rule, *reply, 0, &d, nullptr).ok());
+        EXPECT_TRUE(DecodeCheckReply(*rule, *reply, 2, &d, nullptr).ok());
+        const Status s = DecodeCheckReply(*rule, *reply, 1, &d, nullptr);
+        EXPECT_EQ(s.code(), StatusCode::kUnavailable);
+        EXPECT_EQ(s.message(),
+                  "redis: WRONGTYPE floodgate: the key holds a " + type + ", not a string");
+        WrongType what;
+        ASSERT_TRUE(ParseWrongType(s.message(), &what));
+        EXPECT_EQ(what.found, type);
+        EXPECT_EQ(what.expected, "string");
+        EXPECT_EQ(ExpectedType(bad), "string");
+        // Written: the good ones. Untouched: the bad one (its type, no TTL).
+        EXPECT_GT(conn_->Integer({"PTTL", keys[0]}), 0);
+        EXPECT_GT(conn_->Integer({"PTTL", keys[2]}), 0);
+        EXPECT_EQ(conn_->Integer({"PTTL", bad}), -1);
+        Reply t = conn_->Command({"TYPE", bad});
+        ASSERT_TRUE(t != nullptr && t->type == REDIS_REPLY_STATUS);
+        EXPECT_EQ(std::string(t->str, t->len), type);
+        conn_->Command({"DEL", keys[0], bad, keys[2]});
+        ++checked;
+      }
+    }
+  }
+  EXPECT_EQ(checked, 60);
+  // CL.THROTTLE's key likewise.
+  conn_->Command({"HSET", ThrottleKey("user"), "f", "v"});
+  std::vector<std::string> argv;
+  ASSERT_TRUE(
+      AppendThrottleCall(ScriptCall::kEval, ThrottleKey("user"), 15, 30, 60, 1, std::nullopt, &argv)
+          .ok());
+  Reply reply = conn_->Command(argv);
+  ASSERT_TRUE(reply != nullptr);
+  Limiter::ThrottleResult r;
+  const Status s = DecodeThrottleReply(*reply, &r, nullptr);
+  EXPECT_EQ(s.message(), "redis: WRONGTYPE floodgate: the key holds a hash, not a string");
 }
 
 TEST_F(ScriptsTest, ThrottleMatchesTheEmbeddedLimiter) {

@@ -25,13 +25,22 @@
 --            back as a new entry (with its attempts so far) and
 --            acknowledges the old one, so that any server takes it at once;
 --            then forgets the consumer if it holds nothing. Reply: how many.
--- Error: "ERR floodgate: bad alert_stream arguments".
+-- Error: "ERR floodgate: bad alert_stream arguments"; "WRONGTYPE floodgate:
+-- the key holds a <type>, not a stream" when KEYS[1] exists and is not a
+-- stream (written by someone else), before anything is read or written.
 local key = KEYS[1]
 local op, group = ARGV[1], ARGV[2]
 local rcall = redis.call
 
 local function bad()
   return redis.error_reply('ERR floodgate: bad alert_stream arguments')
+end
+
+local found = rcall('TYPE', key)
+if type(found) == 'table' then found = found.ok end
+if found ~= 'stream' and found ~= 'none' then
+  return redis.error_reply('WRONGTYPE floodgate: the key holds a ' .. tostring(found) ..
+    ', not a stream')
 end
 
 -- The group reads the stream from its start: an entry added before the

@@ -18,7 +18,10 @@
 --        the engine lists them). value: add 1 (new member), 0 (refreshed)
 --        or -1 (refused: the set is full); rem 1 or 0 (was it there); has
 --        1 or 0; card and members the number of live members.
--- Error: "ERR floodgate: bad expiring_set arguments", before any write.
+-- Error: "ERR floodgate: bad expiring_set arguments", before any write;
+--        "WRONGTYPE floodgate: the key holds a <type>, not a zset" when
+--        KEYS[1] exists and is not a sorted set (written by someone else),
+--        before anything is read or written.
 local key = KEYS[1]
 local op = ARGV[1]
 local now
@@ -41,6 +44,12 @@ else
 end
 if bad then
   return redis.error_reply('ERR floodgate: bad expiring_set arguments')
+end
+local found = redis.call('TYPE', key)
+if type(found) == 'table' then found = found.ok end
+if found ~= 'zset' and found ~= 'none' then
+  return redis.error_reply('WRONGTYPE floodgate: the key holds a ' .. tostring(found) ..
+    ', not a zset')
 end
 
 redis.call('ZREMRANGEBYSCORE', key, '-inf', string.format('%d', now))

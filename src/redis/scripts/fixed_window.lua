@@ -201,40 +201,45 @@ end
 local reply = {now}
 for j = 1, k do
   local key = KEYS[j]
-  local cost = same_cost or tonumber(ARGV[cost_at + j])
-  local raw = rget('GET', key)
-  local at, sfl = nil, fl
-  if raw then
-    if fl == 0 then sfl = string.byte(raw, 1) or 0 end  -- '' skips the check
-    if #raw == 1 + sfl + 8 * words * n and (fl == 0 or string.find(raw, head, 1, true) == 1) then
-      at = 2 + sfl
-    end
-  end
-  local sws, swe, sused = 0, 0, 0
-  if fast and at then sws, swe, sused = unpack_state('<ddd', raw, at) end
-  if fast and (sused == 0 or sws <= now) then
-    local used = 0
-    if sused > 0 and sws == ws1 then used = sused end
-    if cost > lim1 then
-      reply[j + 1] = pack_state(rfmt, 0, 0, lim1, lim1 - used, -1, used > 0 and left1 or 0, ws1, we1)
-    elseif used + cost <= lim1 then
-      local after = used + cost
-      if cost > 0 then
-        local value = pack_state('<ddd', ws1, we1, after)
-        if on_time and used > 0 and sfl == fl then
-          rget('SETRANGE', key, body_at, value)  -- same window, same expiry
-        else
-          rget('SET', key, head .. value, 'PX', px1)
-        end
-      end
-      reply[j + 1] = pack_state(rfmt, 1, 1, lim1, lim1 - after, 0, after > 0 and left1 or 0, ws1,
-        we1)
-    else
-      reply[j + 1] = pack_state(rfmt, 0, 0, lim1, lim1 - used, left1, used > 0 and left1 or 0, ws1,
-        we1)
-    end
+  local raw = rpget('GET', key)
+  if type(raw) == 'table' then
+    reply[j + 1] = wrong_type(key)
   else
-    reply[j + 1] = decide(key, cost, raw, at, sfl)
+    local cost = same_cost or tonumber(ARGV[cost_at + j])
+    local at, sfl = nil, fl
+    if raw then
+      if fl == 0 then sfl = string.byte(raw, 1) or 0 end  -- '' skips the check
+      if #raw == 1 + sfl + 8 * words * n and (fl == 0 or string.find(raw, head, 1, true) == 1) then
+        at = 2 + sfl
+      end
+    end
+    local sws, swe, sused = 0, 0, 0
+    if fast and at then sws, swe, sused = unpack_state('<ddd', raw, at) end
+    if fast and (sused == 0 or sws <= now) then
+      local used = 0
+      if sused > 0 and sws == ws1 then used = sused end
+      if cost > lim1 then
+        reply[j + 1] = pack_state(rfmt, 0, 0, lim1, lim1 - used, -1, used > 0 and left1 or 0, ws1,
+          we1)
+      elseif used + cost <= lim1 then
+        local after = used + cost
+        if cost > 0 then
+          local value = pack_state('<ddd', ws1, we1, after)
+          if on_time and used > 0 and sfl == fl then
+            rget('SETRANGE', key, body_at, value)  -- same window, same expiry
+          else
+            rget('SET', key, head .. value, 'PX', px1)
+          end
+        end
+        reply[j + 1] = pack_state(rfmt, 1, 1, lim1, lim1 - after, 0, after > 0 and left1 or 0, ws1,
+          we1)
+      else
+        reply[j + 1] = pack_state(rfmt, 0, 0, lim1, lim1 - used, left1, used > 0 and left1 or 0,
+          ws1, we1)
+      end
+    else
+      reply[j + 1] = decide(key, cost, raw, at, sfl)
+    end
   end
 end
 return reply

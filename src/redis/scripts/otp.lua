@@ -22,7 +22,11 @@
 --   issue:   ok 1: {now, 1, code_expires_at_ms}; ok 0 (limit): {now, 0, retry_after_ms}
 --   attempt: ok 1: {now, 1, hmac...} (the live codes); ok 0 (limit): {now, 0, retry_after_ms}
 --   consume: {now, 1} (the code was live: every code and attempt is gone) or {now, 0}
--- Error: "ERR floodgate: bad otp arguments", before any write.
+-- Error: "ERR floodgate: bad otp arguments", before any write;
+--        "WRONGTYPE floodgate: KEYS[i] holds a <type>, not a zset" when
+--        key i of the three exists and is not a sorted set (written by
+--        someone else), before anything is read or written: no step leaves
+--        one key changed and another not.
 local codes, issues, attempts = KEYS[1], KEYS[2], KEYS[3]
 local op = ARGV[1]
 local now
@@ -48,6 +52,14 @@ else
 end
 if bad then
   return redis.error_reply('ERR floodgate: bad otp arguments')
+end
+for i, key in ipairs(KEYS) do
+  local found = redis.call('TYPE', key)
+  if type(found) == 'table' then found = found.ok end
+  if found ~= 'zset' and found ~= 'none' then
+    return redis.error_reply('WRONGTYPE floodgate: KEYS[' .. i .. '] holds a ' ..
+      tostring(found) .. ', not a zset')
+  end
 end
 
 local function prune(key)

@@ -79,7 +79,8 @@ local function decide(key, cost)
   -- cursor C[i] (index of its first counted event; E when none) and sum S[i].
   -- Only the header and the events a decision touches are read (GETRANGE), so
   -- a denial or a peek costs the same whatever the log's length.
-  local size = rget('STRLEN', key)
+  local size = rpget('STRLEN', key)
+  if type(size) == 'table' then return wrong_type(key) end
   local base, E = 0, 0
   local C, S, A, B = {}, {}, {}, {}  -- A, B: alert window and bits
   for i = 1, n do C[i], S[i], A[i], B[i] = 0, 0, 0, 0 end

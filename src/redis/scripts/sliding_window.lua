@@ -106,66 +106,71 @@ local out = {}  -- the state to write, 3 per limit
 local vals = {}  -- the decision's reply fields
 for j = 1, k do
   local key = KEYS[j]
-  local cost = same_cost or tonumber(ARGV[cost_at + j])
-  local state = nil
-  local raw = rget('GET', key)
-  if raw then
-    local sfl = fl
-    if fl == 0 then sfl = string.byte(raw, 1) or 0 end  -- '' skips the check
-    if #raw == 1 + sfl + 8 * words * n and (fl == 0 or string.find(raw, head, 1, true) == 1) then
-      state = {unpack_state(fmt, raw, 2 + sfl)}
-    end
-  end
-  local admitted = 1
-  local expires = 0
-  local pos = 1
-  for i = 1, n do
-    local sws, scur, sprev = 0, 0, 0
-    if state then sws, scur, sprev = state[3 * i - 2], state[3 * i - 1], state[3 * i] end
-    local allowed, remaining, retry, reset, ws, we, cur, prev, e = step(i, cost, sws, scur, sprev)
-    if allowed == 0 then admitted = 0 end
-    vals[pos + 1], vals[pos + 2], vals[pos + 3], vals[pos + 4] = allowed, count[i], remaining, retry
-    vals[pos + 5], vals[pos + 6], vals[pos + 7] = reset, ws, we
-    out[3 * i - 2], out[3 * i - 1], out[3 * i] = ws, cur, prev
-    if e > expires then expires = e end
-    pos = pos + 7
-  end
-  vals[1] = admitted
-  if m > 0 then
-    local ok = cost > 0 and admitted == 1
-    for i = 1, n do
-      local aws, abits = 0, 0
-      if state then aws, abits = state[3 * n + 2 * i - 1], state[3 * n + 2 * i] end
-      local p = 1 + 7 * (i - 1)
-      local ws, we = vals[p + 6], vals[p + 7]
-      local fired, keep
-      fired, aws, abits, keep = alert(i, ok, vals[p + 2] - vals[p + 3], ws, we, aws, abits)
-      out[3 * n + 2 * i - 1], out[3 * n + 2 * i] = aws, abits
-      if keep > expires then expires = keep end
-      local r = 1 + 7 * n + 3 * (i - 1)
-      vals[r + 1], vals[r + 2], vals[r + 3] = fired, ws, we
-    end
-  end
-  if cost > 0 and admitted == 1 then
-    if expires > now then
-      rget('SET', key, head .. pack_state(fmt, unpack(out, 1, words * n)), 'PX',
-        string.format('%d', expires - now))
-    else
-      rget('DEL', key)
-    end
-  elseif cost > 0 then
-    -- Nothing is consumed: limits that had room report as of a peek.
-    pos = 1
-    for i = 1, n do
-      if vals[pos + 1] == 1 then
-        local sws, scur, sprev = 0, 0, 0
-        if state then sws, scur, sprev = state[3 * i - 2], state[3 * i - 1], state[3 * i] end
-        local _, remaining, retry, reset = step(i, 0, sws, scur, sprev)
-        vals[pos + 3], vals[pos + 4], vals[pos + 5] = remaining, retry, reset
+  local raw = rpget('GET', key)
+  if type(raw) == 'table' then
+    reply[j + 1] = wrong_type(key)
+  else
+    local cost = same_cost or tonumber(ARGV[cost_at + j])
+    local state = nil
+    if raw then
+      local sfl = fl
+      if fl == 0 then sfl = string.byte(raw, 1) or 0 end  -- '' skips the check
+      if #raw == 1 + sfl + 8 * words * n and (fl == 0 or string.find(raw, head, 1, true) == 1) then
+        state = {unpack_state(fmt, raw, 2 + sfl)}
       end
+    end
+    local admitted = 1
+    local expires = 0
+    local pos = 1
+    for i = 1, n do
+      local sws, scur, sprev = 0, 0, 0
+      if state then sws, scur, sprev = state[3 * i - 2], state[3 * i - 1], state[3 * i] end
+      local allowed, remaining, retry, reset, ws, we, cur, prev, e = step(i, cost, sws, scur, sprev)
+      if allowed == 0 then admitted = 0 end
+      vals[pos + 1], vals[pos + 2], vals[pos + 3], vals[pos + 4] = allowed, count[i], remaining,
+        retry
+      vals[pos + 5], vals[pos + 6], vals[pos + 7] = reset, ws, we
+      out[3 * i - 2], out[3 * i - 1], out[3 * i] = ws, cur, prev
+      if e > expires then expires = e end
       pos = pos + 7
     end
+    vals[1] = admitted
+    if m > 0 then
+      local ok = cost > 0 and admitted == 1
+      for i = 1, n do
+        local aws, abits = 0, 0
+        if state then aws, abits = state[3 * n + 2 * i - 1], state[3 * n + 2 * i] end
+        local p = 1 + 7 * (i - 1)
+        local ws, we = vals[p + 6], vals[p + 7]
+        local fired, keep
+        fired, aws, abits, keep = alert(i, ok, vals[p + 2] - vals[p + 3], ws, we, aws, abits)
+        out[3 * n + 2 * i - 1], out[3 * n + 2 * i] = aws, abits
+        if keep > expires then expires = keep end
+        local r = 1 + 7 * n + 3 * (i - 1)
+        vals[r + 1], vals[r + 2], vals[r + 3] = fired, ws, we
+      end
+    end
+    if cost > 0 and admitted == 1 then
+      if expires > now then
+        rget('SET', key, head .. pack_state(fmt, unpack(out, 1, words * n)), 'PX',
+          string.format('%d', expires - now))
+      else
+        rget('DEL', key)
+      end
+    elseif cost > 0 then
+      -- Nothing is consumed: limits that had room report as of a peek.
+      pos = 1
+      for i = 1, n do
+        if vals[pos + 1] == 1 then
+          local sws, scur, sprev = 0, 0, 0
+          if state then sws, scur, sprev = state[3 * i - 2], state[3 * i - 1], state[3 * i] end
+          local _, remaining, retry, reset = step(i, 0, sws, scur, sprev)
+          vals[pos + 3], vals[pos + 4], vals[pos + 5] = remaining, retry, reset
+        end
+        pos = pos + 7
+      end
+    end
+    reply[j + 1] = pack_state(rfmt, unpack(vals, 1, rlen))
   end
-  reply[j + 1] = pack_state(rfmt, unpack(vals, 1, rlen))
 end
 return reply

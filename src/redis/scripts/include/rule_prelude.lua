@@ -15,7 +15,7 @@
 -- Defines: floordiv, ceildiv; fp, now, n, m, k, na (ARGV[1..3]); aperiod,
 -- aunits, band, bor, epoch_window, alert (alerts); cost_at, same_cost (the
 -- costs); rlen, rfmt (a decision's reply); fl, head (the state's leading
--- fingerprint); rget, unpack_state, pack_state.
+-- fingerprint); rget, rpget, wrong_type, unpack_state, pack_state.
 local function floordiv(a, b)  -- exact for integers below 2^53, b > 0
   local r = math.fmod(a, b)
   if r < 0 then r = r + b end
@@ -104,3 +104,17 @@ local rfmt = '<' .. string.rep('d', rlen)
 local fl = #fp
 local head = string.char(fl) .. fp
 local rget, unpack_state, pack_state = redis.call, struct.unpack, struct.pack
+
+-- A state key that holds another type than a string (someone ran SET's
+-- cousins, LPUSH, HSET, ... on it): each script reads a key first with
+-- rpget, which returns Redis's WRONGTYPE error as a table instead of raising
+-- it, and answers that decision with this error, naming the type found,
+-- without writing; the call's other decisions are made as usual. The key is
+-- not in the message (the caller knows it; its bytes are the user's).
+local rpget = redis.pcall
+local function wrong_type(key)
+  local t = rget('TYPE', key)
+  if type(t) == 'table' then t = t.ok end
+  return redis.error_reply('WRONGTYPE floodgate: the key holds a ' .. tostring(t) ..
+    ', not a string')
+end

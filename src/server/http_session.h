@@ -1,4 +1,4 @@
-// HTTP/1.1 sessions: the JSON front (/v1/check, /healthz, /metrics, /v1/rules).
+// HTTP/1.1 sessions: the JSON front (/v1/check, /healthz, /readyz, /metrics, /v1/rules, …).
 #pragma once
 
 #include <memory>

@@ -7,9 +7,7 @@
 // defaults included) on stdout; exits 1 with the error on a failed call.
 'use strict';
 
-const path = require('path');
-const grpc = require('@grpc/grpc-js');
-const protoLoader = require('@grpc/proto-loader');
+const { connect } = require('./rls_client');
 
 const [port, json] = process.argv.slice(2);
 if (!port || json === undefined) {
@@ -17,15 +15,7 @@ if (!port || json === undefined) {
   process.exit(2);
 }
 
-const definition = protoLoader.loadSync('envoy/service/ratelimit/v3/rls.proto', {
-  includeDirs: [path.join(__dirname, '..', '..', '..', 'proto')],
-  keepCase: true,
-  longs: Number,
-  enums: String,
-  defaults: true,
-});
-const rls = grpc.loadPackageDefinition(definition).envoy.service.ratelimit.v3;
-const client = new rls.RateLimitService(`127.0.0.1:${port}`, grpc.credentials.createInsecure());
+const client = connect(port);
 const deadline = new Date(Date.now() + 5000);
 client.ShouldRateLimit(JSON.parse(json), { deadline }, (err, response) => {
   if (err) {

@@ -10,10 +10,9 @@
 // at the first failure.
 'use strict';
 
-const path = require('path');
 const assert = require('assert');
 const grpc = require('@grpc/grpc-js');
-const protoLoader = require('@grpc/proto-loader');
+const { connect } = require('./rls_client');
 
 const [port, prefix] = process.argv.slice(2);
 if (!port || prefix === undefined) {
@@ -21,15 +20,7 @@ if (!port || prefix === undefined) {
   process.exit(2);
 }
 
-const definition = protoLoader.loadSync('envoy/service/ratelimit/v3/rls.proto', {
-  includeDirs: [path.join(__dirname, '..', '..', '..', 'proto')],
-  keepCase: true,
-  longs: Number,
-  enums: String,
-  defaults: true,
-});
-const rls = grpc.loadPackageDefinition(definition).envoy.service.ratelimit.v3;
-const client = new rls.RateLimitService(`127.0.0.1:${port}`, grpc.credentials.createInsecure());
+const client = connect(port);
 
 function call(request) {
   return new Promise((resolve, reject) => {

@@ -206,13 +206,7 @@ for j = 1, k do
     reply[j + 1] = wrong_type(key)
   else
     local cost = same_cost or tonumber(ARGV[cost_at + j])
-    local at, sfl = nil, fl
-    if raw then
-      if fl == 0 then sfl = string.byte(raw, 1) or 0 end  -- '' skips the check
-      if #raw == 1 + sfl + 8 * words * n and (fl == 0 or string.find(raw, head, 1, true) == 1) then
-        at = 2 + sfl
-      end
-    end
+    local at, sfl = state_at(raw, words)
     local sws, swe, sused = 0, 0, 0
     if fast and at then sws, swe, sused = unpack_state('<ddd', raw, at) end
     if fast and (sused == 0 or sws <= now) then

@@ -98,14 +98,8 @@ for j = 1, k do
     reply[j + 1] = wrong_type(key)
   else
     local cost = same_cost or tonumber(ARGV[cost_at + j])
-    local state = nil
-    if raw then
-      local sfl = fl
-      if fl == 0 then sfl = string.byte(raw, 1) or 0 end  -- '' skips the check
-      if #raw == 1 + sfl + 8 * words * n and (fl == 0 or string.find(raw, head, 1, true) == 1) then
-        state = {unpack_state(fmt, raw, 2 + sfl)}
-      end
-    end
+    local at = state_at(raw, words)
+    local state = at and {unpack_state(fmt, raw, at)} or nil
     local admitted = 1
     local expires = 0
     local pos = 1

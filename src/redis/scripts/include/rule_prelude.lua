@@ -105,6 +105,21 @@ local fl = #fp
 local head = string.char(fl) .. fp
 local rget, unpack_state, pack_state = redis.call, struct.unpack, struct.pack
 
+-- Where the numbers of a stored state `raw` (a string, or false: none)
+-- start, and the length of its fingerprint; the position is nil when there
+-- is no state or it is not this rule's (another fingerprint, or another
+-- length than n limits of `words` doubles each): the subject then starts
+-- afresh. With no fingerprint given (fl 0) any stored one is accepted.
+local function state_at(raw, words)
+  local sfl = fl
+  if not raw then return nil, sfl end
+  if fl == 0 then sfl = string.byte(raw, 1) or 0 end  -- '' skips the check
+  if #raw == 1 + sfl + 8 * words * n and (fl == 0 or string.find(raw, head, 1, true) == 1) then
+    return 2 + sfl, sfl
+  end
+  return nil, sfl
+end
+
 -- A state key that holds another type than a string (someone ran SET's
 -- cousins, LPUSH, HSET, ... on it): each script reads a key first with
 -- rpget, which returns Redis's WRONGTYPE error as a table instead of raising

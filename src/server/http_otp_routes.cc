@@ -6,6 +6,7 @@
 #include "floodgate/otp.h"
 #include "protocol/http/json_fields.h"
 #include "protocol/http/response.h"
+#include "server/error_labels.h"
 
 namespace floodgate::server {
 namespace {
@@ -23,16 +24,8 @@ void Problem(LoopContext& loop, bool keep_alive, int status, std::string_view ki
 }
 
 void StatusProblem(LoopContext& loop, bool keep_alive, const Status& s, std::string* out) {
-  switch (s.code()) {
-    case StatusCode::kInvalidArgument:
-      return Problem(loop, keep_alive, 400, "bad_request", s.message(), out);
-    case StatusCode::kNotFound:
-      return Problem(loop, keep_alive, 404, "not_found", s.message(), out);
-    case StatusCode::kResourceExhausted:
-      return Problem(loop, keep_alive, 503, "store_full", s.message(), out);
-    default:
-      return Problem(loop, keep_alive, 503, "backend", s.message(), out);
-  }
+  const ErrorLabel label = LabelError(Operation::kOtp, s);
+  Problem(loop, keep_alive, label.http_status, label.kind, s.message(), out);
 }
 
 // 429 with Retry-After (whole seconds, rounded up).

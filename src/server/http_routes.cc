@@ -14,6 +14,7 @@
 #include "protocol/http/query.h"
 #include "protocol/http/response.h"
 #include "server/alert_metrics.h"
+#include "server/error_labels.h"
 #include "server/feature_metrics.h"
 #include "server/http_alert_routes.h"
 #include "server/http_otp_routes.h"
@@ -74,13 +75,10 @@ bool Authorized(LoopContext& loop, const http::Request& req) {
 void AppendCheckResponse(LoopContext& loop, const http::CheckRequest& cr, bool keep_alive,
                          const Status& s, const Decision& d, std::string* out) {
   if (!s.ok()) {
-    const int status = s.code() == StatusCode::kNotFound            ? 404
-                       : s.code() == StatusCode::kResourceExhausted ? 503
-                                                                    : 400;
-    loop.service().metrics->CountError(status == 404   ? "not_found"
-                                       : status == 503 ? "store_full"
-                                                       : "bad_request");
-    http::AppendProblem(out, status, http::StatusReason(status), s.message(), keep_alive);
+    const ErrorLabel label = LabelError(Operation::kCheck, s);
+    loop.service().metrics->CountError(label.kind);
+    http::AppendProblem(out, label.http_status, http::StatusReason(label.http_status), s.message(),
+                        keep_alive);
     return;
   }
   loop.CountDecision(cr.rule, d);

@@ -9,6 +9,7 @@
 #include "protocol/http/json_fields.h"
 #include "protocol/http/query.h"
 #include "protocol/http/response.h"
+#include "server/error_labels.h"
 
 namespace floodgate::server {
 namespace {
@@ -44,15 +45,8 @@ struct Asked {
 void AppendAnswer(LoopContext& loop, const Asked& a, const Status& s, const SetReply& r,
                   std::string* out) {
   if (!s.ok()) {
-    // A full set (or store) is the request's conflict with the set's state;
-    // a failed backend is the server's.
-    const int status = s.code() == StatusCode::kInvalidArgument     ? 400
-                       : s.code() == StatusCode::kResourceExhausted ? 409
-                                                                    : 503;
-    const std::string_view kind = status == 400   ? "bad_request"
-                                  : status == 409 ? "set_full"
-                                                  : "backend";
-    Problem(loop, a.keep_alive, status, kind, s.message(), out);
+    const ErrorLabel label = LabelError(Operation::kSet, s);
+    Problem(loop, a.keep_alive, label.http_status, label.kind, s.message(), out);
     return;
   }
   std::string body = "{";

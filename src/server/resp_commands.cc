@@ -13,6 +13,7 @@
 
 #include "common/text.h"
 #include "protocol/resp/writer.h"
+#include "server/error_labels.h"
 #include "server/resp_otp_commands.h"
 #include "server/resp_set_commands.h"
 
@@ -37,9 +38,7 @@ bool ParseInt(std::string_view s, int64_t* out) {
 void ReplyStatusError(const Status& s, std::string* out) { resp::AppendError(out, s.message()); }
 
 void CountCheckError(LoopContext& loop, const Status& s) {
-  loop.service().metrics->CountError(s.code() == StatusCode::kNotFound            ? "not_found"
-                                     : s.code() == StatusCode::kResourceExhausted ? "store_full"
-                                                                                  : "bad_request");
+  loop.service().metrics->CountError(LabelError(Operation::kCheck, s).kind);
 }
 
 // FG.CHECK's reply (and its metrics), on the client's loop.

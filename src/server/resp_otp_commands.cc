@@ -4,25 +4,13 @@
 
 #include "floodgate/otp.h"
 #include "protocol/resp/writer.h"
+#include "server/error_labels.h"
 
 namespace floodgate::server {
 namespace {
 
-std::string_view ErrorKind(const Status& s) {
-  switch (s.code()) {
-    case StatusCode::kInvalidArgument:
-      return "bad_request";
-    case StatusCode::kNotFound:
-      return "not_found";
-    case StatusCode::kResourceExhausted:
-      return "store_full";
-    default:
-      return "backend";
-  }
-}
-
 void ReplyError(LoopContext& loop, const Status& s, std::string* out) {
-  loop.service().metrics->CountError(ErrorKind(s));
+  loop.service().metrics->CountError(LabelError(Operation::kOtp, s).kind);
   resp::AppendError(out, s.message());
 }
 

@@ -9,27 +9,16 @@
 #include "common/text.h"
 #include "floodgate/expiring_sets.h"
 #include "protocol/resp/writer.h"
+#include "server/error_labels.h"
 
 namespace floodgate::server {
 namespace {
-
-// What kind of error /metrics counts for a failed set operation.
-std::string_view ErrorKind(const Status& s) {
-  switch (s.code()) {
-    case StatusCode::kInvalidArgument:
-      return "bad_request";
-    case StatusCode::kResourceExhausted:
-      return "set_full";
-    default:
-      return "backend";
-  }
-}
 
 // Appends the reply to a finished operation; `with_ttl` for FG.SMEMBERS WITHTTL.
 void ReplySet(LoopContext& loop, SetOp op, bool with_ttl, const Status& s, const SetReply& r,
               std::string* out) {
   if (!s.ok()) {
-    loop.service().metrics->CountError(ErrorKind(s));
+    loop.service().metrics->CountError(LabelError(Operation::kSet, s).kind);
     resp::AppendError(out, s.message());
     return;
   }

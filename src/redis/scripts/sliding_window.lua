@@ -145,12 +145,7 @@ for j = 1, k do
       end
     end
     if cost > 0 and admitted == 1 then
-      if expires > now then
-        rget('SET', key, head .. pack_state(fmt, unpack(out, 1, words * n)), 'PX',
-          string.format('%d', expires - now))
-      else
-        rget('DEL', key)
-      end
+      write_state(key, fmt, out, words, expires)
     elseif cost > 0 then
       -- Nothing is consumed: limits that had room report as of a peek.
       pos = 1

@@ -120,6 +120,17 @@ local function state_at(raw, words)
   return nil, sfl
 end
 
+-- Writes a state of n limits of `words` doubles (`values`) at `key` with its
+-- expiry, in one SET; a state that holds nothing by now is deleted instead.
+local function write_state(key, fmt, values, words, expires)
+  if expires > now then
+    rget('SET', key, head .. pack_state(fmt, unpack(values, 1, words * n)), 'PX',
+      string.format('%d', expires - now))
+  else
+    rget('DEL', key)
+  end
+end
+
 -- A state key that holds another type than a string (someone ran SET's
 -- cousins, LPUSH, HSET, ... on it): each script reads a key first with
 -- rpget, which returns Redis's WRONGTYPE error as a table instead of raising

@@ -13,6 +13,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "floodgate/limiter.h"
+#include "service/limiter_core.h"
 
 namespace {
 
@@ -41,33 +42,45 @@ floodgate::SystemClock& Clock() {
 // decision, not of a denial. `alerts`: the rule has quota alerts at 80 and
 // 100 %, which these limits never reach (the bits are checked on every
 // admission; no event is built).
+floodgate::Config ConfigFor(const char* algorithm, bool alerts) {
+  // Each within its algorithm's bounds (see CompileRule).
+  const std::string name = algorithm;
+  const std::string limit = name == "sliding_log"    ? "100000/minute"
+                            : name == "gcra"         ? "1000000000/day"
+                            : name == "fixed_window" ? "1000000000/minute"
+                                                     : "100000000/minute";
+  auto config = floodgate::ParseConfig(
+      std::string("rules:\n  r: { algorithm: ") + algorithm + ", limits: [" + limit + "] }\n",
+      "bench");
+  config->engine.max_entries = 4'000'000;
+  if (alerts) {
+    config->rules[0].alerts.thresholds = {80, 100};
+    config->rules[0].alerts.webhook = "http://127.0.0.1:9/bench";
+    config->rules[0].alerts.secret = "bench";
+    config->alert_delivery.spool = "off";
+  }
+  // No background sweep: decisions, not memory reclamation, are measured.
+  config->engine.sweep_interval_ms = 0;
+  return *config;
+}
+
 floodgate::Limiter& LimiterFor(const char* algorithm, bool alerts = false) {
   static std::mutex mu;
   static absl::flat_hash_map<std::string, std::unique_ptr<floodgate::Limiter>> limiters;
   std::lock_guard<std::mutex> lock(mu);
   auto& slot = limiters[std::string(algorithm) + (alerts ? "+alerts" : "")];
-  if (!slot) {
-    // Each within its algorithm's bounds (see CompileRule).
-    const std::string name = algorithm;
-    const std::string limit = name == "sliding_log"    ? "100000/minute"
-                              : name == "gcra"         ? "1000000000/day"
-                              : name == "fixed_window" ? "1000000000/minute"
-                                                       : "100000000/minute";
-    auto config = floodgate::ParseConfig(
-        std::string("rules:\n  r: { algorithm: ") + algorithm + ", limits: [" + limit + "] }\n",
-        "bench");
-    config->engine.max_entries = 4'000'000;
-    if (alerts) {
-      config->rules[0].alerts.thresholds = {80, 100};
-      config->rules[0].alerts.webhook = "http://127.0.0.1:9/bench";
-      config->rules[0].alerts.secret = "bench";
-      config->alert_delivery.spool = "off";
-    }
-    // No background sweep: decisions, not memory reclamation, are measured.
-    config->engine.sweep_interval_ms = 0;
-    auto created = floodgate::Limiter::Create(*config, Clock());
-    slot = std::move(created.value());
-  }
+  if (!slot) slot = floodgate::Limiter::Create(ConfigFor(algorithm, alerts), Clock()).value();
+  return *slot;
+}
+
+// The server's limiter (what the fronts call), for the pipelined path.
+floodgate::service::LimiterCore& CoreFor(const char* algorithm) {
+  static std::mutex mu;
+  static absl::flat_hash_map<std::string, std::unique_ptr<floodgate::service::LimiterCore>> cores;
+  std::lock_guard<std::mutex> lock(mu);
+  auto& slot = cores[algorithm];
+  if (!slot)
+    slot = floodgate::service::LimiterCore::Create(ConfigFor(algorithm, false), Clock()).value();
   return *slot;
 }
 
@@ -127,17 +140,22 @@ void BM_CheckDistinctKeys(benchmark::State& state) {
 template <const char* kAlgorithm>
 void BM_CheckPipelinedDistinctKeys(benchmark::State& state) {
   constexpr size_t kBatch = 16;
-  floodgate::Limiter& limiter = LimiterFor(kAlgorithm);
+  floodgate::service::LimiterCore& limiter = CoreFor(kAlgorithm);
   const auto& keys = Keys();
-  if (state.thread_index() == 0 && limiter.GetStats().entries < kDistinctKeys) WarmUp(limiter);
+  if (state.thread_index() == 0 && limiter.GetStats().entries < kDistinctKeys) {
+    for (const auto& key : keys) (void)limiter.CheckAndWait("r", key);
+  }
   size_t i = static_cast<size_t>(state.thread_index()) * 7919;
   floodgate::Decision d;
+  floodgate::Status status;
+  // Never called: the embedded store answers every decision at once.
+  const auto later = [] { return floodgate::store::Done<floodgate::Decision>(); };
   for (auto _ : state) {
     size_t j = i;
     for (size_t b = 0; b < kBatch; ++b, j = (j + 1) % keys.size()) limiter.Prefetch("r", keys[j]);
     const int64_t now_ms = limiter.NowMs();
     for (size_t b = 0; b < kBatch; ++b, i = (i + 1) % keys.size()) {
-      auto status = limiter.CheckAt(now_ms, "r", keys[i], 1, {}, &d);
+      limiter.Check({"r", keys[i], 1, {}, nullptr, now_ms}, &d, &status, later);
       benchmark::DoNotOptimize(status);
       benchmark::DoNotOptimize(d);
     }

@@ -6,8 +6,8 @@
 #include <string_view>
 
 #include "config/envoy_ratelimit.h"
-#include "floodgate/limiter.h"
 #include "service/envoy_rls.h"
+#include "service/limiter_core.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   namespace fe = floodgate::envoy;
@@ -27,7 +27,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     return 0;
   }
   floodgate::ManualClock clock(1'700'000'000'000);
-  auto limiter = floodgate::Limiter::Create(fe::WithEnvoyRules(config, **rules, nullptr), clock);
+  auto limiter =
+      floodgate::service::LimiterCore::Create(fe::WithEnvoyRules(config, **rules, nullptr), clock);
   if (!limiter.ok()) __builtin_trap();  // compiled rules must be valid rules
   fe::RateLimitService service(limiter->get());
   service.SetRules(*rules);

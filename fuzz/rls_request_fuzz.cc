@@ -7,9 +7,9 @@
 #include <memory>
 
 #include "config/envoy_ratelimit.h"
-#include "floodgate/limiter.h"
 #include "protocol/grpc/rls_codec.h"
 #include "service/envoy_rls.h"
+#include "service/limiter_core.h"
 
 namespace {
 
@@ -42,7 +42,8 @@ struct World {
     auto compiled = fe::Rules::Compile(config, {*domain});
     if (!compiled.ok()) __builtin_trap();
     rules = *compiled;
-    auto l = floodgate::Limiter::Create(fe::WithEnvoyRules(config, *rules, nullptr), clock);
+    auto l =
+        floodgate::service::LimiterCore::Create(fe::WithEnvoyRules(config, *rules, nullptr), clock);
     if (!l.ok()) __builtin_trap();
     limiter = std::move(*l);
     service = std::make_unique<fe::RateLimitService>(limiter.get());
@@ -51,7 +52,7 @@ struct World {
   floodgate::ManualClock clock;
   floodgate::Config config;
   std::shared_ptr<const fe::Rules> rules;
-  std::unique_ptr<floodgate::Limiter> limiter;
+  std::unique_ptr<floodgate::service::LimiterCore> limiter;
   std::unique_ptr<fe::RateLimitService> service;
 };
 

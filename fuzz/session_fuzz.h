@@ -17,11 +17,11 @@
 #include <string_view>
 
 #include "floodgate/config.h"
-#include "floodgate/limiter.h"
 #include "server/connection_timers.h"
 #include "server/metrics.h"
 #include "server/service_context.h"
 #include "server/session.h"
+#include "service/limiter_core.h"
 
 namespace floodgate::fuzz {
 
@@ -50,7 +50,7 @@ otp: { issue_limit: 5/m, verify_limit: 5/m, max_live_codes: 2 }
 
 struct SessionWorld {
   SessionWorld() : metrics(1) {
-    limiter = std::move(Limiter::Create(WorldConfig(), clock).value());
+    limiter = std::move(service::LimiterCore::Create(WorldConfig(), clock).value());
     context.limiter = limiter.get();
     context.metrics = &metrics;
     loop = std::make_unique<server::LoopContext>(&context, 0);
@@ -59,7 +59,7 @@ struct SessionWorld {
   ManualClock clock{1'700'000'000'000};
   server::Metrics metrics;
   server::ServiceContext context;
-  std::unique_ptr<Limiter> limiter;
+  std::unique_ptr<service::LimiterCore> limiter;
   std::unique_ptr<server::LoopContext> loop;
 };
 

@@ -69,4 +69,17 @@ struct Decision {
   std::array<LimitStatus, kMaxLimitsPerRule> limits;
 };
 
+// redis-cell's CL.THROTTLE answer (Limiter::Throttle). Figures are
+// redis-cell's: retry/reset in whole seconds, rounded up when at least a
+// millisecond is cut off; retry -1 when not limited or when the quantity
+// can never fit.
+struct ThrottleResult {
+  bool limited = false;
+  int64_t limit = 0;
+  int64_t remaining = 0;
+  int64_t retry_after_s = -1;
+  int64_t reset_after_s = 0;
+  Fallback fallback = Fallback::kNone;
+};
+
 }  // namespace floodgate

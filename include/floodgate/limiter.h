@@ -18,11 +18,13 @@
 #include "floodgate/config.h"
 #include "floodgate/decision.h"
 #include "floodgate/expiring_sets.h"
-#include "floodgate/loop_driver.h"
 #include "floodgate/otp.h"
 #include "floodgate/status.h"
 
 namespace floodgate {
+namespace service {
+class LimiterCore;  // what a server uses of it: src/service/limiter_core.h
+}
 
 // Thread-safe: any number of threads may call any method concurrently.
 class Limiter {
@@ -37,7 +39,7 @@ class Limiter {
     // on_backend_error.
     int64_t fallback_store_full = 0;
     int64_t fallback_backend_error = 0;
-    // Remote stores only (zero on the embedded store):
+    // A remote store's (zero on the embedded store):
     int64_t backend_errors = 0;       // decisions answered by on_backend_error
     int64_t local_cache_denials = 0;  // denials answered by the local over-limit cache
     int64_t local_cache_entries = 0;  // subjects in that cache now
@@ -68,16 +70,9 @@ class Limiter {
   // The same, writing into `*decision` (no copy of the Decision): for hot paths.
   Status Check(std::string_view rule, std::string_view key, int64_t cost, std::string_view tier,
                Decision* decision);
-  // The same at a given instant instead of reading the clock: for a caller
-  // that reads NowMs() once for a batch of requests that arrived together
-  // (a pipeline). Time still never runs backwards for a subject's state.
-  Status CheckAt(int64_t now_ms, std::string_view rule, std::string_view key, int64_t cost,
-                 std::string_view tier, Decision* decision);
-
-  // Check without blocking, for callers that must not wait on a remote
-  // store (the server's event loops). `done` runs exactly once: before
-  // CheckAsync returns when the answer is known locally (the embedded
-  // store, an invalid request, the local over-limit cache, a backend known
+  // Check without blocking. `done` runs exactly once: before CheckAsync
+  // returns when the answer is known at once (the embedded store, an
+  // invalid request, a subject known to be over its limit, a backend known
   // to be down), otherwise later on one of the store's I/O threads, within
   // the store's timeout. `done` must be quick and must not block. On an
   // error status the decision is empty.
@@ -85,93 +80,9 @@ class Limiter {
   void CheckAsync(std::string_view rule, std::string_view key, int64_t cost, std::string_view tier,
                   CheckCallback done);
 
-  // Remote decisions held back to be sent together. CheckAsync calls given a
-  // batch leave their remote decisions in it (answers known locally still
-  // come at once); Flush sends them, decisions of one rule in as few script
-  // calls as the store allows (one call for many subjects on a standalone
-  // Redis), with one wake-up of the store's I/O thread. A server loop keeps
-  // one and flushes it after each round of reads. Not thread-safe: one
-  // thread's. Destroying it sends what it still holds. The Limiter must
-  // outlive it.
-  //
-  // max_calls_in_flight > 0 bounds the script calls this batch has sent and
-  // not yet had answered: Flush then keeps the decisions until one is
-  // answered (or until they fill a call), so that under load they gather
-  // into fewer, larger calls instead of many small ones (much of a call's
-  // cost in Redis is per call). A decision then waits at most one call's
-  // round trip longer. Flush must be called again after an answer comes: a
-  // server loop does, since every answer reaches it (its callback posts the
-  // reply to the loop).
-  //
-  // Holding a decision back does not extend its timeout: the store's
-  // timeout counts from CheckAsync (or from CountTimeoutFrom's instant), so
-  // a decision is answered, by on_backend_error if need be, at the latest
-  // one timeout after it came. One whose timeout ran out while held is
-  // answered by the Flush that would have sent it, without being sent.
-  class AsyncBatch {
-   public:
-    explicit AsyncBatch(Limiter& limiter, int max_calls_in_flight = 0);
-    ~AsyncBatch();
-    AsyncBatch(const AsyncBatch&) = delete;
-    AsyncBatch& operator=(const AsyncBatch&) = delete;
-
-    // Sends the decisions held (unless max_calls_in_flight are); does
-    // nothing when there are none.
-    void Flush();
-    // Sends every decision held, whatever the bound (an event loop that is
-    // stopping: nothing may be left to send later).
-    void FlushAll();
-    bool empty() const;
-    // Decisions held, not yet sent.
-    size_t size() const;
-    // The decisions added from now until the next Flush (or FlushAll) count
-    // the store's timeout from `monotonic_ns` (CLOCK_MONOTONIC, in ns; 0:
-    // from when each is added). For an event loop that waited for the store
-    // alone, not reading its clients: their requests came no earlier than
-    // when that wait began, and are due one timeout after it, however long
-    // they sat unread.
-    void CountTimeoutFrom(int64_t monotonic_ns);
-
-    struct Items;  // opaque: what the batch holds
-
-   private:
-    friend class Limiter;
-    Limiter& limiter_;
-    std::unique_ptr<Items> items_;
-  };
-  void CheckAsync(std::string_view rule, std::string_view key, int64_t cost, std::string_view tier,
-                  CheckCallback done, AsyncBatch* batch);
-
-  // Whether decisions need a network round trip (a Redis store): Check,
-  // Throttle and Reset then block their caller for up to the store's
-  // timeout, and the *Async forms complete on another thread (or inside the
-  // caller's own event loop, with a LoopDriver).
-  bool remote() const;
-
-  // A remote store's network I/O for one event loop to run on its own
-  // thread (floodgate/loop_driver.h): requests made on the thread it is
-  // attached to (CheckAsync, AsyncBatch::Flush, ThrottleAsync, ResetAsync,
-  // and those of sets() and otp()) are written by its Step and answered
-  // inside its PollEvents, with no hand-off to the store's I/O threads. Each
-  // driver has connections of its own. Null on the embedded store (nothing
-  // to drive). On an attached thread the blocking Check, Throttle and Reset
-  // fail with INTERNAL rather than wait for themselves.
-  Result<std::unique_ptr<LoopDriver>> NewLoopDriver();
-
-  // Starts loading the memory a Check of (rule, tier, key) will touch. Costs
-  // a hash; does nothing for unknown rules. Call it for every request of a
-  // batch before checking any, so their cache misses overlap.
-  void Prefetch(std::string_view rule, std::string_view key, std::string_view tier = {});
-  // The clock the limiter reads.
-  int64_t NowMs() const;
-
   // Forgets `key`'s state for `rule` (every tier). NOT_FOUND for an unknown
   // rule; OK whether or not there was state.
   Status Reset(std::string_view rule, std::string_view key);
-  // Reset without blocking; `done` as for CheckAsync.
-  using ResetCallback = std::function<void(const Status& status)>;
-  void ResetAsync(std::string_view rule, std::string_view key, ResetCallback done);
-
   // redis-cell's CL.THROTTLE: GCRA with the call's own parameters (no rule
   // needed), `count` per `period_s` seconds with `max_burst`, spending
   // `quantity`. One state per key, whatever the parameters, as in
@@ -183,24 +94,9 @@ class Limiter {
   // room for is limited (no rule, so no on_store_full: the rules' default),
   // with remaining and reset_after_s -1 (unknown), retry_after_s 1 and
   // `fallback` kStoreFull.
-  struct ThrottleResult {
-    bool limited = false;
-    int64_t limit = 0;
-    int64_t remaining = 0;
-    int64_t retry_after_s = -1;
-    int64_t reset_after_s = 0;
-    Fallback fallback = Fallback::kNone;
-  };
+  using ThrottleResult = floodgate::ThrottleResult;  // floodgate/decision.h
   Result<ThrottleResult> Throttle(std::string_view key, int64_t max_burst, int64_t count,
                                   int64_t period_s, int64_t quantity);
-  Result<ThrottleResult> ThrottleAt(int64_t now_ms, std::string_view key, int64_t max_burst,
-                                    int64_t count, int64_t period_s, int64_t quantity);
-  void PrefetchThrottle(std::string_view key);
-  // Throttle without blocking; `done` as for CheckAsync.
-  using ThrottleCallback = std::function<void(const Status& status, const ThrottleResult& result)>;
-  void ThrottleAsync(std::string_view key, int64_t max_burst, int64_t count, int64_t period_s,
-                     int64_t quantity, ThrottleCallback done);
-
   // Replaces the rules with `config`'s. A rule or tier whose state-relevant
   // definition (algorithm, limits, burst, time zone, alert thresholds) is
   // unchanged keeps its subjects' state; a changed one starts fresh; a
@@ -239,9 +135,8 @@ class Limiter {
   Alerts& alerts();
 
  private:
-  struct Impl;
-  explicit Limiter(std::unique_ptr<Impl> impl);
-  std::unique_ptr<Impl> impl_;
+  explicit Limiter(std::unique_ptr<service::LimiterCore> core);
+  std::unique_ptr<service::LimiterCore> core_;
 };
 
 }  // namespace floodgate

@@ -16,11 +16,11 @@
 
 #include "common/log.h"
 #include "floodgate/config.h"
-#include "floodgate/limiter.h"
 #include "redis/url.h"
 #include "server/grpc_front.h"
 #include "server/server.h"
 #include "service/envoy_rls.h"
+#include "service/limiter_core.h"
 
 namespace floodgate::app {
 namespace {
@@ -122,7 +122,8 @@ int RunServe(const ServeFlags& flags) {
     return 1;
   }
   SystemClock clock;
-  auto limiter = Limiter::Create(envoy::WithEnvoyRules(*config, **envoy_rules, nullptr), clock);
+  auto limiter =
+      service::LimiterCore::Create(envoy::WithEnvoyRules(*config, **envoy_rules, nullptr), clock);
   if (!limiter.ok()) {
     Log(LogLevel::kError, "invalid config", {{"error", limiter.status().message()}});
     return 1;

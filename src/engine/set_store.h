@@ -12,7 +12,7 @@
 #include <string_view>
 
 #include "engine/memory_store.h"
-#include "floodgate/expiring_sets.h"
+#include "floodgate/set_types.h"
 #include "floodgate/status.h"
 
 namespace floodgate::engine {

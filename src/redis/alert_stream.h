@@ -17,10 +17,11 @@
 #include "common/pending_alert.h"
 #include "floodgate/status.h"
 #include "redis/client.h"
+#include "store/store.h"
 
 namespace floodgate::redis {
 
-class AlertStream {
+class AlertStream final : public store::AlertLog {
  public:
   struct Options {
     std::string group = "floodgate";
@@ -37,24 +38,24 @@ class AlertStream {
 
   // Appends `alerts` (at most a few hundred per call). Returns how many
   // entries the length bound trimmed (oldest first, delivered or not).
-  Result<int64_t> Add(std::span<const PendingAlert> alerts);
+  Result<int64_t> Add(std::span<const PendingAlert> alerts) override;
 
   // Up to `count` events for this consumer to deliver: entries another
   // consumer has held unacknowledged for min_idle_ms first, then new ones.
   // Each comes with its stream_id set.
-  Result<std::vector<PendingAlert>> Claim(size_t count, int64_t min_idle_ms);
+  Result<std::vector<PendingAlert>> Claim(size_t count, int64_t min_idle_ms) override;
 
   // Tells the group this consumer still works on `stream_ids` (resets their
   // idle time, so Claim elsewhere leaves them alone).
-  Status Touch(std::span<const std::string> stream_ids);
+  Status Touch(std::span<const std::string> stream_ids) override;
 
   // Acknowledges and deletes finished entries.
-  Status Ack(std::span<const std::string> stream_ids);
+  Status Ack(std::span<const std::string> stream_ids) override;
 
   // Hands unfinished events back (a graceful stop): each becomes a new
   // entry any consumer takes at once, with its attempts so far, and the
   // entry it was read from is acknowledged.
-  Status Release(std::span<const PendingAlert> alerts);
+  Status Release(std::span<const PendingAlert> alerts) override;
 
   const Options& options() const { return options_; }
 

@@ -63,11 +63,11 @@ void RedisStore::Throttle(std::string_view key, int64_t max_burst, int64_t count
   std::vector<std::string> argv;
   const Status s = AppendThrottleCall(ScriptCall::kEvalSha, tkey, max_burst, count, period_s,
                                       quantity, now_ms, &argv);
-  if (!s.ok()) return done(s, Limiter::ThrottleResult{});
+  if (!s.ok()) return done(s, ThrottleResult{});
   SendScript(*client_, nullptr, Route(tkey), ScriptFor(Algorithm::kGcra).source, std::move(argv),
              [client = client_.get(), tkey, done = std::move(done)](
                  const Status& st, const redisReply* reply) mutable {
-               Limiter::ThrottleResult r;
+               ThrottleResult r;
                if (!st.ok()) return done(st, r);
                if (reply == nullptr) return done(InternalError("no reply"), r);
                const Status decoded = DecodeThrottleReply(*reply, &r, nullptr);

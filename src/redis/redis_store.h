@@ -16,7 +16,6 @@
 #include "absl/functional/any_invocable.h"
 #include "core/rule_eval.h"
 #include "floodgate/decision.h"
-#include "floodgate/limiter.h"
 #include "floodgate/status.h"
 #include "redis/client.h"
 
@@ -27,8 +26,7 @@ class RedisStore {
  public:
   // `done` runs exactly once, on a client I/O thread (or on the caller's
   // thread when the client refuses at once). Not OK: the backend failed.
-  using ThrottleDone =
-      absl::AnyInvocable<void(const Status& status, const Limiter::ThrottleResult& result)>;
+  using ThrottleDone = absl::AnyInvocable<void(const Status& status, const ThrottleResult& result)>;
   using ResetDone = absl::AnyInvocable<void(const Status& status)>;
 
   // INVALID_ARGUMENT for bad options (see Client::Create).

@@ -368,8 +368,7 @@ Status AppendThrottleCall(ScriptCall call, std::string_view throttle_key, int64_
   return Status::Ok();
 }
 
-Status DecodeThrottleReply(const redisReply& reply, Limiter::ThrottleResult* result,
-                           int64_t* now_ms) {
+Status DecodeThrottleReply(const redisReply& reply, ThrottleResult* result, int64_t* now_ms) {
   if (Status s = CheckReplyShape(Algorithm::kGcra, reply, 1); !s.ok()) return s;
   int64_t v[6];
   if (Status s = DecisionIntegers(reply, 0, 6, "gcra", v); !s.ok()) return s;

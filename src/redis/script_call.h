@@ -36,7 +36,6 @@
 
 #include "core/rule_eval.h"
 #include "floodgate/decision.h"
-#include "floodgate/limiter.h"
 #include "floodgate/status.h"
 
 namespace floodgate::redis {
@@ -122,8 +121,7 @@ Status AppendThrottleCall(ScriptCall call, std::string_view throttle_key, int64_
 // Turns the gcra script's reply to AppendThrottleCall's command into what
 // Limiter::Throttle returns on the embedded store (redis-cell's rounding).
 // Errors as DecodeCheckReply.
-Status DecodeThrottleReply(const redisReply& reply, Limiter::ThrottleResult* result,
-                           int64_t* now_ms);
+Status DecodeThrottleReply(const redisReply& reply, ThrottleResult* result, int64_t* now_ms);
 
 // True for Redis's "NOSCRIPT …" error: the server does not have the script
 // (restarted, SCRIPT FLUSH, another node); send the same call with kEval.

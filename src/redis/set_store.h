@@ -11,7 +11,7 @@
 #include <string_view>
 
 #include "absl/functional/any_invocable.h"
-#include "floodgate/expiring_sets.h"
+#include "floodgate/set_types.h"
 #include "floodgate/status.h"
 #include "redis/client.h"
 

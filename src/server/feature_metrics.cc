@@ -5,7 +5,7 @@
 #include "server/metrics.h"
 
 namespace floodgate::server {
-void AppendFeatureMetrics(Limiter& limiter, std::string* out) {
+void AppendFeatureMetrics(service::LimiterCore& limiter, std::string* out) {
   const ExpiringSets::Stats sets = limiter.sets().GetStats();
   AppendMetricHeader(out, "floodgate_set_operations_total", "counter",
                      "Expiring-set operations done, by kind (add includes refreshes; read is "

@@ -4,11 +4,11 @@
 
 #include <string>
 
-#include "floodgate/limiter.h"
+#include "service/limiter_core.h"
 
 namespace floodgate::server {
 
 // Appends the sets' (and, when configured, OTP's) metric families.
-void AppendFeatureMetrics(Limiter& limiter, std::string* out);
+void AppendFeatureMetrics(service::LimiterCore& limiter, std::string* out);
 
 }  // namespace floodgate::server

@@ -106,39 +106,22 @@ void HandleOtpRequest(LoopContext& loop, const http::Request& req, std::string_v
           &error)) {
     return Problem(loop, keep_alive, 400, "bad_request", error, out);
   }
-  Limiter& limiter = *loop.service().limiter;
-  const bool later = limiter.remote() && async.replies != nullptr;
+  Otp& otp = loop.service().limiter->otp();
+  const ReplyTo to = async.To(out);
   if (issue) {
-    if (later) {
-      const uint64_t tag = async.replies->Reserve();
-      limiter.otp().IssueAsync(subject, [self = async.self, tag, loop = &loop, subject, keep_alive](
-                                            const Status& s, const OtpIssueResult& r) {
-        self.Complete(tag, [loop, subject, keep_alive, s, r](std::string* reply) {
-          AnswerIssue(*loop, subject, keep_alive, s, r, reply);
-        });
-      });
-      return;
-    }
-    limiter.otp().IssueAsync(subject, [&](const Status& s, const OtpIssueResult& r) {
-      AnswerIssue(loop, subject, keep_alive, s, r, out);
-    });
+    otp.IssueAsync(subject, to.Later<OtpIssueResult>(
+                                [loop = &loop, subject, keep_alive](
+                                    const Status& s, const OtpIssueResult& r, std::string* reply) {
+                                  AnswerIssue(*loop, subject, keep_alive, s, r, reply);
+                                }));
     return;
   }
-  if (later) {
-    const uint64_t tag = async.replies->Reserve();
-    limiter.otp().VerifyAsync(subject, code,
-                              [self = async.self, tag, loop = &loop, subject, keep_alive](
-                                  const Status& s, const OtpVerifyResult& r) {
-                                self.Complete(
-                                    tag, [loop, subject, keep_alive, s, r](std::string* reply) {
-                                      AnswerVerify(*loop, subject, keep_alive, s, r, reply);
-                                    });
-                              });
-    return;
-  }
-  limiter.otp().VerifyAsync(subject, code, [&](const Status& s, const OtpVerifyResult& r) {
-    AnswerVerify(loop, subject, keep_alive, s, r, out);
-  });
+  otp.VerifyAsync(
+      subject, code,
+      to.Later<OtpVerifyResult>([loop = &loop, subject, keep_alive](
+                                    const Status& s, const OtpVerifyResult& r, std::string* reply) {
+        AnswerVerify(*loop, subject, keep_alive, s, r, reply);
+      }));
 }
 
 }  // namespace floodgate::server

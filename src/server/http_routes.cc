@@ -119,26 +119,23 @@ void Check(LoopContext& loop, const http::Request& req, std::string_view query,
     Problem(loop, req, 400, error, out);
     return;
   }
-  Limiter& limiter = *loop.service().limiter;
-  if (limiter.remote() && async.replies != nullptr) {
-    const uint64_t tag = async.replies->Reserve();
-    const bool keep_alive = req.keep_alive;
-    const bool head = req.method == "HEAD";
-    limiter.CheckAsync(
-        cr.rule, cr.key, cr.cost, cr.tier,
-        [self = async.self, tag, loop = &loop, cr, keep_alive, head](const Status& s,
-                                                                     const Decision& d) {
-          self.Complete(tag, [loop, cr, keep_alive, head, s, d](std::string* reply) {
-            AppendCheckResponse(*loop, cr, keep_alive, s, d, reply);
-            if (head) StripBody(reply, 0);
-          });
-        },
-        loop.batch());
-    return;
-  }
+  const ReplyTo to = async.To(out);
   Decision d;
-  const Status s = limiter.Check(cr.rule, cr.key, cr.cost, cr.tier, &d);
-  AppendCheckResponse(loop, cr, req.keep_alive, s, d, out);
+  Status s;
+  if (loop.service().limiter->Check(
+          {cr.rule, cr.key, cr.cost, cr.tier}, &d, &s,
+          [&] {
+            return to.Later<Decision>(
+                [loop = &loop, cr, keep_alive = req.keep_alive, head = req.method == "HEAD"](
+                    const Status& s, const Decision& d, std::string* reply) {
+                  const size_t start = reply->size();
+                  AppendCheckResponse(*loop, cr, keep_alive, s, d, reply);
+                  if (head) StripBody(reply, start);
+                });
+          },
+          loop.batch()) == store::Answer::kNow) {
+    AppendCheckResponse(loop, cr, req.keep_alive, s, d, out);
+  }
 }
 
 void Rules(LoopContext& loop, const http::Request& req, std::string* out) {
@@ -221,35 +218,10 @@ void MetricsPage(LoopContext& loop, const http::Request& req, std::string* out) 
                      stats.fallback_backend_error);
   AppendMetricSample(&body, "floodgate_fallback_decisions_total", "reason=\"store_full\"",
                      stats.fallback_store_full);
-  if (s.limiter->remote()) {
-    const struct {
-      const char* name;
-      const char* type;
-      const char* help;
-      int64_t value;
-    } remote[] = {
-        {"floodgate_backend_errors_total", "counter",
-         "Decisions answered by the rule's on_backend_error because Redis failed or was late.",
-         stats.backend_errors},
-        {"floodgate_backend_timeouts_total", "counter",
-         "Redis requests not answered within the timeout.", stats.backend_timeouts},
-        {"floodgate_backend_open_circuits", "gauge",
-         "Redis nodes whose circuit is open (requests fail at once until a probe succeeds).",
-         stats.open_circuits},
-        {"floodgate_local_cache_denials_total", "counter",
-         "Denials answered by the local over-limit cache, without a Redis round trip.",
-         stats.local_cache_denials},
-        {"floodgate_local_cache_entries", "gauge", "Subjects in the local over-limit cache.",
-         stats.local_cache_entries},
-        {"floodgate_store_wrong_type_total", "counter",
-         "Decisions and operations that failed on a Redis key of another type than floodgate "
-         "keeps there (logged once per key per minute).",
-         stats.wrong_type},
-    };
-    for (const auto& m : remote) {
-      AppendMetricHeader(&body, m.name, m.type, m.help);
-      body += std::string(m.name) + " " + std::to_string(m.value) + "\n";
-    }
+  // What only the store in use has (Redis: its errors, circuits, cache).
+  for (const store::Metric& m : s.limiter->StoreMetrics()) {
+    AppendMetricHeader(&body, m.name, m.type, m.help);
+    AppendMetricSample(&body, m.name, "", m.value);
   }
   AppendFeatureMetrics(*s.limiter, &body);
   AppendAlertMetrics(s.limiter->alerts(), &body);

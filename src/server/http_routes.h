@@ -4,6 +4,7 @@
 #include <string>
 
 #include "protocol/http/request_parser.h"
+#include "server/answer.h"
 #include "server/reply_queue.h"
 #include "server/service_context.h"
 #include "server/session.h"
@@ -11,11 +12,13 @@
 namespace floodgate::server {
 
 // Where a response that completes later (a remote store) waits its turn,
-// and how its completion finds the connection. replies == null: answer
-// synchronously whatever the store.
+// and how its completion finds the connection.
 struct HttpAsync {
   ReplyQueue* replies = nullptr;
   ConnectionRef self;
+
+  // Where this request's response goes, now (`out`) or later.
+  ReplyTo To(std::string* out) const { return ReplyTo{replies, self, out}; }
 };
 
 // Answers `req`, appending the whole response to `out`, or reserving its

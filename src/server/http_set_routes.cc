@@ -155,24 +155,17 @@ void HandleSetRequest(LoopContext& loop, const http::Request& req, std::string_v
   a.request.key = a.key;
   a.request.member = a.member;
 
-  ExpiringSets& sets = loop.service().limiter->sets();
-  if (loop.service().limiter->remote() && async.replies != nullptr) {
-    const uint64_t tag = async.replies->Reserve();
-    // The request's views point into `a`, which the callback keeps; they are
-    // read only before RunAsync returns.
-    auto asked = std::make_shared<Asked>(std::move(a));
-    asked->request.key = asked->key;
-    asked->request.member = asked->member;
-    sets.RunAsync(asked->request, [self = async.self, tag, loop = &loop, asked](const Status& s,
-                                                                                const SetReply& r) {
-      self.Complete(tag, [loop, asked, s, r](std::string* reply) {
-        AppendAnswer(*loop, *asked, s, r, reply);
-      });
-    });
-    return;
-  }
-  sets.RunAsync(a.request,
-                [&](const Status& s, const SetReply& r) { AppendAnswer(loop, a, s, r, out); });
+  // The request's views point into `a`, which the callback keeps; they are
+  // read only before RunAsync returns.
+  auto asked = std::make_shared<Asked>(std::move(a));
+  asked->request.key = asked->key;
+  asked->request.member = asked->member;
+  loop.service().limiter->sets().RunAsync(
+      asked->request,
+      async.To(out).Later<SetReply>(
+          [loop = &loop, asked](const Status& s, const SetReply& r, std::string* reply) {
+            AppendAnswer(*loop, *asked, s, r, reply);
+          }));
 }
 
 }  // namespace floodgate::server

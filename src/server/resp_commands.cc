@@ -53,8 +53,7 @@ void ReplyCheck(LoopContext& loop, std::string_view rule, bool verbose, const St
   AppendCheckReply(d, verbose, out);
 }
 
-void ReplyThrottle(LoopContext& loop, const Status& s, const Limiter::ThrottleResult& r,
-                   std::string* out) {
+void ReplyThrottle(LoopContext& loop, const Status& s, const ThrottleResult& r, std::string* out) {
   if (!s.ok()) {
     loop.service().metrics->CountError("bad_request");
     ReplyStatusError(s, out);
@@ -95,23 +94,20 @@ void FgCheck(RespClient& c, const Args& a, std::string* out) {
       return;
     }
   }
-  Limiter& limiter = *c.loop->service().limiter;
-  if (limiter.remote()) {
-    const uint64_t tag = c.replies->Reserve();
-    limiter.CheckAsync(
-        a[1], a[2], cost, tier,
-        [self = c.self, tag, loop = c.loop, rule = std::string(a[1]), verbose](const Status& s,
-                                                                               const Decision& d) {
-          self.Complete(tag, [loop, rule, verbose, s, d](std::string* reply) {
-            ReplyCheck(*loop, rule, verbose, s, d, reply);
-          });
-        },
-        c.loop->batch());
-    return;
-  }
+  const ReplyTo to = c.To(out);
   Decision d;
-  const Status s = limiter.CheckAt(c.now_ms, a[1], a[2], cost, tier, &d);
-  ReplyCheck(*c.loop, a[1], verbose, s, d, out);
+  Status s;
+  if (c.loop->service().limiter->Check(
+          {a[1], a[2], cost, tier, nullptr, c.now_ms}, &d, &s,
+          [&] {
+            return to.Later<Decision>([loop = c.loop, rule = std::string(a[1]), verbose](
+                                          const Status& s, const Decision& d, std::string* reply) {
+              ReplyCheck(*loop, rule, verbose, s, d, reply);
+            });
+          },
+          c.loop->batch()) == store::Answer::kNow) {
+    ReplyCheck(*c.loop, a[1], verbose, s, d, out);
+  }
 }
 
 // CL.THROTTLE key max_burst count period [quantity]  (redis-cell)
@@ -125,39 +121,30 @@ void ClThrottle(RespClient& c, const Args& a, std::string* out) {
       return;
     }
   }
-  Limiter& limiter = *c.loop->service().limiter;
-  if (limiter.remote()) {
-    const uint64_t tag = c.replies->Reserve();
-    limiter.ThrottleAsync(
-        a[1], v[0], v[1], v[2], v[3],
-        [self = c.self, tag, loop = c.loop](const Status& s, const Limiter::ThrottleResult& r) {
-          self.Complete(tag,
-                        [loop, s, r](std::string* reply) { ReplyThrottle(*loop, s, r, reply); });
-        });
-    return;
+  const ReplyTo to = c.To(out);
+  ThrottleResult r;
+  Status s;
+  if (c.loop->service().limiter->Throttle(
+          {a[1], v[0], v[1], v[2], v[3], nullptr, c.now_ms}, &r, &s, [&] {
+            return to.Later<ThrottleResult>(
+                [loop = c.loop](const Status& s, const ThrottleResult& r, std::string* reply) {
+                  ReplyThrottle(*loop, s, r, reply);
+                });
+          }) == store::Answer::kNow) {
+    ReplyThrottle(*c.loop, s, s.ok() ? r : ThrottleResult{}, out);
   }
-  auto r = limiter.ThrottleAt(c.now_ms, a[1], v[0], v[1], v[2], v[3]);
-  ReplyThrottle(*c.loop, r.status(), r.ok() ? *r : Limiter::ThrottleResult{}, out);
 }
 
 // FG.RESET rule key
 void FgReset(RespClient& c, const Args& a, std::string* out) {
-  auto reply = [](const Status& s, std::string* reply) {
-    if (!s.ok()) {
-      ReplyStatusError(s, reply);
-    } else {
-      resp::AppendSimpleString(reply, "OK");
-    }
-  };
-  Limiter& limiter = *c.loop->service().limiter;
-  if (limiter.remote()) {
-    const uint64_t tag = c.replies->Reserve();
-    limiter.ResetAsync(a[1], a[2], [self = c.self, tag, reply](const Status& s) {
-      self.Complete(tag, [reply, s](std::string* out) { reply(s, out); });
-    });
-    return;
-  }
-  reply(limiter.Reset(a[1], a[2]), out);
+  c.loop->service().limiter->Reset(a[1], a[2],
+                                   c.To(out).Later<>([](const Status& s, std::string* reply) {
+                                     if (!s.ok()) {
+                                       ReplyStatusError(s, reply);
+                                     } else {
+                                       resp::AppendSimpleString(reply, "OK");
+                                     }
+                                   }));
 }
 
 void Ping(RespClient&, const Args& a, std::string* out) {
@@ -397,7 +384,7 @@ void AppendCheckReply(const Decision& d, bool verbose, std::string* out) {
   if (verbose) resp::AppendBulk(out, FallbackName(d.fallback));
 }
 
-void AppendThrottleReply(const Limiter::ThrottleResult& r, std::string* out) {
+void AppendThrottleReply(const ThrottleResult& r, std::string* out) {
   const bool fallback = r.fallback != Fallback::kNone;
   resp::AppendArrayHeader(out, 5);
   resp::AppendInteger(out, r.limited ? 1 : 0);

@@ -7,6 +7,7 @@
 #include <string_view>
 #include <vector>
 
+#include "server/answer.h"
 #include "server/reply_queue.h"
 #include "server/service_context.h"
 #include "server/session.h"
@@ -25,6 +26,9 @@ struct RespClient {
   // their turn, and how the completion finds its way back.
   ReplyQueue* replies = nullptr;
   ConnectionRef self;
+
+  // Where this command's reply goes, now (`out`) or later.
+  ReplyTo To(std::string* out) const { return ReplyTo{replies, self, out}; }
 };
 
 using Args = std::span<const std::string_view>;
@@ -52,7 +56,7 @@ void DispatchResp(RespClient& client, const Args& args, std::string* out);
 void AppendCheckReply(const Decision& d, bool verbose, std::string* out);
 // CL.THROTTLE's reply: redis-cell's five integers, remaining and reset -1
 // for a fallback.
-void AppendThrottleReply(const Limiter::ThrottleResult& r, std::string* out);
+void AppendThrottleReply(const ThrottleResult& r, std::string* out);
 
 // Starts loading the state a command will touch (FG.CHECK, CL.THROTTLE),
 // so that a pipeline's cache misses overlap. Does nothing for others.

@@ -46,33 +46,21 @@ void ReplyVerify(LoopContext& loop, const Status& s, const OtpVerifyResult& r, s
 
 // FG.OTP.ISSUE subject
 void FgOtpIssue(RespClient& c, const Args& a, std::string* out) {
-  Limiter& limiter = *c.loop->service().limiter;
-  if (limiter.remote()) {
-    const uint64_t tag = c.replies->Reserve();
-    limiter.otp().IssueAsync(
-        a[1], [self = c.self, tag, loop = c.loop](const Status& s, const OtpIssueResult& r) {
-          self.Complete(tag, [loop, s, r](std::string* reply) { ReplyIssue(*loop, s, r, reply); });
-        });
-    return;
-  }
-  limiter.otp().IssueAsync(
-      a[1], [&](const Status& s, const OtpIssueResult& r) { ReplyIssue(*c.loop, s, r, out); });
+  c.loop->service().limiter->otp().IssueAsync(
+      a[1], c.To(out).Later<OtpIssueResult>(
+                [loop = c.loop](const Status& s, const OtpIssueResult& r, std::string* reply) {
+                  ReplyIssue(*loop, s, r, reply);
+                }));
 }
 
 // FG.OTP.VERIFY subject code
 void FgOtpVerify(RespClient& c, const Args& a, std::string* out) {
-  Limiter& limiter = *c.loop->service().limiter;
-  if (limiter.remote()) {
-    const uint64_t tag = c.replies->Reserve();
-    limiter.otp().VerifyAsync(
-        a[1], a[2], [self = c.self, tag, loop = c.loop](const Status& s, const OtpVerifyResult& r) {
-          self.Complete(tag, [loop, s, r](std::string* reply) { ReplyVerify(*loop, s, r, reply); });
-        });
-    return;
-  }
-  limiter.otp().VerifyAsync(a[1], a[2], [&](const Status& s, const OtpVerifyResult& r) {
-    ReplyVerify(*c.loop, s, r, out);
-  });
+  c.loop->service().limiter->otp().VerifyAsync(
+      a[1], a[2],
+      c.To(out).Later<OtpVerifyResult>(
+          [loop = c.loop](const Status& s, const OtpVerifyResult& r, std::string* reply) {
+            ReplyVerify(*loop, s, r, reply);
+          }));
 }
 
 }  // namespace floodgate::server

@@ -18,8 +18,7 @@ constexpr size_t kMaxBatch = 128;  // commands parsed ahead of execution
 
 class RespSession final : public Session {
  public:
-  RespSession(LoopContext* loop, resp::ParserLimits limits, ConnectionRef self)
-      : parser_(limits), remote_(loop->service().limiter->remote()) {
+  RespSession(LoopContext* loop, resp::ParserLimits limits, ConnectionRef self) : parser_(limits) {
     client_.loop = loop;
     client_.replies = &replies_;
     client_.self = self;
@@ -93,7 +92,7 @@ class RespSession final : public Session {
 
   void Execute(std::string* output) {
     if (ranges_.empty()) return;
-    if (ranges_.size() > 1 && !remote_) {  // a lone command has nothing to overlap with
+    if (ranges_.size() > 1) {  // a lone command has nothing to overlap with
       for (const auto& [first, n] : ranges_) PrefetchResp(client_, Args(&args_[first], n));
     }
     client_.now_ms = client_.loop->service().limiter->NowMs();
@@ -122,7 +121,6 @@ class RespSession final : public Session {
   uint64_t batches_ = 0;
   ReplyQueue replies_;
   RespClient client_;
-  const bool remote_;  // decisions complete later (see ReplyQueue)
 };
 
 }  // namespace

@@ -33,23 +33,14 @@ void ReplySet(LoopContext& loop, SetOp op, bool with_ttl, const Status& s, const
   }
 }
 
-// Runs `request`: answered in place on the embedded store, through the
-// connection's reply queue when the store is remote.
+// Runs `request`; its reply goes out in turn, whenever the store answers.
 void Run(RespClient& c, const SetRequest& request, bool with_ttl, std::string* out) {
-  ExpiringSets& sets = c.loop->service().limiter->sets();
-  if (c.loop->service().limiter->remote()) {
-    const uint64_t tag = c.replies->Reserve();
-    sets.RunAsync(request, [self = c.self, tag, loop = c.loop, op = request.op, with_ttl](
-                               const Status& s, const SetReply& r) {
-      self.Complete(tag, [loop, op, with_ttl, s, r](std::string* reply) {
+  c.loop->service().limiter->sets().RunAsync(
+      request,
+      c.To(out).Later<SetReply>([loop = c.loop, op = request.op, with_ttl](
+                                    const Status& s, const SetReply& r, std::string* reply) {
         ReplySet(*loop, op, with_ttl, s, r, reply);
-      });
-    });
-    return;
-  }
-  sets.RunAsync(request, [&](const Status& s, const SetReply& r) {
-    ReplySet(*c.loop, request.op, with_ttl, s, r, out);
-  });
+      }));
 }
 
 // The argument quoted for an error message, ASCII only (other bytes as

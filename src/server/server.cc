@@ -22,7 +22,7 @@ int UsableCores() {
 
 int DefaultLoopCount(int cores) { return std::max(1, (cores + 1) / 2); }
 
-Server::Server(const ServerOptions& options, Limiter* limiter)
+Server::Server(const ServerOptions& options, service::LimiterCore* limiter)
     : options_(options), metrics_(options.threads) {
   context_.limiter = limiter;
   context_.metrics = &metrics_;
@@ -33,7 +33,8 @@ Server::Server(const ServerOptions& options, Limiter* limiter)
   context_.max_store_calls_in_flight = options.max_store_calls_in_flight;
 }
 
-Result<std::unique_ptr<Server>> Server::Start(const ServerOptions& options, Limiter* limiter) {
+Result<std::unique_ptr<Server>> Server::Start(const ServerOptions& options,
+                                              service::LimiterCore* limiter) {
   if (options.threads < 1 || options.threads > 256) {
     return InvalidArgumentError("threads must be between 1 and 256");
   }
@@ -98,7 +99,7 @@ Result<std::unique_ptr<Server>> Server::Start(const ServerOptions& options, Limi
   // Each loop runs its own connections to a remote store: a request and its
   // answer never cross threads (docs/design.md).
   std::vector<std::unique_ptr<LoopDriver>> drivers(options.threads);
-  for (int i = 0; limiter->remote() && i < options.threads; ++i) {
+  for (int i = 0; i < options.threads; ++i) {
     auto driver = limiter->NewLoopDriver();
     if (!driver.ok()) {
       for (auto& loop_specs : specs) {
@@ -111,10 +112,10 @@ Result<std::unique_ptr<Server>> Server::Start(const ServerOptions& options, Limi
   for (int i = 0; i < options.threads; ++i) {
     LoopContext* context = server->loop_contexts_[i].get();
     LoopLimits limits = options.limits;
-    // A loop on a remote store mostly waits for the store's answers, which
-    // wake it through its epoll: polling would only take CPU from Redis and
-    // the clients on a small machine (docs/benchmarks.md).
-    if (limiter->remote()) limits.idle_polls = 0;
+    // A loop that drives a remote store's I/O mostly waits for the store's
+    // answers, which wake it through its epoll: polling would only take CPU
+    // from Redis and the clients on a small machine (docs/benchmarks.md).
+    if (drivers[i] != nullptr) limits.idle_polls = 0;
     // Polling pays only with a core to spare: with a loop on every core, a
     // loop spinning for the next request takes the CPU its client (or
     // another loop) needs to produce it.

@@ -7,13 +7,13 @@
 #include <thread>
 #include <vector>
 
-#include "floodgate/limiter.h"
 #include "protocol/http/request_parser.h"
 #include "protocol/resp/parser.h"
 #include "server/event_loop.h"
 #include "server/listener.h"
 #include "server/metrics.h"
 #include "server/service_context.h"
+#include "service/limiter_core.h"
 
 namespace floodgate::server {
 
@@ -33,7 +33,7 @@ struct ServerOptions {
   resp::ParserLimits resp_limits;
   http::ParserLimits http_limits;
   // A remote store: script calls one loop keeps in flight before it holds
-  // decisions back to send them together (see Limiter::AsyncBatch); 0: no
+  // decisions back to send them together (see LimiterCore::NewBatch); 0: no
   // bound, every round's decisions go at once.
   int max_store_calls_in_flight = 1;
   // Appends more metrics to GET /metrics (the gRPC front's), if set.
@@ -57,7 +57,8 @@ class Server {
  public:
   // Binds every socket first (so a busy port fails here, with a clear
   // error), then starts the loops. `limiter` must outlive the server.
-  static Result<std::unique_ptr<Server>> Start(const ServerOptions& options, Limiter* limiter);
+  static Result<std::unique_ptr<Server>> Start(const ServerOptions& options,
+                                               service::LimiterCore* limiter);
   ~Server();  // stops and joins
 
   // The addresses actually bound (port 0 resolved), "" for a disabled front.
@@ -70,7 +71,7 @@ class Server {
   void Wait();
 
  private:
-  Server(const ServerOptions& options, Limiter* limiter);
+  Server(const ServerOptions& options, service::LimiterCore* limiter);
   void RenderConnections(std::string* out) const;
 
   ServerOptions options_;

@@ -5,20 +5,22 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "floodgate/clock.h"
-#include "floodgate/limiter.h"
 #include "server/metrics.h"
+#include "service/limiter_core.h"
+#include "store/store.h"
 
 namespace floodgate::server {
 
 // Thread-safe (every member is, or is immutable after start).
 struct ServiceContext {
-  Limiter* limiter = nullptr;
+  service::LimiterCore* limiter = nullptr;
   Metrics* metrics = nullptr;
   // Empty: no authentication. Else RESP AUTH / HTTP "Bearer" must match.
   std::string auth_token;
@@ -44,7 +46,7 @@ class LoopContext {
   LoopContext(ServiceContext* service, int index)
       : service_(service),
         index_(index),
-        batch_(*service->limiter, service->max_store_calls_in_flight) {}
+        batch_(service->limiter->NewBatch(service->max_store_calls_in_flight)) {}
   ServiceContext& service() { return *service_; }
   int index() const { return index_; }
 
@@ -53,15 +55,15 @@ class LoopContext {
   // the decisions of all its connections and pipelines go to the store
   // together. With store calls in flight at the bound, they wait for the
   // round in which an answer arrives.
-  Limiter::AsyncBatch* batch() { return &batch_; }
+  store::Batch* batch() { return batch_.get(); }
   void EndRound() {
-    const size_t added = batch_.size() - held_;
+    const size_t added = batch_->size() - held_;
     // The round's input has been read: what clients send from here on is
     // read in a later round (see WaitForStoreOnly). Only a batch holding
     // decisions can keep any back, so only then is the clock read.
-    round_read_ns_ = batch_.empty() ? 0 : MonotonicNs();
-    batch_.Flush();
-    held_ = batch_.size();
+    round_read_ns_ = batch_->size() == 0 ? 0 : MonotonicNs();
+    batch_->Flush();
+    held_ = batch_->size();
     few_held_ = held_ > 0 && added < kFewDecisions;
   }
   // Whether the loop should wait for the store's answers alone before
@@ -79,12 +81,12 @@ class LoopContext {
   // about the earliest their requests can have come: each is still
   // answered within timeout_ms of its arrival.
   bool WaitForStoreOnly() {
-    if (few_held_) batch_.CountTimeoutFrom(round_read_ns_);
+    if (few_held_) batch_->CountTimeoutFrom(round_read_ns_);
     return few_held_;
   }
   // The loop is stopping: whatever the batch holds goes to the store now
   // (whose driver then answers it), not when the batch is destroyed.
-  void Stop() { batch_.FlushAll(); }
+  void Stop() { batch_->FlushAll(); }
 
   // Cached per loop so the hot path takes no lock.
   RuleCounters* CountersFor(std::string_view rule) {
@@ -115,7 +117,7 @@ class LoopContext {
 
   ServiceContext* service_;
   const int index_;
-  Limiter::AsyncBatch batch_;
+  std::unique_ptr<store::Batch> batch_;
   size_t held_ = 0;  // decisions the batch held after the last round
   bool few_held_ = false;
   int64_t round_read_ns_ = 0;  // when the last round's input had been read (if it held any)

@@ -28,7 +28,7 @@ Status InChunks(const std::vector<T>& items, size_t chunk, F call, size_t* done)
 
 }  // namespace
 
-AlertStreamRelay::AlertStreamRelay(redis::AlertStream& stream, AlertDelivery& delivery,
+AlertStreamRelay::AlertStreamRelay(store::AlertLog& stream, AlertDelivery& delivery,
                                    Options options)
     : stream_(stream), delivery_(delivery), options_(std::move(options)) {}
 

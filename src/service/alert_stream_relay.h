@@ -28,8 +28,8 @@
 
 #include "absl/base/thread_annotations.h"
 #include "common/pending_alert.h"
-#include "redis/alert_stream.h"
 #include "service/alert_delivery.h"
+#include "store/store.h"
 
 namespace floodgate::service {
 
@@ -50,7 +50,7 @@ class AlertStreamRelay {
   // `stream` and `delivery` must outlive the relay. Nothing runs before
   // Start, so that whoever holds the relay has it before its thread can
   // hand the delivery an event (whose end comes back to Finished).
-  AlertStreamRelay(redis::AlertStream& stream, AlertDelivery& delivery, Options options);
+  AlertStreamRelay(store::AlertLog& stream, AlertDelivery& delivery, Options options);
   // Starts the thread. Once.
   void Start();
   ~AlertStreamRelay();  // Stop({})
@@ -85,7 +85,7 @@ class AlertStreamRelay {
   // Logs a failed stream call, at most once per 10 s.
   void NoteFailure(const char* what, const Status& status);
 
-  redis::AlertStream& stream_;
+  store::AlertLog& stream_;
   AlertDelivery& delivery_;
   const Options options_;
 

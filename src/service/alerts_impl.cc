@@ -9,7 +9,6 @@
 
 #include "common/http_url.h"
 #include "common/log.h"
-#include "redis/alert_stream.h"
 #include "service/alert_delivery.h"
 #include "service/alert_event.h"
 #include "service/alert_spool.h"
@@ -85,9 +84,9 @@ Result<AlertTarget> MakeAlertTarget(const Rule& rule, const core::CompiledRule& 
   return t;
 }
 
-AlertsImpl::AlertsImpl(const AlertDeliveryConfig& config, redis::Client* client)
+AlertsImpl::AlertsImpl(const AlertDeliveryConfig& config, store::Store& store)
     : config_(config),
-      client_(client),
+      store_(store),
       spool_path_(config.spool.empty() ? DefaultAlertSpoolPath() : config.spool) {}
 
 AlertsImpl::~AlertsImpl() { Shutdown(); }
@@ -127,8 +126,12 @@ Status AlertsImpl::Start() {
   std::lock_guard<std::mutex> start_lock(start_mu_);
   if (started_.load()) return Status::Ok();
   if (shut_down_.load()) return UnavailableError("alerts are shut down");
+  // Entries older than retry_for are given up anyway; the margin covers a
+  // takeover after claim_after.
+  log_ = store_.NewAlertLog({ConsumerName(), config_.stream_max_len,
+                             config_.retry_for_ms + config_.claim_after_ms + 3'600'000});
   std::vector<PendingAlert> kept;
-  if (client_ == nullptr && spool_path_ != kNoSpool) {
+  if (log_ == nullptr && spool_path_ != kNoSpool) {
     if (Status s = PrepareAlertSpool(spool_path_); !s.ok()) return s;
     std::string warning;
     auto read = ReadAlertSpool(spool_path_, &warning);
@@ -160,14 +163,7 @@ Status AlertsImpl::Start() {
   };
   delivery_ = std::make_unique<AlertDelivery>(std::move(o));
 
-  if (client_ != nullptr) {
-    redis::AlertStream::Options so;
-    so.consumer = ConsumerName();
-    so.max_len = config_.stream_max_len;
-    // Entries older than retry_for are given up anyway; the margin covers a
-    // takeover after claim_after.
-    so.ttl_ms = config_.retry_for_ms + config_.claim_after_ms + 3'600'000;
-    stream_ = std::make_unique<redis::AlertStream>(*client_, std::move(so));
+  if (log_ != nullptr) {
     AlertStreamRelay::Options ro;
     ro.outbox_capacity = static_cast<size_t>(config_.queue_size);
     ro.claim_after_ms = config_.claim_after_ms;
@@ -183,7 +179,7 @@ Status AlertsImpl::Start() {
           {{"entries", std::to_string(trimmed)},
            {"max_len", std::to_string(config_.stream_max_len)}});
     };
-    relay_ = std::make_unique<AlertStreamRelay>(*stream_, *delivery_, std::move(ro));
+    relay_ = std::make_unique<AlertStreamRelay>(*log_, *delivery_, std::move(ro));
     relay_->Start();
   } else {
     size_t requeued = 0;

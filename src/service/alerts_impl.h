@@ -25,8 +25,7 @@
 #include "core/rule_eval.h"
 #include "floodgate/alerts.h"
 #include "floodgate/config.h"
-#include "redis/alert_stream.h"
-#include "redis/client.h"
+#include "store/store.h"
 
 namespace floodgate::service {
 
@@ -52,10 +51,10 @@ Result<AlertTarget> MakeAlertTarget(const Rule& rule, const core::CompiledRule& 
 // Thread-safe.
 class AlertsImpl final : public Alerts {
  public:
-  // `client`: the Redis store's client (pending events go to its stream),
-  // or null for the embedded store (a spool file). It must outlive
+  // Pending events go to `store`'s alert log when it has one (Redis: one
+  // stream for every server), else to a spool file. `store` must outlive
   // Shutdown (or this, without one).
-  AlertsImpl(const AlertDeliveryConfig& config, redis::Client* client);
+  AlertsImpl(const AlertDeliveryConfig& config, store::Store& store);
   // Shutdown(), if not done.
   ~AlertsImpl() override;
 
@@ -97,14 +96,14 @@ class AlertsImpl final : public Alerts {
   void NoteDropped(const std::string& event_id, const char* why, int64_t* counter);
 
   const AlertDeliveryConfig config_;
-  redis::Client* const client_;
+  store::Store& store_;
   std::string spool_path_;
 
   std::mutex start_mu_;  // serialises Start and Shutdown
   std::atomic<bool> started_{false};
   std::atomic<bool> shut_down_{false};
   std::unique_ptr<AlertDelivery> delivery_;
-  std::unique_ptr<redis::AlertStream> stream_;
+  std::unique_ptr<store::AlertLog> log_;  // null: the spool
   std::unique_ptr<AlertStreamRelay> relay_;
   std::thread spool_thread_;
 

@@ -368,7 +368,7 @@ bool Over(const Decision& d, int64_t hits, bool peek) {
   return peek ? hits > d.remaining : !d.allowed || d.shadow_denied;
 }
 
-RateLimitService::RateLimitService(Limiter* limiter) : limiter_(limiter) {}
+RateLimitService::RateLimitService(service::LimiterCore* limiter) : limiter_(limiter) {}
 
 void RateLimitService::SetRules(std::shared_ptr<const Rules> rules) {
   std::lock_guard<std::mutex> lock(mu_);
@@ -467,7 +467,7 @@ void RateLimitService::Decide(std::shared_ptr<Call> call, bool peek) {
   };
   for (int i = 0; i < n; ++i) {
     Call::Item& item = call->items[i];
-    limiter_->CheckAsync(item.limit->rule, item.key, peek ? 0 : item.hits, {},
+    limiter_->CheckAsync({item.limit->rule, item.key, peek ? 0 : item.hits},
                          [&item, arrive](const Status& s, const Decision& d) {
                            item.status = s;
                            item.decision = d;

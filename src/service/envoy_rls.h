@@ -41,6 +41,7 @@
 #include "floodgate/config.h"
 #include "floodgate/limiter.h"
 #include "floodgate/status.h"
+#include "service/limiter_core.h"
 
 namespace floodgate::envoy {
 
@@ -158,7 +159,7 @@ std::string SubjectKey(std::string_view domain, const std::vector<RequestEntry>&
 // Thread-safe. `limiter` must outlive it.
 class RateLimitService {
  public:
-  explicit RateLimitService(Limiter* limiter);
+  explicit RateLimitService(service::LimiterCore* limiter);
 
   // Publishes new rules; requests already matched finish with the old ones.
   void SetRules(std::shared_ptr<const Rules> rules);
@@ -188,7 +189,7 @@ class RateLimitService {
   void Decide(std::shared_ptr<Call> call, bool peek);
   void Finish(Call& call, bool peek);
 
-  Limiter* const limiter_;
+  service::LimiterCore* const limiter_;
   OutcomeObserver observer_;
   mutable std::mutex mu_;
   std::shared_ptr<const Rules> rules_;  // guarded by mu_

@@ -3,13 +3,10 @@
 
 #include <atomic>
 #include <future>
-#include <optional>
 #include <string>
 #include <utility>
 
-#include "engine/set_store.h"
 #include "floodgate/rule.h"
-#include "redis/set_store.h"
 #include "service/expiring_sets_impl.h"
 
 namespace floodgate {
@@ -49,7 +46,7 @@ std::string_view SetOpName(SetOp op) {
 }
 
 struct ExpiringSets::Impl {
-  Impl(const SetsConfig& c, const Clock& clk) : config(c), clock(clk) {}
+  Impl(const SetsConfig& c, store::Store& s) : config(c), store(s) {}
 
   Status Validate(const SetRequest& r) const {
     if (Status s = BytesError("key", r.key, kMaxKeyBytes); !s.ok()) return s;
@@ -77,9 +74,7 @@ struct ExpiringSets::Impl {
   }
 
   const SetsConfig config;
-  const Clock& clock;
-  std::optional<engine::SetStore> local;
-  std::optional<redis::SetStore> remote;
+  store::Store& store;
   std::atomic<int64_t> adds{0}, removes{0}, reads{0}, full{0}, backend_errors{0};
 };
 
@@ -88,20 +83,20 @@ ExpiringSets::~ExpiringSets() = default;
 
 void ExpiringSets::RunAsync(const SetRequest& request, Callback done) {
   if (Status s = impl_->Validate(request); !s.ok()) return done(s, SetReply{});
-  if (impl_->remote.has_value()) {
-    impl_->remote->Run(request, impl_->config.max_members, std::nullopt,
-                       [impl = impl_.get(), op = request.op, done = std::move(done)](
-                           const Status& s, const SetReply& reply) {
-                         impl->Count(op, s);
-                         done(s, reply);
-                       });
-    return;
-  }
+  Impl& impl = *impl_;
   SetReply reply;
-  const Status s =
-      impl_->local->Run(request, impl_->config.max_members, impl_->clock.NowMs(), &reply);
-  impl_->Count(request.op, s);
-  done(s, s.ok() ? reply : SetReply{});
+  Status status;
+  const store::Answer answer = impl.store.RunSet(
+      request, impl.config.max_members, &reply, &status, [&]() -> store::Done<SetReply> {
+        return
+            [&impl, op = request.op, done = std::move(done)](const Status& s, const SetReply& r) {
+              impl.Count(op, s);
+              done(s, r);
+            };
+      });
+  if (answer == store::Answer::kLater) return;
+  impl.Count(request.op, status);
+  done(status, status.ok() ? reply : SetReply{});
 }
 
 Result<SetReply> ExpiringSets::Run(const SetRequest& request) {
@@ -157,16 +152,8 @@ ExpiringSets::Stats ExpiringSets::GetStats() const {
 
 namespace service {
 
-std::unique_ptr<ExpiringSets> MakeExpiringSets(const SetsConfig& config, const Clock& clock,
-                                               engine::MemoryStore* memory, uint32_t variant,
-                                               redis::Client* client) {
-  auto impl = std::make_unique<ExpiringSets::Impl>(config, clock);
-  if (client != nullptr) {
-    impl->remote.emplace(*client);
-  } else {
-    impl->local.emplace(*memory, variant);
-  }
-  return std::make_unique<ExpiringSets>(std::move(impl));
+std::unique_ptr<ExpiringSets> MakeExpiringSets(const SetsConfig& config, store::Store& store) {
+  return std::make_unique<ExpiringSets>(std::make_unique<ExpiringSets::Impl>(config, store));
 }
 
 }  // namespace service

@@ -1,23 +1,16 @@
-// How the Limiter builds its ExpiringSets (floodgate/expiring_sets.h): on
-// the embedded store (a MemoryStore variant) or on Redis (a Client).
+// How the LimiterCore builds its ExpiringSets (floodgate/expiring_sets.h):
+// on the store it picked.
 #pragma once
 
-#include <cstdint>
 #include <memory>
 
-#include "engine/memory_store.h"
-#include "floodgate/clock.h"
 #include "floodgate/config.h"
 #include "floodgate/expiring_sets.h"
-#include "redis/client.h"
+#include "store/store.h"
 
 namespace floodgate::service {
 
-// Sets in `memory` under `variant` (registered with engine::SetStore::Layout())
-// when `client` is null, else on Redis through `client`. Every pointer must
-// outlive the result.
-std::unique_ptr<ExpiringSets> MakeExpiringSets(const SetsConfig& config, const Clock& clock,
-                                               engine::MemoryStore* memory, uint32_t variant,
-                                               redis::Client* client);
+// Sets on `store`, which must outlive the result.
+std::unique_ptr<ExpiringSets> MakeExpiringSets(const SetsConfig& config, store::Store& store);
 
 }  // namespace floodgate::service

@@ -8,12 +8,9 @@
 #include <atomic>
 #include <cstdlib>
 #include <future>
-#include <optional>
 #include <utility>
 
 #include "common/otp_policy.h"
-#include "engine/otp_store.h"
-#include "redis/otp_store.h"
 #include "service/otp_codes.h"
 #include "service/otp_impl.h"
 #include "service/webhook_queue.h"
@@ -52,7 +49,7 @@ OtpPolicy PolicyOf(const OtpConfig& c) {
 }  // namespace
 
 struct Otp::Impl {
-  Impl(const OtpConfig& c, const Clock& clk) : config(c), policy(PolicyOf(c)), clock(clk) {}
+  Impl(const OtpConfig& c, store::Store& s) : config(c), policy(PolicyOf(c)), store(s) {}
 
   // A failed store step: counted, then passed on.
   void BackendError(const Status& s) {
@@ -115,25 +112,21 @@ struct Otp::Impl {
     if (!match) return FinishVerify(Status::Ok(), false, done);
     // Consuming is the step that decides between racing verifications:
     // only the one that removes the code is valid.
-    if (remote.has_value()) {
-      remote->Consume(subject, hmac, std::nullopt,
-                      [this, done = std::move(done)](const Status& cs, bool consumed) {
-                        FinishVerify(cs, consumed, done);
-                      });
-      return;
-    }
     bool consumed = false;
-    const Status cs = local->Consume(subject, hmac, clock.NowMs(), &consumed);
-    FinishVerify(cs, consumed, done);
+    Status cs;
+    if (store.OtpConsume(subject, hmac, &consumed, &cs, [&]() -> store::Done<bool> {
+          return
+              [this, done = std::move(done)](const Status& s, bool c) { FinishVerify(s, c, done); };
+        }) == store::Answer::kNow) {
+      FinishVerify(cs, consumed, done);
+    }
   }
 
   const OtpConfig config;
   const OtpPolicy policy;
-  const Clock& clock;
+  store::Store& store;
   bool enabled = false;
   std::string secret;
-  std::optional<engine::OtpStore> local;
-  std::optional<redis::OtpStore> remote;
   std::unique_ptr<service::WebhookQueue> delivery;  // null without a delivery URL
   std::atomic<int64_t> issued{0}, issue_limited{0}, verified_valid{0}, verified_invalid{0},
       verify_limited{0}, backend_errors{0};
@@ -168,17 +161,17 @@ void Otp::IssueAsync(std::string_view subject, IssueCallback done) {
                 OtpIssueResult{});
   }
   const std::string hmac = service::CodeHmac(impl.secret, subject, *code);
-  if (impl.remote.has_value()) {
-    impl.remote->Issue(subject, hmac, *event, impl.policy, std::nullopt,
-                       [&impl, subject = std::string(subject), code = *std::move(code),
-                        done = std::move(done)](const Status& s, const OtpIssueOutcome& out) {
-                         impl.FinishIssue(subject, code, s, out, done);
-                       });
-    return;
-  }
   OtpIssueOutcome out;
-  const Status s = impl.local->Issue(subject, hmac, *event, impl.policy, impl.clock.NowMs(), &out);
-  impl.FinishIssue(std::string(subject), *code, s, out, done);
+  Status s;
+  if (impl.store.OtpIssue(
+          subject, hmac, *event, impl.policy, &out, &s, [&]() -> store::Done<OtpIssueOutcome> {
+            return [&impl, subject = std::string(subject), code = *code, done = std::move(done)](
+                       const Status& st, const OtpIssueOutcome& o) {
+              impl.FinishIssue(subject, code, st, o, done);
+            };
+          }) == store::Answer::kNow) {
+    impl.FinishIssue(std::string(subject), *code, s, out, done);
+  }
 }
 
 void Otp::VerifyAsync(std::string_view subject, std::string_view code, VerifyCallback done) {
@@ -193,17 +186,17 @@ void Otp::VerifyAsync(std::string_view subject, std::string_view code, VerifyCal
   Result<std::string> event = service::RandomEventId();
   if (!event.ok()) return done(event.status(), OtpVerifyResult{});
   std::string hmac = service::CodeHmac(impl.secret, subject, code);
-  if (impl.remote.has_value()) {
-    impl.remote->Attempt(subject, *event, impl.policy, std::nullopt,
-                         [&impl, subject = std::string(subject), hmac, done = std::move(done)](
-                             const Status& s, const OtpAttemptOutcome& a) {
-                           impl.AfterAttempt(subject, hmac, s, a, done);
-                         });
-    return;
-  }
   OtpAttemptOutcome a;
-  const Status s = impl.local->Attempt(subject, *event, impl.policy, impl.clock.NowMs(), &a);
-  impl.AfterAttempt(std::string(subject), hmac, s, a, std::move(done));
+  Status s;
+  if (impl.store.OtpAttempt(
+          subject, *event, impl.policy, &a, &s, [&]() -> store::Done<OtpAttemptOutcome> {
+            return [&impl, subject = std::string(subject), hmac, done = std::move(done)](
+                       const Status& st, const OtpAttemptOutcome& o) {
+              impl.AfterAttempt(subject, hmac, st, o, done);
+            };
+          }) == store::Answer::kNow) {
+    impl.AfterAttempt(std::string(subject), hmac, s, a, std::move(done));
+  }
 }
 
 Result<OtpIssueResult> Otp::Issue(std::string_view subject) {
@@ -260,10 +253,8 @@ std::string Getenv(const std::string& name) {
 
 }  // namespace
 
-Result<std::unique_ptr<Otp>> MakeOtp(const OtpConfig& config, const Clock& clock,
-                                     engine::MemoryStore* memory, uint32_t variant,
-                                     redis::Client* client) {
-  auto impl = std::make_unique<Otp::Impl>(config, clock);
+Result<std::unique_ptr<Otp>> MakeOtp(const OtpConfig& config, store::Store& store) {
+  auto impl = std::make_unique<Otp::Impl>(config, store);
   if (!config.enabled) return std::make_unique<Otp>(std::move(impl));
   // Messages name the variable, never the secret.
   std::string secret = config.secret;
@@ -297,11 +288,6 @@ Result<std::unique_ptr<Otp>> MakeOtp(const OtpConfig& config, const Clock& clock
       options.headers.emplace_back("Authorization", auth);
     }
     impl->delivery = std::make_unique<WebhookQueue>(std::move(options));
-  }
-  if (client != nullptr) {
-    impl->remote.emplace(*client);
-  } else {
-    impl->local.emplace(*memory, variant);
   }
   impl->enabled = true;
   return std::make_unique<Otp>(std::move(impl));

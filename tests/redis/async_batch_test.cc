@@ -1,4 +1,4 @@
-// Limiter::AsyncBatch on real Redis: a standalone server gets one script call
+// LimiterCore's batches on real Redis: a standalone server gets one script call
 // per rule for a whole batch, decided in arrival order on Redis's clock; a
 // cluster gets one call per key with the same answers; a bound on calls in
 // flight holds decisions back until an answer comes, and a batch destroyed
@@ -18,8 +18,8 @@
 #include <thread>
 #include <vector>
 
-#include "floodgate/limiter.h"
 #include "redis/client.h"
+#include "service/limiter_core.h"
 #include "testing/driven_loop.h"
 #include "testing/redis_cluster.h"
 #include "testing/redis_server.h"
@@ -31,7 +31,7 @@ namespace {
 // Collects CheckAsync answers from the store's I/O thread.
 class Answers {
  public:
-  Limiter::CheckCallback Callback(std::string subject) {
+  service::LimiterCore::CheckCallback Callback(std::string subject) {
     return [this, subject = std::move(subject)](const Status& s, const Decision& d) {
       std::lock_guard<std::mutex> lock(mu_);
       EXPECT_TRUE(s.ok()) << s.ToString();
@@ -95,16 +95,16 @@ int64_t ScriptCalls(int port) {
 
 // 60 decisions of "fw" over 20 subjects (each named three times, interleaved)
 // and 10 of "gcra": each subject's answers count down in arrival order.
-void CheckThreeTimesEach(Limiter& limiter, Limiter::AsyncBatch* batch, Answers& answers) {
+void CheckThreeTimesEach(service::LimiterCore& limiter, store::Batch* batch, Answers& answers) {
   for (int round = 0; round < 3; ++round) {
     for (int i = 0; i < 20; ++i) {
       const std::string subject = "s" + std::to_string(i);
-      limiter.CheckAsync("fw", subject, 1, "", answers.Callback("fw:" + subject), batch);
+      limiter.CheckAsync({"fw", subject, 1, ""}, answers.Callback("fw:" + subject), batch);
     }
   }
   for (int i = 0; i < 10; ++i) {
     const std::string subject = "g" + std::to_string(i);
-    limiter.CheckAsync("gcra", subject, 1, "", answers.Callback("gcra:" + subject), batch);
+    limiter.CheckAsync({"gcra", subject, 1, ""}, answers.Callback("gcra:" + subject), batch);
   }
 }
 
@@ -125,17 +125,18 @@ TEST(AsyncBatchTest, StandaloneDecidesABatchInOneCallPerRule) {
   testing::RedisServer redis;
   ASSERT_TRUE(redis.Start()) << redis.error();
   ManualClock clock;
-  auto limiter = Limiter::Create(BatchConfig(redis.url()), clock);
+  auto limiter = service::LimiterCore::Create(BatchConfig(redis.url()), clock);
   ASSERT_TRUE(limiter.ok()) << limiter.status().ToString();
   Answers answers;
   {
-    Limiter::AsyncBatch batch(**limiter);
+    auto batch_owner = (*limiter)->NewBatch();
+    store::Batch& batch = *batch_owner;
     CheckThreeTimesEach(**limiter, &batch, answers);
-    EXPECT_FALSE(batch.empty());
+    EXPECT_FALSE((batch.size() == 0));
     EXPECT_EQ(answers.count(), 0);  // nothing sent before Flush
     testing::QueryText(redis.port(), {"CONFIG", "RESETSTAT"});
     batch.Flush();
-    EXPECT_TRUE(batch.empty());
+    EXPECT_TRUE((batch.size() == 0));
     ASSERT_TRUE(answers.WaitFor(70));
   }
   ExpectCountdowns(answers);
@@ -155,15 +156,16 @@ TEST(AsyncBatchTest, ClusterDecidesOneKeyPerCallWithTheSameAnswers) {
   testing::RedisCluster cluster;
   ASSERT_TRUE(cluster.Start(3)) << cluster.error();
   ManualClock clock;
-  auto limiter = Limiter::Create(BatchConfig(cluster.url()), clock);
+  auto limiter = service::LimiterCore::Create(BatchConfig(cluster.url()), clock);
   ASSERT_TRUE(limiter.ok()) << limiter.status().ToString();
   // Until the client has read the slot map, a request goes to a seed and
   // follows its MOVED, after requests sent later went straight to the
   // master: order per key holds once the map is known.
-  ASSERT_TRUE((*limiter)->Check("fw", "warm").ok());
+  ASSERT_TRUE((*limiter)->CheckAndWait("fw", "warm").ok());
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
   Answers answers;
-  Limiter::AsyncBatch batch(**limiter);
+  auto batch_owner = (*limiter)->NewBatch();
+  store::Batch& batch = *batch_owner;
   CheckThreeTimesEach(**limiter, &batch, answers);
   batch.Flush();
   ASSERT_TRUE(answers.WaitFor(70));
@@ -184,35 +186,37 @@ TEST(AsyncBatchTest, CallsInFlightHoldDecisionsBackUntilAnAnswer) {
   testing::RedisServer redis;
   ASSERT_TRUE(redis.Start({"--enable-debug-command", "yes"})) << redis.error();
   ManualClock clock;
-  auto limiter = Limiter::Create(BatchConfig(redis.url()), clock);
+  auto limiter = service::LimiterCore::Create(BatchConfig(redis.url()), clock);
   ASSERT_TRUE(limiter.ok()) << limiter.status().ToString();
-  ASSERT_TRUE((*limiter)->Check("fw", "warm").ok());  // the script loaded
+  ASSERT_TRUE((*limiter)->CheckAndWait("fw", "warm").ok());  // the script loaded
   Answers answers;
-  Limiter::AsyncBatch batch(**limiter, /*max_calls_in_flight=*/1);
+  auto batch_owner = (*limiter)->NewBatch(/*max_calls_in_flight=*/1);
+  store::Batch& batch = *batch_owner;
   // While Redis sleeps, the first call stays in flight.
   std::thread sleeper = SleepServer(redis.port(), 0.3);
-  (*limiter)->CheckAsync("fw", "a", 1, "", answers.Callback("a"), &batch);
+  (*limiter)->CheckAsync({"fw", "a", 1, ""}, answers.Callback("a"), &batch);
   batch.Flush();
-  EXPECT_TRUE(batch.empty());  // the first call goes at once
-  (*limiter)->CheckAsync("fw", "b", 1, "", answers.Callback("b"), &batch);
-  (*limiter)->CheckAsync("fw", "c", 1, "", answers.Callback("c"), &batch);
+  EXPECT_TRUE((batch.size() == 0));  // the first call goes at once
+  (*limiter)->CheckAsync({"fw", "b", 1, ""}, answers.Callback("b"), &batch);
+  (*limiter)->CheckAsync({"fw", "c", 1, ""}, answers.Callback("c"), &batch);
   batch.Flush();
-  EXPECT_FALSE(batch.empty());  // held: a call is in flight
+  EXPECT_FALSE((batch.size() == 0));  // held: a call is in flight
   ASSERT_TRUE(answers.WaitFor(1));
   EXPECT_EQ(answers.count(), 1);
   batch.Flush();
-  EXPECT_TRUE(batch.empty());  // answered: the held ones go, together
+  EXPECT_TRUE((batch.size() == 0));  // answered: the held ones go, together
   ASSERT_TRUE(answers.WaitFor(3));
   sleeper.join();
   // A batch destroyed while holding decisions still sends them.
   sleeper = SleepServer(redis.port(), 0.2);
   {
-    Limiter::AsyncBatch held(**limiter, 1);
-    (*limiter)->CheckAsync("fw", "d", 1, "", answers.Callback("d"), &held);
+    auto held_owner = (*limiter)->NewBatch(1);
+    store::Batch& held = *held_owner;
+    (*limiter)->CheckAsync({"fw", "d", 1, ""}, answers.Callback("d"), &held);
     held.Flush();
-    (*limiter)->CheckAsync("fw", "e", 1, "", answers.Callback("e"), &held);
+    (*limiter)->CheckAsync({"fw", "e", 1, ""}, answers.Callback("e"), &held);
     held.Flush();
-    EXPECT_FALSE(held.empty());
+    EXPECT_FALSE((held.size() == 0));
   }
   ASSERT_TRUE(answers.WaitFor(5));
   EXPECT_EQ(answers.allowed(), 5);
@@ -224,7 +228,7 @@ struct Timed {
   std::atomic<bool> done{false};
   std::atomic<bool> backend_error{false};
   std::atomic<int64_t> at_ns{0};
-  Limiter::CheckCallback Callback() {
+  service::LimiterCore::CheckCallback Callback() {
     return [this](const Status& s, const Decision& d) {
       EXPECT_TRUE(s.ok()) << s.ToString();
       backend_error.store(d.fallback == Fallback::kBackendError);
@@ -240,24 +244,25 @@ TEST(AsyncBatchTest, ADecisionWhoseTimeoutRanOutWhileHeldIsAnsweredWithoutBeingS
   ManualClock clock;
   Config config = BatchConfig(redis.url());
   config.redis.timeout_ms = 100;
-  auto limiter = Limiter::Create(config, clock);
+  auto limiter = service::LimiterCore::Create(config, clock);
   ASSERT_TRUE(limiter.ok()) << limiter.status().ToString();
-  ASSERT_TRUE((*limiter)->Check("fw", "warm").ok());  // connected, the script loaded
+  ASSERT_TRUE((*limiter)->CheckAndWait("fw", "warm").ok());  // connected, the script loaded
   testing::QueryText(redis.port(), {"CONFIG", "RESETSTAT"});
-  Limiter::AsyncBatch batch(**limiter);
+  auto batch_owner = (*limiter)->NewBatch();
+  store::Batch& batch = *batch_owner;
   // The request came 100 ms ago (the loop that read it had not been reading):
   // due now. One 99 ms ago still goes to Redis.
   const int64_t now = redis::MonotonicNowNs();
   Timed late, in_time;
   batch.CountTimeoutFrom(now - 100'000'000);
-  (*limiter)->CheckAsync("fw", "late", 1, "", late.Callback(), &batch);
+  (*limiter)->CheckAsync({"fw", "late", 1, ""}, late.Callback(), &batch);
   batch.Flush();
   EXPECT_TRUE(late.done.load());  // answered inside Flush
   EXPECT_TRUE(late.backend_error.load());
   EXPECT_EQ(ScriptCalls(redis.port()), 0);
   EXPECT_EQ((*limiter)->GetStats().backend_timeouts, 1);
   // Flush ended the instant's reach: the next decision counts from itself.
-  (*limiter)->CheckAsync("fw", "in_time", 1, "", in_time.Callback(), &batch);
+  (*limiter)->CheckAsync({"fw", "in_time", 1, ""}, in_time.Callback(), &batch);
   batch.Flush();
   const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10);
   while (!in_time.done.load() && std::chrono::steady_clock::now() < give_up) {
@@ -274,18 +279,19 @@ TEST(AsyncBatchTest, ADecisionHeldBehindAStalledCallIsAnsweredOneTimeoutAfterItC
   ManualClock clock;
   Config config = BatchConfig(redis.url());
   config.redis.timeout_ms = 200;
-  auto limiter = Limiter::Create(config, clock);
+  auto limiter = service::LimiterCore::Create(config, clock);
   ASSERT_TRUE(limiter.ok()) << limiter.status().ToString();
-  ASSERT_TRUE((*limiter)->Check("fw", "warm").ok());
-  Limiter::AsyncBatch batch(**limiter, /*max_calls_in_flight=*/1);
+  ASSERT_TRUE((*limiter)->CheckAndWait("fw", "warm").ok());
+  auto batch_owner = (*limiter)->NewBatch(/*max_calls_in_flight=*/1);
+  store::Batch& batch = *batch_owner;
   std::thread sleeper = SleepServer(redis.port(), 1.0);
   Timed first, held;
   const int64_t first_at = redis::MonotonicNowNs();
-  (*limiter)->CheckAsync("fw", "first", 1, "", first.Callback(), &batch);
+  (*limiter)->CheckAsync({"fw", "first", 1, ""}, first.Callback(), &batch);
   batch.Flush();  // in flight until its timeout
   std::this_thread::sleep_for(std::chrono::milliseconds(100));
   const int64_t held_at = redis::MonotonicNowNs();
-  (*limiter)->CheckAsync("fw", "held", 1, "", held.Callback(), &batch);
+  (*limiter)->CheckAsync({"fw", "held", 1, ""}, held.Callback(), &batch);
   // Flushed as a server loop does, every round (here every millisecond).
   const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(3);
   while (!held.done.load() && std::chrono::steady_clock::now() < give_up) {
@@ -309,7 +315,7 @@ TEST(AsyncBatchTest, ALoopDriverDecidesOnTheLoopThread) {
   testing::RedisServer redis;
   ASSERT_TRUE(redis.Start()) << redis.error();
   ManualClock clock;
-  auto limiter = Limiter::Create(BatchConfig(redis.url()), clock);
+  auto limiter = service::LimiterCore::Create(BatchConfig(redis.url()), clock);
   ASSERT_TRUE(limiter.ok()) << limiter.status().ToString();
   Result<std::unique_ptr<LoopDriver>> driver = (*limiter)->NewLoopDriver();
   ASSERT_TRUE(driver.ok()) << driver.status().ToString();
@@ -319,16 +325,17 @@ TEST(AsyncBatchTest, ALoopDriverDecidesOnTheLoopThread) {
   std::atomic<int> elsewhere{0};
   Status blocking = Status::Ok();
   {
-    Limiter::AsyncBatch batch(**limiter, /*max_calls_in_flight=*/1);
+    auto batch_owner = (*limiter)->NewBatch(/*max_calls_in_flight=*/1);
+    store::Batch& batch = *batch_owner;
     loop.RunAndWait([&] {
       // On the attached thread a blocking Check would wait for itself.
-      blocking = (*limiter)->Check("fw", "blocked").status();
+      blocking = (*limiter)->CheckAndWait("fw", "blocked").status();
       for (int i = 0; i < 3; ++i) {
         for (int s = 0; s < 20; ++s) {
           const std::string subject = "s" + std::to_string(s);
           auto record = answers.Callback("fw:" + subject);
           (*limiter)->CheckAsync(
-              "fw", subject, 1, "",
+              {"fw", subject, 1, ""},
               [&, record](const Status& st, const Decision& d) {
                 if (std::this_thread::get_id() != loop.thread_id()) elsewhere.fetch_add(1);
                 record(st, d);
@@ -337,7 +344,7 @@ TEST(AsyncBatchTest, ALoopDriverDecidesOnTheLoopThread) {
         }
         batch.Flush();  // the first goes, the next two are held behind it
       }
-      EXPECT_FALSE(batch.empty());
+      EXPECT_FALSE((batch.size() == 0));
     });
     // Answers come in the loop's later iterations, each letting the held
     // decisions go at the next Flush (a server flushes every round).
@@ -347,7 +354,7 @@ TEST(AsyncBatchTest, ALoopDriverDecidesOnTheLoopThread) {
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
     }
     ASSERT_EQ(answers.count(), 60);
-    loop.RunAndWait([&] { EXPECT_TRUE(batch.empty()); });
+    loop.RunAndWait([&] { EXPECT_TRUE((batch.size() == 0)); });
   }
   EXPECT_EQ(blocking.code(), StatusCode::kInternal) << blocking.ToString();
   EXPECT_EQ(elsewhere.load(), 0) << "answers ran off the loop's thread";
@@ -357,14 +364,14 @@ TEST(AsyncBatchTest, ALoopDriverDecidesOnTheLoopThread) {
     EXPECT_EQ(values, (std::vector<int64_t>{999, 998, 997})) << subject;
   }
   // Off the loop's thread the blocking API works as ever.
-  EXPECT_TRUE((*limiter)->Check("fw", "free").ok());
+  EXPECT_TRUE((*limiter)->CheckAndWait("fw", "free").ok());
 }
 
 TEST(AsyncBatchTest, TheEmbeddedStoreHasNothingToDrive) {
   ManualClock clock;
   Config config;
   config.rules.push_back(testing::MakeRule(Algorithm::kFixedWindow, {"10/hour"}));
-  auto limiter = Limiter::Create(config, clock);
+  auto limiter = service::LimiterCore::Create(config, clock);
   ASSERT_TRUE(limiter.ok()) << limiter.status().ToString();
   Result<std::unique_ptr<LoopDriver>> driver = (*limiter)->NewLoopDriver();
   ASSERT_TRUE(driver.ok());

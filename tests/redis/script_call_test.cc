@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "redis/scripts.h"
+#include "service/limiter_core.h"
 #include "testing/rules.h"
 
 namespace floodgate::redis {
@@ -168,7 +169,8 @@ TEST(AppendThrottleCallTest, ArgvAndTheLimitersChecks) {
   EXPECT_EQ(argv, want);
 
   ManualClock clock;
-  auto limiter = Limiter::Create(Config{}, clock);
+  auto limiter = service::LimiterCore::Create(Config{}, clock);
+  const int64_t t0 = 0;
   ASSERT_TRUE(limiter.ok());
   struct Bad {
     int64_t max_burst, count, period_s, quantity;
@@ -179,7 +181,7 @@ TEST(AppendThrottleCallTest, ArgvAndTheLimitersChecks) {
     const Status s = AppendThrottleCall(ScriptCall::kEvalSha, "k", b.max_burst, b.count, b.period_s,
                                         b.quantity, std::nullopt, &out);
     const auto embedded =
-        (*limiter)->ThrottleAt(0, "k", b.max_burst, b.count, b.period_s, b.quantity);
+        (*limiter)->ThrottleAndWait({"k", b.max_burst, b.count, b.period_s, b.quantity, &t0});
     EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << b.max_burst << " " << b.count;
     EXPECT_EQ(s, embedded.status());
     EXPECT_TRUE(out.empty());
@@ -345,7 +347,7 @@ TEST(DecodeCheckReplyTest, RefusesEveryOtherShape) {
 
 TEST(DecodeThrottleReplyTest, RedisCellRounding) {
   Replies r;
-  Limiter::ThrottleResult t;
+  ThrottleResult t;
   int64_t now = 0;
   // Allowed: retry -1 whatever the script says; reset 1.001 s rounds up to 2.
   ASSERT_TRUE(DecodeThrottleReply(*r.One(9, {1, 1, 16, 14, 0, 1'001'000}), &t, &now).ok());

@@ -32,6 +32,7 @@
 #include "redis/script_call.h"
 #include "redis/scripts.h"
 #include "redis/wrong_type.h"
+#include "service/limiter_core.h"
 #include "testing/redis_server.h"
 #include "testing/rules.h"
 #include "testing/vectors.h"
@@ -147,7 +148,7 @@ class Conn {
 
   // CL.THROTTLE at an explicit instant (held, see Run).
   Status Throttle(const std::string& key, int64_t max_burst, int64_t count, int64_t period_s,
-                  int64_t quantity, int64_t now_ms, Limiter::ThrottleResult* out) {
+                  int64_t quantity, int64_t now_ms, ThrottleResult* out) {
     Status args;
     const redisReply* r = Run(
         [&](ScriptCall mode, std::vector<std::string>* argv) {
@@ -891,14 +892,14 @@ TEST_F(ScriptsTest, AKeyOfAnotherTypeFailsItsDecisionAloneAndIsLeftAlone) {
           .ok());
   Reply reply = conn_->Command(argv);
   ASSERT_TRUE(reply != nullptr);
-  Limiter::ThrottleResult r;
+  ThrottleResult r;
   const Status s = DecodeThrottleReply(*reply, &r, nullptr);
   EXPECT_EQ(s.message(), "redis: WRONGTYPE floodgate: the key holds a hash, not a string");
 }
 
 TEST_F(ScriptsTest, ThrottleMatchesTheEmbeddedLimiter) {
   ManualClock clock;
-  auto limiter = Limiter::Create(Config{}, clock);
+  auto limiter = service::LimiterCore::Create(Config{}, clock);
   ASSERT_TRUE(limiter.ok()) << limiter.status().ToString();
   std::mt19937_64 rng(7);
   int64_t t = 1'700'000'000'000;
@@ -921,9 +922,9 @@ TEST_F(ScriptsTest, ThrottleMatchesTheEmbeddedLimiter) {
       t += static_cast<int64_t>(rng() % 10);
     }
     SCOPED_TRACE("call " + std::to_string(i));
-    auto want = (*limiter)->ThrottleAt(t, key, max_burst, count, period_s, quantity);
+    auto want = (*limiter)->ThrottleAndWait({key, max_burst, count, period_s, quantity, &t});
     ASSERT_TRUE(want.ok()) << want.status().ToString();
-    Limiter::ThrottleResult got;
+    ThrottleResult got;
     ASSERT_TRUE(conn_->Throttle(key, max_burst, count, period_s, quantity, t, &got).ok());
     ASSERT_EQ(got.limited, want->limited);
     ASSERT_EQ(got.limit, want->limit);
@@ -938,7 +939,7 @@ TEST_F(ScriptsTest, ThrottleMatchesTheEmbeddedLimiter) {
 
 TEST_F(ScriptsTest, ThrottleOnRedisClock) {
   // redis-cell's first call: 15 burst, 30 per minute.
-  Limiter::ThrottleResult r;
+  ThrottleResult r;
   std::vector<std::string> argv;
   ASSERT_TRUE(
       AppendThrottleCall(ScriptCall::kEval, ThrottleKey("user"), 15, 30, 60, 1, std::nullopt, &argv)

@@ -1,16 +1,16 @@
 // The golden vectors through the public Limiter on the Redis store, in the
 // three deployments it supports: one redis-server, a 3-master Redis Cluster
 // and nutcracker (Twemproxy) in front of two redis-servers. Each step is
-// decided at the vector's instant (CheckAt passes it to the script).
+// decided at the vector's instant (an explicit instant goes to the script).
 #include <gtest/gtest-spi.h>
 #include <gtest/gtest.h>
 #include <hiredis/hiredis.h>
 
 #include <string>
 
-#include "floodgate/limiter.h"
 #include "redis/client.h"
 #include "redis/script_call.h"
+#include "service/limiter_core.h"
 #include "testing/http_receiver.h"
 #include "testing/nutcracker.h"
 #include "testing/redis_cluster.h"
@@ -35,16 +35,17 @@ void RunCase(const testing::VectorCase& vc, const std::string& url, const std::s
   config.rules.back().alerts.webhook = webhook->url();
   config.engine.sweep_interval_ms = 0;
   ManualClock clock;
-  auto limiter = Limiter::Create(config, clock);
+  auto limiter = service::LimiterCore::Create(config, clock);
   ASSERT_TRUE(limiter.ok()) << limiter.status().ToString();
-  ASSERT_TRUE((*limiter)->remote());
+  // The Redis store is the one with Redis's counters.
+  ASSERT_FALSE((*limiter)->StoreMetrics().empty());
   int64_t last_emitted = 0;
   for (size_t i = 0; i < vc.steps.size(); ++i) {
     SCOPED_TRACE("step " + std::to_string(i));
     const auto& step = vc.steps[i];
     Decision d;
     const Status s =
-        (*limiter)->CheckAt(step.t_ms, "r", prefix + step.key, step.cost, step.tier, &d);
+        (*limiter)->CheckAndWait({"r", prefix + step.key, step.cost, step.tier, &step.t_ms}, &d);
     ASSERT_TRUE(s.ok()) << s.ToString();
     EXPECT_EQ(d.fallback, Fallback::kNone) << "the store failed at step " << i;
     testing::ExpectMatches(step, d);

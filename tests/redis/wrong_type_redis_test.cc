@@ -19,6 +19,7 @@
 #include "redis/otp_store.h"
 #include "redis/script_call.h"
 #include "redis/set_store.h"
+#include "service/limiter_core.h"
 #include "testing/redis_cluster.h"
 #include "testing/redis_server.h"
 
@@ -63,18 +64,21 @@ TEST(WrongTypeRedisTest, ADecisionOnSuchAKeyFollowsOnBackendErrorAndItsBatchIsDe
   // Three decisions of one rule in one call: alice's alone fails.
   std::atomic<int> answered{0};
   std::vector<Decision> got(3);
+  // The server's path: one batch, sent as it goes.
+  auto core = service::LimiterCore::Create(limiter->config(), clock);
+  ASSERT_TRUE(core.ok()) << core.status().ToString();
   {
-    Limiter::AsyncBatch batch(*limiter);
+    auto batch = (*core)->NewBatch();
     int i = 0;
     for (const char* subject : {"bob", "alice", "carol"}) {
-      limiter->CheckAsync(
-          "api", subject, 1, "",
+      (*core)->CheckAsync(
+          {"api", subject, 1, ""},
           [&, i](const Status& s, const Decision& d) {
             EXPECT_TRUE(s.ok()) << s.ToString();
             got[i] = d;
             answered.fetch_add(1);
           },
-          &batch);
+          batch.get());
       ++i;
     }
   }  // sent
@@ -89,12 +93,13 @@ TEST(WrongTypeRedisTest, ADecisionOnSuchAKeyFollowsOnBackendErrorAndItsBatchIsDe
   EXPECT_TRUE(got[1].allowed);  // on_backend_error: allow
   EXPECT_EQ(got[2].fallback, Fallback::kNone);
   EXPECT_EQ(got[2].remaining, 4);
+  EXPECT_EQ((*core)->GetStats().wrong_type, 1);
 
   auto strict = limiter->Check("strict", "alice");
   ASSERT_TRUE(strict.ok()) << strict.status().ToString();
   EXPECT_EQ(strict->fallback, Fallback::kBackendError);
   EXPECT_FALSE(strict->allowed);  // on_backend_error: deny
-  EXPECT_EQ(limiter->GetStats().wrong_type, 2);
+  EXPECT_EQ(limiter->GetStats().wrong_type, 1);
   // Left as they were.
   EXPECT_EQ(Query(redis.port(), {"TYPE", redis::StateKey("api", "", "alice")}), "list");
   EXPECT_EQ(Query(redis.port(), {"TYPE", redis::StateKey("strict", "", "alice")}), "hash");

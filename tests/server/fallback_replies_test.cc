@@ -14,12 +14,13 @@
 #include <string_view>
 #include <vector>
 
-#include "floodgate/limiter.h"
 #include "nlohmann/json.hpp"
 #include "server/http_routes.h"
 #include "server/metrics.h"
 #include "server/resp_commands.h"
 #include "server/service_context.h"
+#include "service/limiter_core.h"
+#include "testing/served_fronts.h"
 
 namespace floodgate::server {
 namespace {
@@ -69,7 +70,7 @@ class FallbackRepliesTest : public ::testing::Test {
     auto config = ParseConfig(yaml, "test.yaml");
     ASSERT_TRUE(config.ok()) << config.status().ToString();
     config->store = store;
-    auto limiter = Limiter::Create(*config, clock_);
+    auto limiter = service::LimiterCore::Create(*config, clock_);
     ASSERT_TRUE(limiter.ok()) << limiter.status().ToString();
     limiter_ = std::move(*limiter);
     service_.limiter = limiter_.get();
@@ -78,17 +79,13 @@ class FallbackRepliesTest : public ::testing::Test {
     client_.loop = loop_.get();
     client_.authenticated = true;
     client_.now_ms = kNow;
+    fronts_ = std::make_unique<testing::ServedFronts>(limiter_.get());
+    ASSERT_TRUE(fronts_->ok());
   }
 
+  // Through the HTTP front of a real server on this limiter.
   HttpReply Http(std::string_view method, std::string_view target) {
-    http::Request req;
-    req.method = method;
-    req.target = target;
-    req.version = "HTTP/1.1";
-    req.keep_alive = true;
-    std::string out;
-    HandleHttp(*loop_, req, HttpAsync{}, &out);
-    return ParseReply(out);
+    return ParseReply(fronts_->Http(method, target));
   }
 
   std::string Resp(std::vector<std::string_view> args) {
@@ -100,8 +97,9 @@ class FallbackRepliesTest : public ::testing::Test {
   ManualClock clock_{kNow};
   Metrics metrics_{1};
   ServiceContext service_;
-  std::unique_ptr<Limiter> limiter_;
+  std::unique_ptr<service::LimiterCore> limiter_;
   std::unique_ptr<LoopContext> loop_;
+  std::unique_ptr<testing::ServedFronts> fronts_;
   RespClient client_;
 };
 

@@ -50,7 +50,8 @@ class EnvoyRlsTest : public ::testing::Test {
     ASSERT_TRUE(rules.ok()) << rules.status().message();
     rules_ = *rules;
     if (limiter_ == nullptr) {
-      auto limiter = Limiter::Create(WithEnvoyRules(config_, *rules_, nullptr), clock_);
+      auto limiter =
+          service::LimiterCore::Create(WithEnvoyRules(config_, *rules_, nullptr), clock_);
       ASSERT_TRUE(limiter.ok()) << limiter.status().message();
       limiter_ = std::move(*limiter);
       rls_ = std::make_unique<RateLimitService>(limiter_.get());
@@ -107,7 +108,7 @@ class EnvoyRlsTest : public ::testing::Test {
   ManualClock clock_{kStartMs};
   Config config_;
   std::shared_ptr<const Rules> rules_;
-  std::unique_ptr<Limiter> limiter_;
+  std::unique_ptr<service::LimiterCore> limiter_;
   std::unique_ptr<RateLimitService> rls_;
   std::vector<std::string> outcomes_;
 };

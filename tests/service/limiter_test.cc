@@ -132,25 +132,25 @@ rules:
     Decision d;
     for (const char* key : {"old", "old2"}) {
       for (int i = 0; i < 2; ++i) {
-        ASSERT_TRUE(limiter->CheckAt(t0, rule, key, 1, "", &d).ok());
+        ASSERT_TRUE((clock.SetMs(t0), limiter)->Check(rule, key, 1, "", &d).ok());
         EXPECT_TRUE(d.allowed);
       }
-      ASSERT_TRUE(limiter->CheckAt(t0, rule, key, 1, "", &d).ok());
+      ASSERT_TRUE((clock.SetMs(t0), limiter)->Check(rule, key, 1, "", &d).ok());
       EXPECT_FALSE(d.allowed);
     }
 
     // Later, the expired subjects answer exactly as ones never seen: a peek,
     // then the whole limit at once, then one more.
     Decision old_d, new_d;
-    ASSERT_TRUE(limiter->CheckAt(later, rule, "old", 0, "", &old_d).ok());
-    ASSERT_TRUE(limiter->CheckAt(later, rule, "new", 0, "", &new_d).ok());
+    ASSERT_TRUE((clock.SetMs(later), limiter)->Check(rule, "old", 0, "", &old_d).ok());
+    ASSERT_TRUE((clock.SetMs(later), limiter)->Check(rule, "new", 0, "", &new_d).ok());
     same(old_d, new_d);
-    ASSERT_TRUE(limiter->CheckAt(later, rule, "old2", 2, "", &old_d).ok());
-    ASSERT_TRUE(limiter->CheckAt(later, rule, "new2", 2, "", &new_d).ok());
+    ASSERT_TRUE((clock.SetMs(later), limiter)->Check(rule, "old2", 2, "", &old_d).ok());
+    ASSERT_TRUE((clock.SetMs(later), limiter)->Check(rule, "new2", 2, "", &new_d).ok());
     EXPECT_TRUE(new_d.allowed);
     same(old_d, new_d);
-    ASSERT_TRUE(limiter->CheckAt(later, rule, "old2", 1, "", &old_d).ok());
-    ASSERT_TRUE(limiter->CheckAt(later, rule, "new2", 1, "", &new_d).ok());
+    ASSERT_TRUE((clock.SetMs(later), limiter)->Check(rule, "old2", 1, "", &old_d).ok());
+    ASSERT_TRUE((clock.SetMs(later), limiter)->Check(rule, "new2", 1, "", &new_d).ok());
     EXPECT_FALSE(new_d.allowed);
     same(old_d, new_d);
   }

@@ -18,7 +18,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "floodgate/decision.h"
 
-namespace floodgate::service {
+namespace floodgate::redis {
 
 // Thread-safe.
 class LocalDenyCache {
@@ -58,4 +58,4 @@ class LocalDenyCache {
   Shard shards_[kShards];
 };
 
-}  // namespace floodgate::service
+}  // namespace floodgate::redis

@@ -1,11 +1,11 @@
 // LocalDenyCache: see local_deny_cache.h.
-#include "service/local_deny_cache.h"
+#include "redis/local_deny_cache.h"
 
 #include <algorithm>
 
 #include "absl/hash/hash.h"
 
-namespace floodgate::service {
+namespace floodgate::redis {
 
 LocalDenyCache::LocalDenyCache(size_t max_entries)
     : max_per_shard_(std::max<size_t>(1, max_entries / kShards)) {}
@@ -70,4 +70,4 @@ size_t LocalDenyCache::size() const {
   return n;
 }
 
-}  // namespace floodgate::service
+}  // namespace floodgate::redis

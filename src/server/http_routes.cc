@@ -330,33 +330,99 @@ void StripBody(std::string* response, size_t start) {
   if (head_end != std::string::npos) response->resize(head_end + 4);
 }
 
+namespace {
+
+// What a route's handler is given.
+struct RouteCall {
+  LoopContext& loop;
+  const http::Request& req;
+  std::string_view path;
+  std::string_view query;
+  std::string_view segment;  // a "{key}" route's key, percent-decoded
+  const HttpAsync& async;
+  std::string* out;
+};
+
+// One route: its path (a trailing "{key}" stands for one more segment),
+// the methods it answers (HEAD wherever GET; null: the handler checks, for
+// routes whose methods do different things), the 405's hint, whether the
+// data-plane token is needed, and the handler.
+struct HttpRoute {
+  std::string_view path;
+  const char* allow;
+  const char* use;
+  bool needs_auth;
+  void (*handler)(const RouteCall& call);
+};
+
+constexpr std::string_view kKeySegment = "{key}";
+
+void Healthz(const RouteCall& c) {
+  const http::HeaderField json[] = {{"Content-Type", "application/json"}};
+  http::AppendResponse(c.out, 200, "OK", json, "{\"status\":\"ok\"}", c.req.keep_alive);
+}
+
+// The routes, in the order they are matched.
+constexpr HttpRoute kRoutes[] = {
+    {"/healthz", "GET", "use GET", false, Healthz},
+    {"/readyz", "GET", "use GET", false, [](const RouteCall& c) { Ready(c.loop, c.req, c.out); }},
+    {"/v1/check", "GET, POST", "use POST with a JSON body, or GET with query parameters", true,
+     [](const RouteCall& c) { Check(c.loop, c.req, c.query, c.async, c.out); }},
+    {"/v1/sets/{key}", nullptr, nullptr, true,
+     [](const RouteCall& c) {
+       HandleSetRequest(c.loop, c.req, c.segment, c.query, c.async, c.out);
+     }},
+    {"/v1/otp/issue", nullptr, nullptr, true,
+     [](const RouteCall& c) { HandleOtpRequest(c.loop, c.req, c.path, c.async, c.out); }},
+    {"/v1/otp/verify", nullptr, nullptr, true,
+     [](const RouteCall& c) { HandleOtpRequest(c.loop, c.req, c.path, c.async, c.out); }},
+    {"/v1/alerts/recent", nullptr, nullptr, true,
+     [](const RouteCall& c) { HandleAlertRequest(c.loop, c.req, c.query, c.out); }},
+    {"/metrics", "GET", "use GET", true,
+     [](const RouteCall& c) { MetricsPage(c.loop, c.req, c.out); }},
+    {"/v1/rules", "GET", "use GET", true, [](const RouteCall& c) { Rules(c.loop, c.req, c.out); }},
+};
+
+// Whether `method` is one of `allow` ("GET, POST"); HEAD goes with GET.
+bool Allows(std::string_view allow, std::string_view method) {
+  if (method == "HEAD") method = "GET";
+  while (!allow.empty()) {
+    const size_t comma = allow.find(',');
+    if (allow.substr(0, comma) == method) return true;
+    if (comma == std::string_view::npos) break;
+    allow.remove_prefix(comma + 1);
+    while (allow.starts_with(' ')) allow.remove_prefix(1);
+  }
+  return false;
+}
+
+}  // namespace
+
 void HandleHttp(LoopContext& loop, const http::Request& req, const HttpAsync& async,
                 std::string* out) {
   const http::Target target = http::SplitTarget(req.target);
   const std::string_view path = target.path, query = target.query;
-  const bool get = req.method == "GET" || req.method == "HEAD";
-  if (path == "/healthz") {
-    if (!get) return Problem(loop, req, 405, "use GET", out, {{"Allow", "GET"}});
-    const http::HeaderField json[] = {{"Content-Type", "application/json"}};
-    http::AppendResponse(out, 200, "OK", json, "{\"status\":\"ok\"}", req.keep_alive);
-    return;
-  }
-  if (path == "/readyz") {
-    if (!get) return Problem(loop, req, 405, "use GET", out, {{"Allow", "GET"}});
-    return Ready(loop, req, out);
-  }
-  // /v1/sets/{key}: exactly one segment after /v1/sets/, the key.
-  std::optional<std::vector<std::string>> set_path;
-  if (path.starts_with("/v1/sets/")) {
-    set_path = http::DecodePathSegments(path);
-    if (!set_path.has_value()) {
+  const HttpRoute* route = nullptr;
+  std::string segment;
+  for (const HttpRoute& r : kRoutes) {
+    if (!r.path.ends_with(kKeySegment)) {
+      if (path != r.path) continue;
+      route = &r;
+      break;
+    }
+    // "/v1/sets/{key}": exactly one segment after the prefix, the key.
+    const std::string_view prefix = r.path.substr(0, r.path.size() - kKeySegment.size());
+    if (!path.starts_with(prefix)) continue;
+    const auto segments = http::DecodePathSegments(path);
+    if (!segments.has_value()) {
       return Problem(loop, req, 400, "the path has an invalid percent-escape", out);
     }
-    if (set_path->size() != 3 || (*set_path)[2].empty()) set_path.reset();
+    if (segments->size() != 3 || (*segments)[2].empty()) continue;
+    segment = (*segments)[2];
+    route = &r;
+    break;
   }
-  const bool known = path == "/v1/check" || path == "/metrics" || path == "/v1/rules" ||
-                     set_path.has_value() || IsOtpPath(path) || IsAlertPath(path);
-  if (!known) {
+  if (route == nullptr) {
     return Problem(loop, req, 404,
                    "no route for " + std::string(path) +
                        (path.starts_with("/v1/sets") ? " (sets are /v1/sets/{key}, the key "
@@ -364,23 +430,14 @@ void HandleHttp(LoopContext& loop, const http::Request& req, const HttpAsync& as
                                                      : ""),
                    out);
   }
-  if (!Authorized(loop, req)) {
+  if (route->needs_auth && !Authorized(loop, req)) {
     return Problem(loop, req, 401, "a valid 'Authorization: Bearer <token>' header is required",
                    out, {{"WWW-Authenticate", "Bearer"}});
   }
-  if (path == "/v1/check") {
-    if (req.method != "GET" && req.method != "POST") {
-      return Problem(loop, req, 405, "use POST with a JSON body, or GET with query parameters", out,
-                     {{"Allow", "GET, POST"}});
-    }
-    return Check(loop, req, query, async, out);
+  if (route->allow != nullptr && !Allows(route->allow, req.method)) {
+    return Problem(loop, req, 405, route->use, out, {{"Allow", route->allow}});
   }
-  if (set_path.has_value()) return HandleSetRequest(loop, req, (*set_path)[2], query, async, out);
-  if (IsOtpPath(path)) return HandleOtpRequest(loop, req, path, async, out);
-  if (IsAlertPath(path)) return HandleAlertRequest(loop, req, query, out);
-  if (!get) return Problem(loop, req, 405, "use GET", out, {{"Allow", "GET"}});
-  if (path == "/metrics") return MetricsPage(loop, req, out);
-  return Rules(loop, req, out);
+  route->handler(RouteCall{loop, req, path, query, segment, async, out});
 }
 
 }  // namespace floodgate::server

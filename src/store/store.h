@@ -156,6 +156,8 @@ class Store {
   virtual Result<std::string> Describe(const core::CompiledRule& rule, uint32_t id) = 0;
 
   // --- Decisions ---
+  // A decision that goes to the store waits in `batch` (one this store's
+  // NewBatch made) until it is flushed, or is sent at once without one.
   virtual Answer Check(const CheckOp& op, Decision* decision, Status* status, CheckLater later,
                        Batch* batch) = 0;
   // Starts loading the memory a Check of (id, subject) will touch; nothing

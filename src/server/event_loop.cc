@@ -132,6 +132,9 @@ struct EventLoop::Connection {
 
 void ConnectionRef::Complete(uint64_t tag, Completion completion) const {
   EventLoop* l = loop;
+  // A session no loop serves (the session fuzzers drive sessions alone):
+  // nothing to deliver to.
+  if (l == nullptr) return;
   if (l == t_running_loop) {
     l->local_.push_back(EventLoop::LocalCompletion{fd, generation, tag, std::move(completion)});
     return;

@@ -156,6 +156,19 @@ struct LimiterCore::Impl {
   // Checks rule, tier, key and cost; the variant to decide with.
   Status Resolve(std::string_view rule, std::string_view key, int64_t cost, std::string_view tier,
                  const Variant** variant) const;
+  // What follows the store's answer `s` for `subject` of `variant`, now or
+  // later: a decision the store could not make becomes the rule's fallback
+  // (a full store kept nothing, so no alert fired); what it took to an
+  // alert threshold is emitted before the caller sees the decision, so that
+  // a caller who sees it can see its events.
+  Status Finish(const Variant& variant, std::string_view subject, const Status& s,
+                Decision* decision, const core::AlertOutcome* fired) {
+    if (!s.ok()) return Fallback(s, variant.compiled, decision);
+    if (fired != nullptr && variant.alerts != nullptr && fired->any()) {
+      alerts->Emit(variant.compiled, *variant.alerts, subject, *fired, fired->at_ms);
+    }
+    return s;
+  }
   // Starts the alerts' delivery when `rules` has a rule with alerts.
   Status StartAlertsFor(const RuleSet& rules);
   // A decision the store could not make: the rule's fallback (counted).
@@ -340,56 +353,28 @@ store::Answer LimiterCore::Check(const CheckArgs& args, Decision* decision, Stat
     return store::Answer::kNow;
   }
   store::CheckOp op{variant->Ref(), args.key, args.cost, args.at_ms, args.read_ms, nullptr};
-  if (variant->alerts == nullptr) [[likely]] {
-    const store::Answer answer = impl.store->Check(
-        op, decision, status,
-        [&]() -> store::CheckDone {
-          // The variant lives in this thread's rule set: the callback keeps
-          // that alive until the answer.
-          return [&impl, rules = impl.Cache().rules, variant, done = later()](
-                     const Status& s, const Decision& d, const core::AlertOutcome*) mutable {
-            if (s.ok()) return done(s, d);
-            Decision fallback;
-            impl.Fallback(s, variant->compiled, &fallback);
-            done(Status::Ok(), fallback);
-          };
-        },
-        batch);
-    if (answer == store::Answer::kNow && !status->ok()) [[unlikely]] {
-      *status = impl.Fallback(*status, variant->compiled, decision);
-    }
-    return answer;
-  }
-  // A rule with alerts: the store decides the alert bits with the count;
-  // the events are emitted after, before the answer, so that a caller who
-  // sees the decision can see its events.
+  // A rule with alerts: the store decides the alert bits with the count.
   core::AlertOutcome outcome;
-  op.alerts = &outcome;
+  if (variant->alerts != nullptr) [[unlikely]] {
+    op.alerts = &outcome;
+  }
   const store::Answer answer = impl.store->Check(
       op, decision, status,
       [&]() -> store::CheckDone {
-        return [&impl, rules = impl.Cache().rules, variant, subject = std::string(args.key),
+        // The variant lives in this thread's rule set: the callback keeps
+        // that alive until the answer.
+        return [&impl, rules = impl.Cache().rules, variant,
+                subject = variant->alerts != nullptr ? std::string(args.key) : std::string(),
                 done = later()](const Status& s, const Decision& d,
                                 const core::AlertOutcome* fired) mutable {
-          if (!s.ok()) {
-            Decision fallback;
-            impl.Fallback(s, variant->compiled, &fallback);
-            return done(Status::Ok(), fallback);
-          }
-          if (fired != nullptr && fired->any()) {
-            impl.alerts->Emit(variant->compiled, *variant->alerts, subject, *fired, fired->at_ms);
-          }
-          done(s, d);
+          Decision answered = d;
+          const Status st = impl.Finish(*variant, subject, s, &answered, fired);
+          done(st, answered);
         };
       },
       batch);
-  if (answer == store::Answer::kNow) {
-    // A full store kept nothing: no alert fired.
-    if (!status->ok()) {
-      *status = impl.Fallback(*status, variant->compiled, decision);
-    } else if (outcome.any()) {
-      impl.alerts->Emit(variant->compiled, *variant->alerts, args.key, outcome, outcome.at_ms);
-    }
+  if (answer == store::Answer::kNow && (!status->ok() || op.alerts != nullptr)) [[unlikely]] {
+    *status = impl.Finish(*variant, args.key, *status, decision, op.alerts);
   }
   return answer;
 }

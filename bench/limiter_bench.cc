@@ -6,13 +6,16 @@
 #include <malloc.h>
 
 #include <cstdio>
+#include <future>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "api/open_store.h"
 #include "floodgate/limiter.h"
+#include "service/control_plane.h"
 #include "service/limiter_core.h"
 
 namespace {
@@ -79,8 +82,7 @@ floodgate::service::LimiterCore& CoreFor(const char* algorithm) {
   static absl::flat_hash_map<std::string, std::unique_ptr<floodgate::service::LimiterCore>> cores;
   std::lock_guard<std::mutex> lock(mu);
   auto& slot = cores[algorithm];
-  if (!slot)
-    slot = floodgate::service::LimiterCore::Create(ConfigFor(algorithm, false), Clock()).value();
+  if (!slot) slot = floodgate::api::OpenLimiterCore(ConfigFor(algorithm, false), Clock()).value();
   return *slot;
 }
 
@@ -108,6 +110,47 @@ void BM_CheckHotKeyWithAlerts(benchmark::State& state) {
     benchmark::DoNotOptimize(status);
     benchmark::DoNotOptimize(d);
   }
+  state.SetItemsProcessed(state.iterations());
+}
+
+// The control plane's cost (docs/control-plane.md), on the server's
+// limiter: the hot key with an override of its own (`kOwn`), or checked
+// while another subject has an override and another is blocked (`kOther`):
+// what a subject with neither pays once the rule has some.
+enum class Controlled { kOwn, kOther };
+
+floodgate::service::LimiterCore& ControlledCoreFor(const char* algorithm, Controlled which) {
+  static std::mutex mu;
+  static absl::flat_hash_map<std::string, std::unique_ptr<floodgate::service::LimiterCore>> cores;
+  std::lock_guard<std::mutex> lock(mu);
+  auto& slot = cores[std::string(algorithm) + (which == Controlled::kOwn ? "+own" : "+other")];
+  if (slot) return *slot;
+  slot = floodgate::api::OpenLimiterCore(ConfigFor(algorithm, false), Clock()).value();
+  const std::string high =
+      std::string(algorithm) == "gcra" ? "1000000000/day" : "1000000000/minute";
+  std::promise<floodgate::Status> set, blocked;
+  const floodgate::service::Actor who{"admin", ""};
+  slot->control().SetOverride(
+      who, "r", which == Controlled::kOwn ? "user:hot-key-01" : "user:other", {high}, 0, "bench",
+      [&](const floodgate::Status& s, const std::string&) { set.set_value(s); });
+  slot->control().Block(
+      who, "user:blocked", "", 3'600'000, "bench",
+      [&](const floodgate::Status& s, const std::string&) { blocked.set_value(s); });
+  if (!set.get_future().get().ok() || !blocked.get_future().get().ok()) std::abort();
+  return *slot;
+}
+
+template <const char* kAlgorithm, Controlled kWhich>
+void BM_CheckHotKeyControlled(benchmark::State& state) {
+  floodgate::service::LimiterCore& core = ControlledCoreFor(kAlgorithm, kWhich);
+  const std::string key = "user:hot-key-01";
+  floodgate::Decision d;
+  for (auto _ : state) {
+    auto status = core.CheckAndWait({"r", key, 1, {}}, &d);
+    benchmark::DoNotOptimize(status);
+    benchmark::DoNotOptimize(d);
+  }
+  if (d.limit < 1'000'000) state.SkipWithError("the override is not in force");
   state.SetItemsProcessed(state.iterations());
 }
 
@@ -244,6 +287,22 @@ BENCHMARK(BM_CheckHotKeyWithAlerts<kFixedWindow>)
     ->UseRealTime();
 BENCHMARK(BM_CheckHotKeyWithAlerts<kGcra>)
     ->Name("BM_CheckHotKeyWithAlerts/kGcra")
+    ->Threads(1)
+    ->UseRealTime();
+BENCHMARK(BM_CheckHotKeyControlled<kFixedWindow, Controlled::kOwn>)
+    ->Name("BM_CheckHotKeyWithOverride/kFixedWindow")
+    ->Threads(1)
+    ->UseRealTime();
+BENCHMARK(BM_CheckHotKeyControlled<kFixedWindow, Controlled::kOther>)
+    ->Name("BM_CheckHotKeyOthersOverriddenAndBlocked/kFixedWindow")
+    ->Threads(1)
+    ->UseRealTime();
+BENCHMARK(BM_CheckHotKeyControlled<kGcra, Controlled::kOwn>)
+    ->Name("BM_CheckHotKeyWithOverride/kGcra")
+    ->Threads(1)
+    ->UseRealTime();
+BENCHMARK(BM_CheckHotKeyControlled<kGcra, Controlled::kOther>)
+    ->Name("BM_CheckHotKeyOthersOverriddenAndBlocked/kGcra")
     ->Threads(1)
     ->UseRealTime();
 FLOODGATE_PIPELINED_BENCH(kFixedWindow);

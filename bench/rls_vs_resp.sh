@@ -18,18 +18,27 @@
 # multiplexes), keys uniform over 100,000; several rounds alternating the
 # cells; prints a markdown table of medians (requests/s and p99).
 #
+# With --store redis, the state lives in a redis-server this script starts,
+# and each cell also shows how many decisions one script call carried:
+# decisions made (1 per RESP request or one-descriptor call; 4 per
+# two-descriptor call, a check round then a count round) over the EVALSHA
+# and EVAL calls Redis counted (INFO commandstats, reset before each run).
+#
 # usage: bench/rls_vs_resp.sh [--threads N] [--duration S] [--rounds R] [--concurrency C]
-#   --threads      floodgate event-loop threads for RESP (default 1; the gRPC
-#                  front runs on gRPC's own threads)
+#                             [--store memory|redis]
+#   --threads      floodgate event-loop threads, and as many gRPC threads
+#                  (default 0: floodgate's own default, as a user gets it)
 #   --duration     seconds per gRPC run (default 10); RESP runs send as many
 #                  requests as the previous gRPC round answered, at least 300000
 #   --rounds       rounds (default 3)
 #   --concurrency  calls in flight (default 50)
+#   --store        memory (default) or redis
 set -euo pipefail
 # shellcheck source=bench/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-threads=1
+threads=0
+store=memory
 duration=10
 rounds=3
 concurrency=50
@@ -39,13 +48,15 @@ while (($#)); do
     --duration) duration=${2:?--duration needs a value}; shift 2 ;;
     --rounds) rounds=${2:?--rounds needs a value}; shift 2 ;;
     --concurrency) concurrency=${2:?--concurrency needs a value}; shift 2 ;;
+    --store) store=${2:?--store needs a value}; shift 2 ;;
     -h | --help) bench_usage 0 ;;
     *) echo "unknown argument: $1" >&2; bench_usage 2 ;;
   esac
 done
-[[ $threads =~ ^[1-9][0-9]*$ && $duration =~ ^[1-9][0-9]*$ && $rounds =~ ^[1-9][0-9]*$ &&
+[[ $threads =~ ^[0-9]+$ && $duration =~ ^[1-9][0-9]*$ && $rounds =~ ^[1-9][0-9]*$ &&
   $concurrency =~ ^[1-9][0-9]*$ ]] || bench_die "options take positive integers"
 ((duration <= 120)) || bench_die "--duration is at most 120"
+[[ $store == memory || $store == redis ]] || bench_die "--store is memory or redis"
 
 bench_require redis-cli redis-benchmark curl timeout ss
 bench_require_floodgate
@@ -66,7 +77,13 @@ descriptors:
 EOF
 BENCH_FLOODGATE_EXTRA_CONFIG="envoy_ratelimit: [$BENCH_TMP/ratelimit.yaml]"
 BENCH_FLOODGATE_GRPC=1
-bench_start_floodgate "$threads"
+store_url=""
+if [[ $store == redis ]]; then
+  bench_start_redis
+  store_url=redis://127.0.0.1:$REDIS_PORT
+fi
+bench_start_floodgate "$threads" "$store_url"
+threads_used=$(sed -n 's/.* threads=\([0-9][0-9]*\).*/\1/p' "$BENCH_TMP/floodgate.log" | head -n 1)
 [[ -n $FLOODGATE_GRPC_PORT ]] || bench_die "floodgate did not start its gRPC front"
 bench_wait_tcp "$FLOODGATE_GRPC_PORT" 5 "$FLOODGATE_PID" || bench_die "gRPC port not reachable"
 
@@ -77,17 +94,34 @@ resp_cmd=(FG.CHECK "$rule" 'bench|user=key:__rand_int__')
 probe=$(timeout 10 redis-cli -p "$FLOODGATE_RESP_PORT" FG.CHECK "$rule" 'bench|user=key:probe' | sed -n 3p)
 [[ $probe == 999999999 ]] || bench_die "FG.CHECK probe answered remaining=$probe"
 
-declare -A rps_runs p99_runs  # cell -> space-separated values per round
+declare -A rps_runs p99_runs per_call_runs  # cell -> space-separated values per round
 commands_used=()
 grpc_answered=300000
+
+# Redis only: forget the script call counts before a run; after it, add
+# "decisions per script call" to the cell's rounds.
+reset_script_calls() {
+  [[ $store == redis ]] || return 0
+  timeout 10 redis-cli -p "$REDIS_PORT" CONFIG RESETSTAT >/dev/null
+}
+note_script_calls() {
+  local cell=$1 decisions=$2 calls
+  [[ $store == redis ]] || return 0
+  calls=$(timeout 10 redis-cli -p "$REDIS_PORT" INFO commandstats |
+    awk -F'[:=,]' '/^cmdstat_eval(sha)?:/ { n += $3 } END { print n + 0 }')
+  per_call_runs[$cell]+="$(awk -v d="$decisions" -v c="$calls" 'BEGIN { printf "%.1f", c ? d / c : 0 }') "
+}
 
 run_grpc() {
   local cell=$1 descriptors=$2 out=$BENCH_TMP/rls.out line rps p99
   local -a argv=("$RLS_LOADGEN_BIN" --port "$FLOODGATE_GRPC_PORT" --concurrency "$concurrency"
     --channels 2 --duration "$duration" --descriptors "$descriptors")
   if [[ $round == 1 ]]; then commands_used+=("$(bench_quote "${argv[@]}")"); fi
+  reset_script_calls
   bench_run $((duration + 30)) "$out" "${argv[@]}" || bench_die "rls_loadgen failed: $(cat "$out")"
   line=$(tail -n 1 "$out")
+  note_script_calls "$cell" "$(sed -n 's/.*completed=\([0-9]*\).*/\1/p' <<<"$line" |
+    awk -v d="$descriptors" '{ print $1 * (d == 1 ? 1 : 2 * d) }')"
   rps=$(sed -n 's/.*achieved_rps=\([0-9.]*\).*/\1/p' <<<"$line")
   p99=$(sed -n 's/.*p99_us=\([0-9]*\).*/\1/p' <<<"$line")
   [[ -n $rps && -n $p99 ]] || bench_die "no figures in: $line"
@@ -104,9 +138,11 @@ run_resp() {
   local -a argv=(redis-benchmark -h 127.0.0.1 -p "$FLOODGATE_RESP_PORT" -c "$concurrency"
     -r 100000 -n "$grpc_answered" --csv "${resp_cmd[@]}")
   if [[ $round == 1 ]]; then commands_used+=("$(bench_quote "${argv[@]}")   # -n: the gRPC run's count"); fi
+  reset_script_calls
   BENCH_RUN_QUIET='^WARNING: Could not fetch server CONFIG$' \
     bench_run $((grpc_answered / 20000 + 30)) "$out" "${argv[@]}" ||
     bench_die "redis-benchmark failed"
+  note_script_calls "$cell" "$grpc_answered"
   line=$(grep -F '"FG.CHECK' "$out" | tail -n 1)
   rps=$(awk -F'","' '{ print $2 }' <<<"$line")
   p99=$(awk -F'","' '{ gsub(/"/, "", $7); printf "%.0f\n", $7 * 1000 }' <<<"$line")
@@ -134,10 +170,15 @@ done
 echo "## Envoy RateLimitService (gRPC) vs RESP, same decisions ($(date -u +%Y-%m-%d))"
 echo
 echo "$facts"
-echo "- floodgate event-loop threads (RESP): $threads; gRPC: gRPC's own threads; $concurrency calls in flight; $rounds rounds, medians"
+echo "- store: $store; floodgate event-loop threads: ${threads_used:-?} (--threads $threads), and as many gRPC threads; $concurrency calls in flight; $rounds rounds, medians"
 echo
-echo "| front | median calls/s | vs RESP | median p99 (us) | rounds (calls/s) | rounds (p99 us) |"
-echo "|---|---:|---:|---:|---|---|"
+per_call_head="" per_call_rule=""
+if [[ $store == redis ]]; then
+  per_call_head=" decisions per script call (rounds) |"
+  per_call_rule="---|"
+fi
+echo "| front | median calls/s | vs RESP | median p99 (us) | rounds (calls/s) | rounds (p99 us) |$per_call_head"
+echo "|---|---:|---:|---:|---|---|$per_call_rule"
 # shellcheck disable=SC2086
 resp_med=$(bench_median ${rps_runs[${cells[1]}]})
 for cell in "${cells[@]}"; do
@@ -147,12 +188,15 @@ for cell in "${cells[@]}"; do
   p99=$(bench_median ${p99_runs[$cell]})
   runs=""
   for v in ${rps_runs[$cell]}; do runs+="$(bench_fmt_int "$v") "; done
-  echo "| $cell | $(bench_fmt_int "$med") | $(bench_ratio "$med" "$resp_med") | $(bench_fmt_int "$p99") | ${runs% } | ${p99_runs[$cell]% } |"
+  per_call=""
+  if [[ $store == redis ]]; then per_call=" ${per_call_runs[$cell]% } |"; fi
+  echo "| $cell | $(bench_fmt_int "$med") | $(bench_ratio "$med" "$resp_med") | $(bench_fmt_int "$p99") | ${runs% } | ${p99_runs[$cell]% } |$per_call"
 done
 echo
 echo "Commands:"
 echo
 echo '```'
+if [[ $store == redis ]]; then echo "$REDIS_CMD"; fi
 echo "$FLOODGATE_CMD"
 printf '%s\n' "${commands_used[@]}"
 echo '```'

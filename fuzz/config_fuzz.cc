@@ -18,6 +18,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   (void)floodgate::DescribeConfig(*config);
   config->engine.sweep_interval_ms = 0;
   config->engine.max_entries = 16;
+  // Secrets never come from the file: the server reads them from the
+  // environment at start, an embedding program sets them. Give them here so
+  // that a config the parser accepts must compile whatever the fuzzer's
+  // environment holds; pending alerts stay in memory.
+  config->otp.secret = "fuzz-otp-secret-0123456789";
+  for (floodgate::Rule& rule : config->rules) rule.alerts.secret = "fuzz-alert-secret";
+  config->alert_delivery.spool = "off";
   floodgate::ManualClock clock(1'700'000'000'000);
   auto limiter = floodgate::Limiter::Create(*config, clock);
   if (!limiter.ok()) __builtin_trap();  // the parser must refuse what cannot compile

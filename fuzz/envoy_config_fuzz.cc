@@ -5,8 +5,10 @@
 #include <cstdint>
 #include <string_view>
 
+#include "api/open_store.h"
 #include "config/envoy_ratelimit.h"
-#include "service/envoy_rls.h"
+#include "server/rls_service.h"
+#include "service/envoy_rules.h"
 #include "service/limiter_core.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -28,22 +30,20 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   floodgate::ManualClock clock(1'700'000'000'000);
   auto limiter =
-      floodgate::service::LimiterCore::Create(fe::WithEnvoyRules(config, **rules, nullptr), clock);
+      floodgate::api::OpenLimiterCore(fe::WithEnvoyRules(config, **rules, nullptr), clock);
   if (!limiter.ok()) __builtin_trap();  // compiled rules must be valid rules
-  fe::RateLimitService service(limiter->get());
+  floodgate::server::RlsService service(limiter->get());
   service.SetRules(*rules);
+  floodgate::server::RlsCall call(nullptr);
   // One request per top-level descriptor, with its own key and value.
   for (const fe::DescriptorConfig& d : domain->descriptors) {
-    fe::Request request;
+    floodgate::rls::Request request;
     request.domain = domain->domain;
     request.descriptors.push_back(
         {{{d.key, d.value.empty() ? std::string_view("v") : d.value}}, std::nullopt});
-    bool answered = false;
-    service.ShouldRateLimit(request, [&](const floodgate::Status&, fe::Response&& r) {
-      answered = true;
-      if (r.statuses.size() > 1) __builtin_trap();
-    });
-    if (!answered) __builtin_trap();  // the embedded store answers inline
+    // The embedded store answers inline.
+    if (!call.Start(service, request, nullptr)) __builtin_trap();
+    if (call.response().statuses.size() > 1) __builtin_trap();
   }
   return 0;
 }

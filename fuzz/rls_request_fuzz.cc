@@ -6,9 +6,11 @@
 #include <cstdint>
 #include <memory>
 
+#include "api/open_store.h"
 #include "config/envoy_ratelimit.h"
 #include "protocol/grpc/rls_codec.h"
-#include "service/envoy_rls.h"
+#include "server/rls_service.h"
+#include "service/envoy_rules.h"
 #include "service/limiter_core.h"
 
 namespace {
@@ -42,18 +44,17 @@ struct World {
     auto compiled = fe::Rules::Compile(config, {*domain});
     if (!compiled.ok()) __builtin_trap();
     rules = *compiled;
-    auto l =
-        floodgate::service::LimiterCore::Create(fe::WithEnvoyRules(config, *rules, nullptr), clock);
+    auto l = floodgate::api::OpenLimiterCore(fe::WithEnvoyRules(config, *rules, nullptr), clock);
     if (!l.ok()) __builtin_trap();
     limiter = std::move(*l);
-    service = std::make_unique<fe::RateLimitService>(limiter.get());
+    service = std::make_unique<floodgate::server::RlsService>(limiter.get());
     service->SetRules(rules);
   }
   floodgate::ManualClock clock;
   floodgate::Config config;
   std::shared_ptr<const fe::Rules> rules;
   std::unique_ptr<floodgate::service::LimiterCore> limiter;
-  std::unique_ptr<fe::RateLimitService> service;
+  std::unique_ptr<floodgate::server::RlsService> service;
 };
 
 }  // namespace
@@ -61,20 +62,19 @@ struct World {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   floodgate::rls::pb::RateLimitRequest request;
   if (!request.ParseFromArray(data, static_cast<int>(size))) return 0;
-  fe::Request decoded;
+  floodgate::rls::Request decoded;
   if (!floodgate::rls::ToRequest(request, floodgate::rls::RequestLimits{}, &decoded).ok()) return 0;
   // A world per input: the store's entries are reached through tagged
   // pointers that leak checking cannot follow, so none may outlive an input.
   auto world = std::make_unique<World>();
-  bool answered = false;
-  world->service->ShouldRateLimit(decoded, [&](const floodgate::Status& s, fe::Response&& r) {
-    answered = true;
-    if (!s.ok()) return;
-    if (r.statuses.size() != decoded.descriptors.size()) __builtin_trap();
+  floodgate::server::RlsCall call(nullptr);
+  // The embedded store answers inline.
+  if (!call.Start(*world->service, decoded, nullptr)) __builtin_trap();
+  if (call.status().ok()) {
+    if (call.response().statuses.size() != decoded.descriptors.size()) __builtin_trap();
     floodgate::rls::pb::RateLimitResponse out;
-    floodgate::rls::ToProto(r, &out);
+    floodgate::rls::ToProto(call.response(), &out);
     (void)out.SerializeAsString();
-  });
-  if (!answered) __builtin_trap();
+  }
   return 0;
 }

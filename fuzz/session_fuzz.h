@@ -16,6 +16,7 @@
 #include <string>
 #include <string_view>
 
+#include "api/open_store.h"
 #include "floodgate/config.h"
 #include "server/connection_timers.h"
 #include "server/metrics.h"
@@ -50,7 +51,7 @@ otp: { issue_limit: 5/m, verify_limit: 5/m, max_live_codes: 2 }
 
 struct SessionWorld {
   SessionWorld() : metrics(1) {
-    limiter = std::move(service::LimiterCore::Create(WorldConfig(), clock).value());
+    limiter = std::move(api::OpenLimiterCore(WorldConfig(), clock).value());
     context.limiter = limiter.get();
     context.metrics = &metrics;
     loop = std::make_unique<server::LoopContext>(&context, 0);

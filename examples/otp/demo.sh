@@ -9,8 +9,10 @@
 # Starts its own server on free ports (embedded store, examples/otp/otp.yaml)
 # with a random OTP secret, and stops it at the end.
 set -euo pipefail
+# FLOODGATE_BIN relative to where the script was started from, not the root.
+bin=${FLOODGATE_BIN:+$(realpath -m -- "$FLOODGATE_BIN")}
 cd "$(dirname "$0")/../.."
-bin=${FLOODGATE_BIN:-build/release/floodgate}
+bin=${bin:-build/release/floodgate}
 [[ -x "$bin" ]] || { echo "no floodgate binary at $bin (build it, or set FLOODGATE_BIN)" >&2; exit 1; }
 command -v curl >/dev/null || { echo "curl is needed" >&2; exit 1; }
 
@@ -20,9 +22,14 @@ FG_OTP_SECRET=$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n') \
   "$bin" serve --config examples/otp/otp.yaml --http 127.0.0.1:0 --resp 127.0.0.1:0 \
   --threads 1 2>"$log" &
 pid=$!
-for _ in $(seq 200); do grep -q 'msg=listening' "$log" && break; sleep 0.05; done
+# Port 0: the kernel picks a free port; the listening log line says which.
+for _ in $(seq 200); do
+  grep -q 'msg=listening' "$log" && break
+  kill -0 "$pid" 2>/dev/null || break  # it exited: its log says why
+  sleep 0.05
+done
 port=$(sed -nE 's/.*msg=listening.* http=[^ ]*:([0-9]+).*/\1/p' "$log")
-[[ -n "$port" ]] || { cat "$log" >&2; exit 1; }
+[[ -n "$port" ]] || { echo "floodgate did not start:" >&2; cat "$log" >&2; exit 1; }
 api="http://127.0.0.1:$port"
 
 show() {  # show METHOD PATH [BODY]: prints the request and the answer

@@ -11,6 +11,7 @@
 
 namespace floodgate {
 
+// Each: host:port, or "off" (that front does not listen).
 struct ListenConfig {
   std::string http = "127.0.0.1:8080";
   std::string resp = "127.0.0.1:6479";
@@ -63,7 +64,7 @@ struct RedisConfig {
 // with the reason for its default, in docs/operations.md. A timeout of 0
 // is off.
 struct ServerConfig {
-  int threads = 0;  // event loops; 0: automatic (see docs/operations.md)
+  int threads = 0;  // event loops, and as many gRPC threads; 0: automatic (docs/operations.md)
   // Open connections across both fronts. At the bound a new connection
   // evicts the longest-idle one (nothing in progress); with none idle it
   // is refused.
@@ -190,6 +191,34 @@ struct EnvoyRateLimitConfig {
   bool response_headers = false;
 };
 
+// Who is being limited (docs/visibility.md): the top-subjects sketch and
+// the sampled log of denials.
+inline constexpr int64_t kMaxTopCapacity = 65'536;
+
+struct VisibilityConfig {
+  // The heavy-hitter sketch per rule behind GET /v1/admin/top; false keeps
+  // it out of every decision.
+  bool top_subjects = true;
+  // Counters of each sketch of the current 10 s (one per event loop);
+  // docs/visibility.md has the error bound and the memory this takes.
+  int64_t top_capacity = 256;
+  // "msg=denied" log lines: at most one per subject per this long, and at
+  // most kMaxDeniedLinesPerSecond in all; 0: none.
+  int64_t denied_log_interval_ms = 60'000;
+  // On a Redis store, how often this server publishes its sketches for the
+  // other servers' GET /v1/admin/top (each kept for three times this long).
+  int64_t publish_interval_ms = 5'000;
+};
+
+// The control plane's access (docs/control-plane.md). Each names an
+// environment variable holding a token: the file never holds the secret.
+// With no admin token, admin routes and commands answer loopback clients
+// only (like Redis's protected mode).
+struct AdminConfig {
+  std::string token_env;       // reads and writes
+  std::string read_token_env;  // reads only (GET routes, FG.STATE, FG.OVERRIDE GET)
+};
+
 struct Config {
   std::string source;  // file name, for messages
   std::string store = "memory";
@@ -202,6 +231,19 @@ struct Config {
   AlertDeliveryConfig alert_delivery;
   std::vector<Rule> rules;  // in file order; names are unique
   EnvoyRateLimitConfig envoy_ratelimit;
+  AdminConfig admin;
+  VisibilityConfig visibility;
+  // Keys appear hashed ("sha256:" and 16 hex digits) wherever floodgate
+  // shows subjects it was not asked about: GET /v1/admin/top, the dashboard
+  // and the msg=denied log lines.
+  bool redact_keys = false;
+  // The embedded store keeps the control plane's records (overrides,
+  // blocks, runtime rules) here across restarts, and its own state
+  // (counters, sets, OTP, leases) in <data_dir>/state.snapshot, written
+  // every snapshot_interval and at shutdown; "" : in memory only.
+  std::string data_dir;
+  // 0: only at shutdown.
+  int64_t snapshot_interval_ms = 30'000;
 };
 
 // Parses a config from YAML text. `source` names the file in messages, which

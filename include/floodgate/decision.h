@@ -67,7 +67,26 @@ struct Decision {
   // limits[0, num_limits) are set; the slots after them are unspecified.
   int num_limits = 0;
   std::array<LimitStatus, kMaxLimitsPerRule> limits;
+
+  // Denied by a block (docs/control-plane.md), not by the subject's usage:
+  // every limit shows remaining 0 and retry_after_ms = the block's time
+  // left. block_reason is the block's reason; the text it views stays valid
+  // until this thread's next decision. After `limits` on purpose: fields
+  // before it would shift each LimitStatus across two cache lines.
+  bool blocked = false;
+  std::string_view block_reason;
+  // The binding limit as the rule writes it (its Limit::ToString(), e.g.
+  // "3/hour"): what a denial names as having bound it (docs/visibility.md).
+  // Set with every decision a store makes; a fallback's is its rule's
+  // binding limit too, though no count bound it.
+  Limit binding_limit;
 };
+
+// Whether a limit's count denied `d` (or would have, in shadow mode): not a
+// block, not a fallback. Such a denial names its binding_limit.
+inline bool DeniedByLimit(const Decision& d) {
+  return (!d.allowed || d.shadow_denied) && d.fallback == Fallback::kNone && !d.blocked;
+}
 
 // redis-cell's CL.THROTTLE answer (Limiter::Throttle). Figures are
 // redis-cell's: retry/reset in whole seconds, rounded up when at least a

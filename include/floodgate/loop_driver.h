@@ -10,7 +10,7 @@
 //   while (running) {
 //     epoll_wait(ep, ..., min(own_timeout, (*driver)->TimeoutMs()));
 //     if (fd() was reported) (*driver)->PollEvents();   // answers: callbacks run here
-//     ... requests (Limiter::CheckAsync, AsyncBatch::Flush) ...
+//     ... requests (Limiter::CheckAsync; a server's batches flushed) ...
 //     (*driver)->Step();                                 // writes them, expires deadlines
 //   }
 //   (*driver)->Detach();                                 // answers what is pending

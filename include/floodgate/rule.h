@@ -16,9 +16,20 @@
 
 namespace floodgate {
 
-enum class Algorithm { kFixedWindow, kSlidingWindow, kSlidingLog, kTokenBucket, kGcra };
+// kConcurrency is not a rate: a subject holds at most max_in_flight leases
+// at once, each expiring after its TTL unless released or renewed (see
+// Rule::max_in_flight). It is decided by acquiring a lease, never by a check.
+enum class Algorithm {
+  kFixedWindow,
+  kSlidingWindow,
+  kSlidingLog,
+  kTokenBucket,
+  kGcra,
+  kConcurrency
+};
 
-// "fixed_window", "sliding_window", "sliding_log", "token_bucket", "gcra".
+// "fixed_window", "sliding_window", "sliding_log", "token_bucket", "gcra",
+// "concurrency".
 std::string_view AlgorithmName(Algorithm algorithm);
 std::optional<Algorithm> ParseAlgorithm(std::string_view name);
 
@@ -31,6 +42,12 @@ inline constexpr int64_t kMaxPeriodMs = 100LL * 366 * 86'400'000;  // about a ce
 inline constexpr int kMaxLimitsPerRule = 8;
 // Subject keys are opaque byte strings up to this length.
 inline constexpr size_t kMaxKeyBytes = 512;
+// A concurrency rule's bounds: leases one subject may hold at once, and a
+// lease's time to live.
+inline constexpr int64_t kMaxInFlight = 100'000;
+inline constexpr int64_t kMaxLeaseTtlMs = 86'400'000;  // a day
+// Requests held waiting for room per rule, by default (Rule::max_waiters).
+inline constexpr int64_t kDefaultMaxWaiters = 1000;
 
 // `count` units per `multiplier` x `unit`, e.g. 3/5m = {3, 5, kMinute}.
 struct Limit {
@@ -110,6 +127,34 @@ struct Rule {
   OnBackendError on_backend_error = OnBackendError::kAllow;
   OnStoreFull on_store_full = OnStoreFull::kDeny;
   AlertConfig alerts;
+  // A subject this rule denies is blocked on it for this long (0: never);
+  // see docs/control-plane.md.
+  int64_t block_for_ms = 0;
+  // Requests held waiting for room (FG.CHECK ... WAIT, wait_ms) at most, per
+  // rule; past it a request is answered at once.
+  int64_t max_waiters = kDefaultMaxWaiters;
+
+  // algorithm: concurrency. The config's `max_in_flight` and `lease_ttl`;
+  // a tier (or an override) replaces max_in_flight alone. They are kept as
+  // the one limit every rule has, so that tiers and overrides work alike:
+  // limits = {{max_in_flight, lease_ttl_ms, kMillisecond}}, each tier's
+  // likewise (ConcurrencyLimit). Printed as the config's words, never as
+  // "10/30000ms".
+  bool is_concurrency() const { return algorithm == Algorithm::kConcurrency; }
+  int64_t max_in_flight() const { return limits.empty() ? 0 : limits[0].count; }
+  int64_t lease_ttl_ms() const { return limits.empty() ? 0 : limits[0].multiplier; }
 };
+
+// A concurrency rule's limit: `max_in_flight` leases of `lease_ttl_ms`.
+inline Limit ConcurrencyLimit(int64_t max_in_flight, int64_t lease_ttl_ms) {
+  return Limit{max_in_flight, lease_ttl_ms, TimeUnit::kMillisecond};
+}
+
+// One limit of `rule` as an operator writes it (an override's): "N/period"
+// (ParseLimit), or for a concurrency rule its max_in_flight, a bare integer
+// from 0 to kMaxInFlight (the rule's lease_ttl goes with it).
+Result<Limit> ParseLimitOf(const Rule& rule, std::string_view text);
+// The text ParseLimitOf reads back to `limit`.
+std::string LimitTextOf(const Rule& rule, const Limit& limit);
 
 }  // namespace floodgate

@@ -5,10 +5,16 @@
 // guarantees only that every key present throughout is seen), so reports
 // are de-duplicated per node. For each batch of keys the PTTLs are asked
 // for in one pipeline, and the TYPEs of the keys named like floodgate's own
-// (redis::ExpectedType) in another. --fix uses EXPIRE … NX (Redis 7), so a
+// (redis::ExpectedType) in another. Every key under the prefix is audited
+// for its TTL whatever floodgate keeps there (rule states, CL.THROTTLE,
+// expiring sets, lease tables, OTP): each of them lives no longer than its
+// content, so none should lack one. --fix uses EXPIRE … NX (Redis 7), so a
 // key that got its own TTL meanwhile keeps it; older servers get a plain
 // EXPIRE. A key of the wrong type is only reported: it is someone's data,
 // and deleting it is the operator's call (DEL, or let it expire).
+// The control records (fg:{control}:*, redis/control_store.h) are never
+// reported or fixed for their missing TTL: they are configuration, meant to
+// last until changed; their types are checked like any key of floodgate's.
 #include "app/audit.h"
 
 #include <atomic>
@@ -18,8 +24,9 @@
 #include <vector>
 
 #include "absl/container/flat_hash_set.h"
+#include "common/store_url.h"
 #include "redis/client.h"
-#include "redis/url.h"
+#include "redis/control_store.h"
 #include "redis/wrong_type.h"
 
 namespace floodgate::app {
@@ -128,7 +135,7 @@ int RunAudit(const AuditOptions& options, std::ostream& out, std::ostream& err) 
   }
   const std::string match = options.prefix + "*";
   const std::string ttl = std::to_string(options.fix_ttl_s);
-  int64_t scanned = 0, without_ttl = 0, fixed = 0, wrong_type = 0;
+  int64_t scanned = 0, without_ttl = 0, fixed = 0, wrong_type = 0, control = 0;
   for (const std::string& node : masters) {
     absl::flat_hash_set<std::string> reported, reported_type;
     std::string cursor = "0";
@@ -163,6 +170,12 @@ int RunAudit(const AuditOptions& options, std::ostream& out, std::ostream& err) 
           out << "wrong-type " << node << " found=" << types[i] << " expected=" << expected << " "
               << Printable(key) << "\n";
         }
+        // The control records live without an expiry by design: giving one
+        // to an override would make it vanish.
+        if (redis::RedisControlStore::IsControlKey(key)) {
+          if (ttls[i] == -1 && reported.insert(key).second) ++control;
+          continue;
+        }
         if (ttls[i] != -1 || !reported.insert(key).second) continue;
         ++without_ttl;
         out << "no-ttl " << node << " " << Printable(key) << "\n";
@@ -182,6 +195,10 @@ int RunAudit(const AuditOptions& options, std::ostream& out, std::ostream& err) 
   }
   err << "audit: scanned " << scanned << " keys matching '" << match << "' on " << masters.size()
       << (masters.size() == 1 ? " node" : " nodes") << ": " << without_ttl << " without a TTL";
+  if (control > 0) {
+    err << " (not counting " << control << " control " << (control == 1 ? "key" : "keys")
+        << " under " << redis::RedisControlStore::kKeyPrefix << ", which have none by design)";
+  }
   if (options.fix) err << ", " << fixed << " given one (" << options.fix_ttl_s << " s)";
   err << ", " << wrong_type << " of the wrong type";
   if (wrong_type > 0) err << " (not changed: delete them once you know whose they are)";

@@ -2,7 +2,8 @@
 // (seed 004: counters that lived forever after INCR without EXPIRE) and,
 // with --fix, gives them one; and keys named like floodgate's own that hold
 // another type than floodgate keeps there (redis/wrong_type.h), which it
-// reports and leaves alone.
+// reports and leaves alone. The control records (fg:{control}:*) have no
+// expiry by design and are not reported for it.
 #pragma once
 
 #include <cstdint>

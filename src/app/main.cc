@@ -8,12 +8,14 @@
 #include <string>
 
 #include "CLI/CLI.hpp"
+#include "absl/synchronization/mutex.h"
 #include "app/audit.h"
 #include "app/serve.h"
 #include "app/simulate.h"
+#include "app/version.h"
 #include "floodgate/config.h"
 #include "floodgate/limiter.h"
-#include "service/envoy_rls.h"
+#include "service/envoy_rules.h"
 
 namespace {
 
@@ -86,9 +88,15 @@ int Simulate(const std::string& config_path, const floodgate::app::SimulateOptio
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Abseil's mutexes check every lock against a graph of lock orders unless
+  // Abseil was built with NDEBUG, which Debian's is not; gRPC's mutexes
+  // then pay a graph lookup per lock, several per gRPC call (about 4% of
+  // the gRPC front's CPU). floodgate's own code takes no Abseil mutex.
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   CLI::App app{"floodgate: rate limiting, quotas and abuse control"};
   app.require_subcommand(1);
-  app.set_version_flag("--version", "floodgate 0.1.0");
+  app.set_version_flag("--version", std::string("floodgate ") + floodgate::app::kVersion + " (" +
+                                        floodgate::app::kCommit + ")");
 
   floodgate::app::ServeFlags serve_flags;
   auto* serve = app.add_subcommand("serve", "Run the service (RESP, HTTP and Envoy gRPC fronts)");
@@ -103,8 +111,15 @@ int main(int argc, char** argv) {
                     "Envoy RateLimitService (gRPC) listen address host:port, or off");
   serve
       ->add_option("--threads", serve_flags.threads,
-                   "event loop threads (default: half the usable cores, rounded up)")
+                   "event loop threads, and as many gRPC threads (default: half the usable "
+                   "cores, rounded up)")
       ->check(CLI::Range(1, 256));
+  serve->add_flag("--start-empty", serve_flags.start_empty,
+                  "start with no saved state when data_dir's snapshot is damaged or not a "
+                  "floodgate snapshot (the default refuses to start)");
+  serve->add_flag("--replace", serve_flags.replace,
+                  "take over from a running floodgate: join the ports it holds (SO_REUSEPORT), "
+                  "then SIGTERM it (docs/operations.md, Graceful restart)");
 
   std::string check_path;
   auto* check = app.add_subcommand("check-config", "Validate a config file and print its rules");

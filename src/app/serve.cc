@@ -9,28 +9,68 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdint>
 #include <cstdlib>
 #include <fstream>
+#include <optional>
 #include <thread>
 
+#include "api/open_store.h"
+#include "api/simulation.h"
+#include "app/data_dir_lock.h"
+#include "app/example_config.h"
+#include "app/version.h"
 #include "common/log.h"
+#include "common/store_url.h"
 #include "floodgate/config.h"
-#include "redis/url.h"
 #include "server/grpc_front.h"
+#include "server/rls_service.h"
 #include "server/server.h"
-#include "service/envoy_rls.h"
+#include "server/state_metrics.h"
+#include "service/envoy_rules.h"
 #include "service/limiter_core.h"
+#include "service/state_keeper.h"
 
 namespace floodgate::app {
 namespace {
 
-// The config used when none is given: the shipped example, else no rules.
+// The config used when none is given: examples/floodgate.yaml in the
+// working directory, else /etc/floodgate/floodgate.yaml, else the copy of
+// examples/floodgate.yaml built into the binary. Says which in the log.
 Result<Config> DefaultConfig() {
-  for (const char* path : {"examples/floodgate.yaml", "/etc/floodgate/floodgate.yaml"}) {
-    if (std::ifstream(path).good()) return LoadConfigFile(path);
+  constexpr const char* kInstalled = "/etc/floodgate/floodgate.yaml";
+  const bool local = std::ifstream("examples/floodgate.yaml").good();
+  if (!local && std::ifstream(kInstalled).good()) {
+    Log(LogLevel::kInfo, std::string("no --config given: serving ") + kInstalled,
+        {{"config", kInstalled}});
+    return LoadConfigFile(kInstalled);
   }
-  return ParseConfig("rules: {}\n", "<built-in>");
+  if (local) {
+    Log(LogLevel::kInfo, "no --config given: serving examples/floodgate.yaml",
+        {{"config", "examples/floodgate.yaml"}});
+  } else {
+    Log(LogLevel::kInfo,
+        "no --config given: serving the built-in example rules (examples/floodgate.yaml); "
+        "--config FILE serves yours",
+        {{"config", "built-in"}});
+  }
+  Result<Config> config = local ? LoadConfigFile("examples/floodgate.yaml")
+                                : ParseConfig(kExampleConfig, "<built-in examples/floodgate.yaml>");
+  if (!config.ok()) return config;
+  // The example's otp section needs a secret nobody chose yet: without one
+  // the rest of the example serves, with OTP off, and the log says so. (A
+  // --config file asks for OTP on purpose: there a missing secret stops the
+  // start.)
+  const char* secret = std::getenv(config->otp.secret_env.c_str());
+  if (config->otp.enabled && (secret == nullptr || *secret == '\0')) {
+    config->otp.enabled = false;
+    Log(LogLevel::kWarn,
+        "OTP is off: " + config->otp.secret_env +
+            " is not set (the example's otp section needs a secret of 16 bytes or more)",
+        {{"hint", "export " + config->otp.secret_env + "=$(openssl rand -hex 32)"}});
+  }
+  return config;
 }
 
 Result<Config> Load(const ServeFlags& flags) {
@@ -121,38 +161,97 @@ int RunServe(const ServeFlags& flags) {
     Log(LogLevel::kError, "invalid config", {{"error", envoy_rules.status().message()}});
     return 1;
   }
+  // One process per data_dir: the embedded store's snapshot and
+  // control-plane records (a Redis store keeps both in Redis; its servers
+  // may share a host and a config). Replacing a running floodgate
+  // (--replace), this one binds its ports first and takes the data_dir (and
+  // the state the old one saves as it stops) only then, before it accepts
+  // anything: see before_serving below.
+  const bool owns_data_dir = !config->data_dir.empty() && config->store == "memory";
+  const bool hand_over = flags.replace && owns_data_dir;
+  std::optional<DataDirLock> data_dir_lock;
+  auto take_data_dir = [&](int64_t wait_ms) -> Status {
+    auto lock = DataDirLock::Acquire(config->data_dir, wait_ms);
+    if (!lock.ok()) return lock.status();
+    data_dir_lock.emplace(std::move(*lock));
+    return Status::Ok();
+  };
+  if (owns_data_dir && !hand_over) {
+    if (Status s = take_data_dir(0); !s.ok()) {
+      Log(LogLevel::kError, "cannot start", {{"error", s.message()}});
+      return 1;
+    }
+  }
   SystemClock clock;
   auto limiter =
-      service::LimiterCore::Create(envoy::WithEnvoyRules(*config, **envoy_rules, nullptr), clock);
+      api::OpenLimiterCore(envoy::WithEnvoyRules(*config, **envoy_rules, nullptr), clock);
   if (!limiter.ok()) {
     Log(LogLevel::kError, "invalid config", {{"error", limiter.status().message()}});
     return 1;
   }
-  envoy::RateLimitService rls(limiter->get());
+  // The embedded store's state, kept in data_dir across restarts.
+  std::unique_ptr<service::StateKeeper> state =
+      (*limiter)->NewStateKeeper(config->data_dir, config->snapshot_interval_ms);
+  auto load_state = [&]() -> Status {
+    if (hand_over) {
+      Log(LogLevel::kInfo, "waiting for the floodgate being replaced to stop and hand over",
+          {{"data_dir", config->data_dir}});
+      // Its drain, then its last snapshot.
+      if (Status s = take_data_dir(config->server.drain_timeout_ms + 60'000); !s.ok()) return s;
+    }
+    if (state == nullptr) return Status::Ok();
+    if (Status s = state->Load(flags.start_empty); !s.ok()) return s;
+    state->Start();
+    return Status::Ok();
+  };
+  if (!hand_over) {
+    if (Status s = load_state(); !s.ok()) {
+      Log(LogLevel::kError, "cannot start", {{"error", s.message()}});
+      return 1;
+    }
+  }
+  server::RlsService rls(limiter->get());
   rls.SetRules(*envoy_rules);
+  // Event loops, and as many gRPC threads.
+  const int threads = flags.threads > 0 ? flags.threads
+                      : config->server.threads > 0
+                          ? config->server.threads
+                          : server::DefaultLoopCount(server::UsableCores());
   // The gRPC front serves Envoy's RateLimitService: it starts when there is
   // something to serve (envoy_ratelimit files) or when --grpc asks for it.
+  // Handing over, it starts once the state is loaded (gRPC cannot bind
+  // without serving).
   std::unique_ptr<server::GrpcFront> grpc_front;
+  std::atomic<server::GrpcFront*> grpc_metrics{nullptr};
   const std::string grpc_address = Address(config->listen.grpc);
-  if (!grpc_address.empty() && (!config->envoy_ratelimit.files.empty() || !flags.grpc.empty())) {
+  auto start_grpc = [&]() -> Status {
+    if (grpc_address.empty() || (config->envoy_ratelimit.files.empty() && flags.grpc.empty())) {
+      return Status::Ok();
+    }
     server::GrpcFrontOptions grpc_options;
     grpc_options.address = grpc_address;
     grpc_options.keepalive_time_ms = config->server.grpc_keepalive_time_ms;
     grpc_options.keepalive_timeout_ms = config->server.grpc_keepalive_timeout_ms;
     grpc_options.drain_timeout_ms = config->server.drain_timeout_ms;
+    grpc_options.threads = threads;
+    grpc_options.replace = flags.replace;
     auto front = server::GrpcFront::Start(grpc_options, &rls);
-    if (!front.ok()) {
-      Log(LogLevel::kError, "cannot start", {{"error", front.status().message()}});
+    if (!front.ok()) return front.status();
+    grpc_front = std::move(*front);
+    grpc_metrics.store(grpc_front.get());
+    return Status::Ok();
+  };
+  if (!hand_over) {
+    if (Status s = start_grpc(); !s.ok()) {
+      Log(LogLevel::kError, "cannot start", {{"error", s.message()}});
       return 1;
     }
-    grpc_front = std::move(*front);
   }
   server::ServerOptions options;
   options.resp_address = Address(config->listen.resp);
   options.http_address = Address(config->listen.http);
-  options.threads = flags.threads > 0            ? flags.threads
-                    : config->server.threads > 0 ? config->server.threads
-                                                 : server::DefaultLoopCount(server::UsableCores());
+  options.threads = threads;
+  options.replace = flags.replace;
   options.cores = server::UsableCores();
   options.limits.max_connections = config->server.max_connections;
   options.limits.drain_timeout_ms = config->server.drain_timeout_ms;
@@ -163,9 +262,16 @@ int RunServe(const ServeFlags& flags) {
                                config->server.resp_idle_timeout_ms);
   RaiseFileLimit(options.limits.max_connections);
   options.auth_token = config->server.auth_token;
-  if (grpc_front != nullptr) {
-    options.extra_metrics = [f = grpc_front.get()](std::string* out) { f->RenderMetrics(out); };
-  }
+  options.clock = &clock;  // the limiter's
+  options.visibility = config->visibility;
+  options.redact_keys = config->redact_keys;
+  options.simulate = api::SimulateToJson;
+  options.version = kVersion;
+  options.extra_metrics = [&grpc_metrics, k = state.get()](std::string* out) {
+    if (server::GrpcFront* f = grpc_metrics.load(); f != nullptr) f->RenderMetrics(out);
+    if (k != nullptr) server::AppendStateMetrics(*k, out);
+  };
+  if (hand_over) options.before_serving = load_state;
   if (!config->server.auth_token_env.empty()) {
     const char* token = std::getenv(config->server.auth_token_env.c_str());
     if (token == nullptr || *token == '\0') {
@@ -175,10 +281,34 @@ int RunServe(const ServeFlags& flags) {
     }
     options.auth_token = token;
   }
+  // The control plane's tokens: named in the file, held in the environment.
+  for (auto [variable, target] : {std::pair{&config->admin.token_env, &options.admin_token},
+                                  std::pair{&config->admin.read_token_env, &options.read_token}}) {
+    if (variable->empty()) continue;
+    const char* token = std::getenv(variable->c_str());
+    if (token == nullptr || *token == '\0') {
+      Log(LogLevel::kError, "admin token variable is not set", {{"variable", *variable}});
+      return 1;
+    }
+    *target = token;
+  }
+  if (options.admin_token.empty() && !options.read_token.empty()) {
+    Log(LogLevel::kError, "admin.read_token_env needs admin.token_env too",
+        {{"variable", config->admin.read_token_env}});
+    return 1;
+  }
   auto server = server::Server::Start(options, limiter->get());
   if (!server.ok()) {
     Log(LogLevel::kError, "cannot start", {{"error", server.status().message()}});
     return 1;
+  }
+  if (hand_over) {
+    if (Status s = start_grpc(); !s.ok()) {
+      Log(LogLevel::kError, "cannot start", {{"error", s.message()}});
+      (*server)->Stop();
+      (*server)->Wait();
+      return 1;
+    }
   }
   Log(LogLevel::kInfo, "listening",
       {{"resp", (*server)->resp_address()},
@@ -188,6 +318,7 @@ int RunServe(const ServeFlags& flags) {
        {"store", StoreForLog(config->store)},
        {"rules", std::to_string(config->rules.size())},
        {"auth", options.auth_token.empty() ? "off" : "token"},
+       {"admin", options.admin_token.empty() ? "loopback" : "token"},
        {"envoy_domains", std::to_string((*envoy_rules)->num_domains())}});
 
   for (;;) {
@@ -220,9 +351,13 @@ int RunServe(const ServeFlags& flags) {
       continue;
     }
     Log(LogLevel::kInfo, "shutting down", {{"signal", sig == SIGTERM ? "SIGTERM" : "SIGINT"}});
-    if (grpc_front != nullptr) grpc_front->Stop();
+    // Every front stops accepting at once (a replacement takes the new
+    // connections), then each drains.
     (*server)->Stop();
+    if (grpc_front != nullptr) grpc_front->Stop();
     (*server)->Wait();
+    // After the last decision: the state as the server leaves it.
+    if (state != nullptr && !state->Stop().ok()) return 1;
     return 0;
   }
 }

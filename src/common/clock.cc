@@ -1,5 +1,6 @@
-// SystemClock: CLOCK_REALTIME, made monotonic by a high-water mark, read
-// through the TSC where the kernel trusts it (see clock.h for why).
+// SystemClock: NowMs is CLOCK_REALTIME, made monotonic by a high-water mark,
+// read through the TSC where the kernel trusts it (see clock.h for why);
+// MonotonicNs is CLOCK_MONOTONIC.
 #include "floodgate/clock.h"
 
 #include <time.h>
@@ -62,6 +63,17 @@ uint64_t RateQ32(int64_t ns, uint64_t ticks) {
 }  // namespace
 
 SystemClock::SystemClock() : use_tsc_(KernelUsesTsc()) {}
+
+const SystemClock& SystemClock::Default() {
+  static const SystemClock* const clock = new SystemClock();  // read by threads until exit
+  return *clock;
+}
+
+int64_t SystemClock::MonotonicNs() const {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+}
 
 int64_t SystemClock::NowMs() const {
   int64_t now_ns;

@@ -25,10 +25,10 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_join.h"
 #include "common/http_url.h"
+#include "common/store_url.h"
 #include "config/yaml_words.h"
 #include "core/calendar.h"
 #include "floodgate/config.h"
-#include "redis/url.h"
 #include "yaml-cpp/eventhandler.h"
 #include "yaml-cpp/yaml.h"
 
@@ -45,6 +45,9 @@ constexpr size_t kMaxNameBytes = 64;
 constexpr int kMaxShards = 4096;
 constexpr int64_t kMaxThreads = 1024;
 constexpr int64_t kMaxConnections = 10'000'000;
+constexpr int64_t kMaxBlockForMs = 366LL * 86'400'000;
+constexpr int64_t kDefaultLeaseTtlMs = 30'000;             // algorithm: concurrency's lease_ttl
+constexpr int64_t kMaxMaxWaiters = 1'000'000;              // a block is not meant to be forever
 constexpr int64_t kMaxServerTimeoutMs = 7LL * 86'400'000;  // a week: beyond it, use 0 (off)
 constexpr int64_t kMaxOutputLimit = int64_t{1} << 40;
 // sliding_window and token_bucket compute count x period_ms in doubles in the
@@ -347,6 +350,7 @@ class ConfigParser {
     std::string name;
     YAML::Node key;
     std::vector<PlacedLimit> limits;
+    std::optional<int64_t> max_in_flight;  // written as a bare integer
   };
   struct RuleDraft {
     Rule rule;
@@ -355,6 +359,12 @@ class ConfigParser {
     std::vector<Tier> tiers;
     std::vector<PlacedInt> burst;
     YAML::Node burst_key;
+    // algorithm: concurrency. A tier's max_in_flight is in its one limit.
+    std::optional<int64_t> max_in_flight;
+    int64_t lease_ttl_ms = kDefaultLeaseTtlMs;
+    YAML::Node lease_ttl_key;
+    std::vector<std::string> rate_fields;  // limits, burst, alerts, shadow, block_for: as written
+    YAML::Node first_rate_key;
   };
 
   Status ParseSection(const std::string& name, const YAML::Node& key, const YAML::Node& value,
@@ -372,10 +382,32 @@ class ConfigParser {
     if (name == "otp") return ParseOtp(key, value, config.otp);
     if (name == "alert_delivery") return ParseAlertDelivery(key, value, config.alert_delivery);
     if (name == "envoy_ratelimit") return ParseEnvoyRateLimit(key, value, config.envoy_ratelimit);
+    if (name == "admin") return ParseAdmin(key, value, config.admin);
+    if (name == "visibility") return ParseVisibility(key, value, config.visibility);
+    if (name == "redact_keys") {
+      Result<bool> redact = Bool(key, value, "redact_keys");
+      if (!redact.ok()) return redact.status();
+      config.redact_keys = *redact;
+      return Status::Ok();
+    }
+    if (name == "data_dir") {
+      Result<std::string> dir = String(key, value, "data_dir");
+      if (!dir.ok()) return dir.status();
+      if (dir->empty()) return FailAt(key, value, "'data_dir' must name a directory", *dir);
+      config.data_dir = *std::move(dir);
+      return Status::Ok();
+    }
+    if (name == "snapshot_interval") {
+      Result<int64_t> ms = DurationOrOff(key, value, "snapshot_interval", 86'400'000);
+      if (!ms.ok()) return ms.status();
+      config.snapshot_interval_ms = *ms;
+      return Status::Ok();
+    }
     return Fail(key.Mark(),
                 "unknown key '" + name +
                     "' at top level; expected store, listen, engine, redis, server, rules, sets, "
-                    "otp, alert_delivery or envoy_ratelimit",
+                    "otp, alert_delivery, envoy_ratelimit, admin, visibility, redact_keys, "
+                    "data_dir or snapshot_interval",
                 name);
   }
 
@@ -486,10 +518,21 @@ class ConfigParser {
       return Fail(key.Mark(), "unknown key '" + name + "' in listen; expected http, resp or grpc",
                   name);
     }
+    // As with --http off: `off` (or false, as YAML users also write it)
+    // turns the front off.
+    if (value.IsScalar()) {
+      for (const char* off : {"off", "Off", "OFF", "false", "False", "FALSE"}) {
+        if (value.Scalar() == off) {
+          *target = "off";
+          return Status::Ok();
+        }
+      }
+    }
     Result<std::string> address = String(key, value, "listen." + name);
     if (!address.ok()) return address.status();
     if (!IsHostPort(*address)) {
-      return FailAt(key, value, "'listen." + name + "' must be host:port, e.g. 127.0.0.1:8080",
+      return FailAt(key, value,
+                    "'listen." + name + "' must be host:port, e.g. 127.0.0.1:8080, or off",
                     *address);
     }
     *target = *std::move(address);
@@ -672,6 +715,72 @@ class ConfigParser {
                   name);
     }
     return Status::Ok();
+  }
+
+  Status ParseAdmin(const YAML::Node& key, const YAML::Node& value, AdminConfig& admin) const {
+    if (!value.IsMap()) return WrongType(key, value, "admin", "a map");
+    return ForEachEntry(
+        value, "key", [&](const std::string& name, const YAML::Node& k, const YAML::Node& v) {
+          std::string* target = name == "token_env"        ? &admin.token_env
+                                : name == "read_token_env" ? &admin.read_token_env
+                                                           : nullptr;
+          if (target == nullptr) {
+            return Fail(k.Mark(),
+                        "unknown key '" + name + "' in admin; expected token_env or read_token_env",
+                        name);
+          }
+          const std::string path = "admin." + name;
+          Result<std::string> variable = String(k, v, path);
+          if (!variable.ok()) return variable.status();
+          if (!IsEnvironmentVariableName(*variable)) {
+            return FailAt(k, v,
+                          "'" + path +
+                              "' must name an environment variable "
+                              "([A-Za-z_][A-Za-z0-9_]*)",
+                          *variable);
+          }
+          *target = *std::move(variable);
+          return Status::Ok();
+        });
+  }
+
+  Status ParseVisibility(const YAML::Node& key, const YAML::Node& value,
+                         VisibilityConfig& visibility) const {
+    if (value.IsNull()) return Status::Ok();
+    if (!value.IsMap()) return WrongType(key, value, "visibility", "a map");
+    return ForEachEntry(value, "key",
+                        [&](const std::string& name, const YAML::Node& k, const YAML::Node& v) {
+                          const std::string path = "visibility." + name;
+                          if (name == "top_subjects") {
+                            Result<bool> on = Bool(k, v, path);
+                            if (!on.ok()) return on.status();
+                            visibility.top_subjects = *on;
+                            return Status::Ok();
+                          }
+                          if (name == "top_capacity") {
+                            Result<int64_t> n = Int(k, v, path, 10, kMaxTopCapacity);
+                            if (!n.ok()) return n.status();
+                            visibility.top_capacity = *n;
+                            return Status::Ok();
+                          }
+                          if (name == "denied_log_interval") {
+                            Result<int64_t> ms = DurationOrOff(k, v, path, 24LL * 3'600'000);
+                            if (!ms.ok()) return ms.status();
+                            visibility.denied_log_interval_ms = *ms;
+                            return Status::Ok();
+                          }
+                          if (name == "publish_interval") {
+                            Result<int64_t> ms = Duration(k, v, path, 100, 600'000);
+                            if (!ms.ok()) return ms.status();
+                            visibility.publish_interval_ms = *ms;
+                            return Status::Ok();
+                          }
+                          return Fail(k.Mark(),
+                                      "unknown key '" + name +
+                                          "' in visibility; expected top_subjects, top_capacity, "
+                                          "denied_log_interval or publish_interval",
+                                      name);
+                        });
   }
 
   // Checks that need the whole server section: the limits' order.
@@ -1114,8 +1223,23 @@ class ConfigParser {
           return ParseRuleField(field, k, v, draft, config);
         });
     if (!s.ok()) return s;
+    if (draft.rule.is_concurrency()) return FinishConcurrencyRule(name, name_key, draft);
+    if (draft.max_in_flight.has_value() || !draft.lease_ttl_key.IsNull()) {
+      return Fail(draft.lease_ttl_key.IsNull() ? name_key.Mark() : draft.lease_ttl_key.Mark(),
+                  "'max_in_flight' and 'lease_ttl' are for algorithm: concurrency, not " +
+                      std::string(AlgorithmName(draft.rule.algorithm)),
+                  name);
+    }
     if (!draft.has_limits) {
       return Fail(name_key.Mark(), "rule '" + name + "' has no 'limits'", name);
+    }
+    for (const Tier& tier : draft.tiers) {
+      if (tier.max_in_flight.has_value()) {
+        return Fail(tier.key.Mark(),
+                    "tier '" + tier.name + "' must be limits like 600/minute (a bare number is " +
+                        "a concurrency rule's max_in_flight)",
+                    tier.name);
+      }
     }
     if (s = CheckBurst(draft); !s.ok()) return s;
     if (s = CheckLimits(draft.rule, draft.limits); !s.ok()) return s;
@@ -1132,11 +1256,61 @@ class ConfigParser {
     return std::move(rule);
   }
 
+  // A concurrency rule: max_in_flight (required) and lease_ttl, tiers of a
+  // max_in_flight each; none of a rate's fields.
+  Result<Rule> FinishConcurrencyRule(const std::string& name, const YAML::Node& name_key,
+                                     RuleDraft& draft) const {
+    if (!draft.rate_fields.empty()) {
+      return Fail(draft.first_rate_key.Mark(),
+                  "'" + draft.rate_fields.front() +
+                      "' is not for algorithm: concurrency (it takes max_in_flight, lease_ttl, "
+                      "tiers of a max_in_flight each, on_backend_error, on_store_full and "
+                      "max_waiters)",
+                  draft.rate_fields.front());
+    }
+    if (!draft.max_in_flight.has_value()) {
+      return Fail(name_key.Mark(), "concurrency rule '" + name + "' has no 'max_in_flight'", name);
+    }
+    Rule& rule = draft.rule;
+    rule.limits = {ConcurrencyLimit(*draft.max_in_flight, draft.lease_ttl_ms)};
+    for (const Tier& tier : draft.tiers) {
+      // A tier is parsed before the algorithm may be known: as a limit, or
+      // as the integer it must be here (Tier::max_in_flight).
+      if (!tier.max_in_flight.has_value()) {
+        return Fail(tier.key.Mark(),
+                    "a tier of a concurrency rule is its max_in_flight, an integer from 0 to " +
+                        std::to_string(kMaxInFlight),
+                    tier.name);
+      }
+      rule.tiers[tier.name] = {ConcurrencyLimit(*tier.max_in_flight, draft.lease_ttl_ms)};
+    }
+    return std::move(rule);
+  }
+
   Status ParseRuleField(const std::string& field, const YAML::Node& key, const YAML::Node& value,
                         RuleDraft& draft, Config& config) const {
     Rule& rule = draft.rule;
     const std::string path = "rules." + rule.name + "." + field;
-    if (field == "algorithm") {
+    if (field == "limits" || field == "burst" || field == "alerts" || field == "shadow" ||
+        field == "block_for" || field == "timezone") {
+      if (draft.rate_fields.empty()) draft.first_rate_key = key;
+      draft.rate_fields.push_back(field);
+    }
+    if (field == "max_in_flight") {
+      Result<int64_t> n = Int(key, value, path, 0, kMaxInFlight);
+      if (!n.ok()) return n.status();
+      draft.max_in_flight = *n;
+      if (draft.lease_ttl_key.IsNull()) draft.lease_ttl_key = key;
+    } else if (field == "lease_ttl") {
+      Result<int64_t> ms = Duration(key, value, path, 1, kMaxLeaseTtlMs);
+      if (!ms.ok()) return ms.status();
+      draft.lease_ttl_ms = *ms;
+      draft.lease_ttl_key = key;
+    } else if (field == "max_waiters") {
+      Result<int64_t> n = Int(key, value, path, 0, kMaxMaxWaiters);
+      if (!n.ok()) return n.status();
+      rule.max_waiters = *n;
+    } else if (field == "algorithm") {
       Result<Algorithm> algorithm = AlgorithmValue(key, value, path);
       if (!algorithm.ok()) return algorithm.status();
       rule.algorithm = *algorithm;
@@ -1176,11 +1350,16 @@ class ConfigParser {
       rule.on_store_full = *on_full;
     } else if (field == "alerts") {
       return ParseAlerts(key, value, path, rule.alerts);
+    } else if (field == "block_for") {
+      Result<int64_t> ms = Duration(key, value, path + ".block_for", 1, kMaxBlockForMs);
+      if (!ms.ok()) return ms.status();
+      rule.block_for_ms = *ms;
     } else {
       return Fail(key.Mark(),
                   "unknown key '" + field + "' in rule '" + rule.name +
                       "'; expected algorithm, limits, burst, tiers, timezone, shadow, "
-                      "on_backend_error, on_store_full or alerts",
+                      "on_backend_error, on_store_full, alerts, block_for, max_waiters, "
+                      "max_in_flight or lease_ttl",
                   field);
     }
     return Status::Ok();
@@ -1192,9 +1371,23 @@ class ConfigParser {
       return Fail(key.Mark(),
                   "tier names are 1 to 64 characters of A-Z, a-z, 0-9, '_', '.', ':' or '-'", tier);
     }
+    // A bare integer is a concurrency rule's tier (its max_in_flight); the
+    // algorithm may come later in the rule, so both readings wait for it.
+    if (value.IsScalar()) {
+      if (const std::optional<int64_t> n = ParseInt(value.Scalar()); n.has_value()) {
+        if (*n < 0 || *n > kMaxInFlight) {
+          return Fail(value.Mark(),
+                      "tier '" + tier + "': max_in_flight must be from 0 to " +
+                          std::to_string(kMaxInFlight),
+                      value.Scalar());
+        }
+        draft.tiers.push_back({tier, key, {}, *n});
+        return Status::Ok();
+      }
+    }
     Result<std::vector<PlacedLimit>> limits = ParseLimits(key, value, tiers_path + "." + tier);
     if (!limits.ok()) return limits.status();
-    draft.tiers.push_back({tier, key, *std::move(limits)});
+    draft.tiers.push_back({tier, key, *std::move(limits), std::nullopt});
     return Status::Ok();
   }
 
@@ -1255,6 +1448,7 @@ class ConfigParser {
       std::string problem;
       switch (rule.algorithm) {
         case Algorithm::kFixedWindow:
+        case Algorithm::kConcurrency:
           break;
         case Algorithm::kSlidingWindow:
           if (l.count * period_ms > kMaxExactProduct) {
@@ -1371,6 +1565,13 @@ std::string JoinLimits(const std::vector<Limit>& limits) {
                        [](std::string* out, const Limit& l) { out->append(l.ToString()); });
 }
 
+// A concurrency rule's one limit, in the config's words.
+std::string ConcurrencyText(const std::vector<Limit>& limits) {
+  if (limits.empty()) return "";
+  return "max_in_flight=" + std::to_string(limits[0].count) +
+         ", lease_ttl=" + std::to_string(limits[0].multiplier) + "ms";
+}
+
 }  // namespace
 
 Result<Config> ParseConfig(std::string_view yaml, std::string_view source) {
@@ -1439,11 +1640,14 @@ std::string DescribeConfig(const Config& config) {
   out += "rules (" + std::to_string(config.rules.size()) + "):\n";
   for (const Rule& rule : config.rules) {
     out += "  " + rule.name + ": " + std::string(AlgorithmName(rule.algorithm)) + " " +
-           JoinLimits(rule.limits);
+           (rule.is_concurrency() ? ConcurrencyText(rule.limits) : JoinLimits(rule.limits));
     if (!rule.burst.empty()) out += "; burst=" + absl::StrJoin(rule.burst, ", ");
     if (!rule.tiers.empty()) {
-      out += "; tiers: " + absl::StrJoin(rule.tiers, "; ", [](std::string* dst, const auto& tier) {
-               dst->append(tier.first + "=" + JoinLimits(tier.second));
+      out += "; tiers: " +
+             absl::StrJoin(rule.tiers, "; ", [&rule](std::string* dst, const auto& tier) {
+               dst->append(tier.first + "=" +
+                           (rule.is_concurrency() ? std::to_string(tier.second.at(0).count)
+                                                  : JoinLimits(tier.second)));
              });
     }
     if (rule.timezone != "UTC") out += "; timezone=" + rule.timezone;

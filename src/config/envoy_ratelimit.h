@@ -2,10 +2,11 @@
 // and a tree of `descriptors` (key, optional value, `rate_limit`,
 // `shadow_mode`, `detailed_metric`, nested `descriptors`).
 //
-// This is the files' shape only; matching requests against it and deciding
-// with the Limiter is service/envoy_rls.h. One floodgate addition: a
-// `rate_limit` may name a floodgate rule (`floodgate_rule: api`) instead of
-// giving `unit` and `requests_per_unit`, for floodgate's other algorithms.
+// This is the files' shape only; matching requests against it is
+// service/envoy_rules.h, answering them server/rls_service.h. One floodgate
+// addition: a `rate_limit` may name a floodgate rule (`floodgate_rule: api`)
+// instead of giving `unit` and `requests_per_unit`, for floodgate's other
+// algorithms.
 #pragma once
 
 #include <cstdint>
@@ -13,21 +14,14 @@
 #include <string_view>
 #include <vector>
 
+#include "common/envoy_unit.h"
 #include "floodgate/config.h"
 #include "floodgate/status.h"
 
 namespace floodgate::envoy {
 
 // Envoy's RateLimitResponse.RateLimit.Unit, with its wire numbers.
-enum class Unit : int {
-  kUnknown = 0,
-  kSecond = 1,
-  kMinute = 2,
-  kHour = 3,
-  kDay = 4,
-  kMonth = 5,
-  kYear = 6
-};
+using Unit = EnvoyUnit;
 
 // "second", "minute", ... (lower case), "unknown" for kUnknown.
 std::string_view UnitName(Unit unit);

@@ -5,6 +5,7 @@
 // that quotes the text rather than guessed at. Every bound is checked before
 // the arithmetic it protects, so hostile input cannot overflow.
 #include <array>
+#include <charconv>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -61,7 +62,10 @@ constexpr UnitAlias kUnitAliases[] = {
     {"year", TimeUnit::kYear},      {"years", TimeUnit::kYear},      //
 };
 
-constexpr std::string_view kExpectedUnits = "expected ms, s, m, h, d, w, month or year";
+// Every spelling kUnitAliases accepts (plurals of the words too).
+constexpr std::string_view kExpectedUnits =
+    "expected ms, s (sec, second), m (min, minute), h (hr, hour), d (day), w (wk, week), "
+    "mo (month) or y (yr, year); plurals accepted";
 
 const UnitInfo& Info(TimeUnit unit) { return kUnits[static_cast<size_t>(unit)]; }
 
@@ -109,13 +113,15 @@ std::string_view AlgorithmName(Algorithm algorithm) {
       return "token_bucket";
     case Algorithm::kGcra:
       return "gcra";
+    case Algorithm::kConcurrency:
+      return "concurrency";
   }
   return "unknown";
 }
 
 std::optional<Algorithm> ParseAlgorithm(std::string_view name) {
   for (Algorithm a : {Algorithm::kFixedWindow, Algorithm::kSlidingWindow, Algorithm::kSlidingLog,
-                      Algorithm::kTokenBucket, Algorithm::kGcra}) {
+                      Algorithm::kTokenBucket, Algorithm::kGcra, Algorithm::kConcurrency}) {
     if (AlgorithmName(a) == name) return a;
   }
   return std::nullopt;
@@ -214,6 +220,23 @@ Result<Limit> ParseLimit(std::string_view text) {
   const int64_t unit_ms = Info(limit.unit).ms;
   if (limit.multiplier > kMaxPeriodMs / unit_ms) return too_long();
   return limit;
+}
+
+Result<Limit> ParseLimitOf(const Rule& rule, std::string_view text) {
+  if (!rule.is_concurrency()) return ParseLimit(text);
+  int64_t n = -1;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
+  if (ec != std::errc() || end != text.data() + text.size() || text.empty() || n < 0 ||
+      n > kMaxInFlight) {
+    return InvalidArgumentError("\"" + std::string(text) + "\" is not a max_in_flight: rule '" +
+                                rule.name + "' is a concurrency rule, whose limit is an integer " +
+                                "from 0 to " + std::to_string(kMaxInFlight));
+  }
+  return ConcurrencyLimit(n, rule.lease_ttl_ms());
+}
+
+std::string LimitTextOf(const Rule& rule, const Limit& limit) {
+  return rule.is_concurrency() ? std::to_string(limit.count) : limit.ToString();
 }
 
 }  // namespace floodgate

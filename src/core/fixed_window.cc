@@ -1,8 +1,10 @@
 // fixed_window: one counter per window; windows come from the limit's Zone
 // (epoch-aligned below a day, calendar-aligned from a day up).
+#include <algorithm>
 #include <cstdint>
 
 #include "core/algorithms.h"
+#include "core/refund.h"
 
 namespace floodgate::core {
 namespace {
@@ -52,6 +54,18 @@ Outcome ApplyFixedWindow(const LimitParams& p, FixedWindowState& s, int64_t now_
   st.reset_after_ms = used_after > 0 ? w.end_ms - now_ms : 0;
   out.expires_at_ms = used_after > 0 ? w.end_ms : 0;
   return out;
+}
+
+void RefundFixedWindow(const LimitParams& p, FixedWindowState& s, int64_t now_ms, int64_t cost) {
+  if (s.used <= 0) return;
+  if (now_ms < s.window_start_ms) now_ms = s.window_start_ms;  // as Apply: the counted window
+  // Only the window holding now limits anything: a count from an earlier
+  // one is already spent, and giving it back would change nothing.
+  const int64_t start = SameEpochWindow(p, s, now_ms)
+                            ? s.window_start_ms
+                            : p.zone->WindowAt(p.unit, p.multiplier, now_ms).start_ms;
+  if (start != s.window_start_ms) return;
+  s.used -= std::min(cost, s.used);
 }
 
 }  // namespace floodgate::core

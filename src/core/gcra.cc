@@ -12,6 +12,9 @@
 
 #include <string>
 
+#include "core/int_math.h"
+#include "core/refund.h"
+
 namespace floodgate::core {
 
 GcraFigures GcraStep(const LimitParams& p, GcraState& s, int64_t now_ms, int64_t cost) {
@@ -99,6 +102,16 @@ Outcome ApplyGcra(const LimitParams& p, GcraState& s, int64_t now_ms, int64_t co
   // ceil((now_ms * 1000 + ttl_us) / 1000), now_ms * 1000 being a multiple.
   out.expires_at_ms = f.ttl_us > 0 ? now_ms + st.reset_after_ms : 0;
   return out;
+}
+
+void RefundGcra(const LimitParams& p, GcraState& s, int64_t now_ms, int64_t cost) {
+  const int64_t now_us = now_ms * 1000;
+  // A TAT not ahead of now is a full burst already: nothing to give back.
+  if (s.tat_us <= now_us) return;
+  const int64_t ahead_us = s.tat_us - now_us;
+  // Not below now: a TAT in the past would make more than the burst
+  // available. Compared before multiplying, as cost * emission may overflow.
+  s.tat_us = cost >= CeilDiv(ahead_us, p.emission_us) ? now_us : s.tat_us - cost * p.emission_us;
 }
 
 }  // namespace floodgate::core

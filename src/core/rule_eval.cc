@@ -6,6 +6,7 @@
 #include <string>
 
 #include "core/algorithms.h"
+#include "core/refund.h"
 #include "core/sliding_log.h"
 
 namespace floodgate::core {
@@ -140,6 +141,8 @@ int StateWords(Algorithm algorithm, int num_limits) {
       return num_limits;
     case Algorithm::kSlidingLog:
       return 1;
+    case Algorithm::kConcurrency:
+      return 0;  // leases live in a table of their own (core/concurrency.h)
   }
   return 0;
 }
@@ -155,6 +158,10 @@ void FinishDecision(const CompiledRule& rule, bool admitted, Decision* decision)
   d.shadow_denied = false;
   d.fallback = Fallback::kNone;  // a store answered (a caller may reuse a Decision)
   d.binding = BindingLimit(d);
+  if (static_cast<size_t>(d.binding) < rule.limits.size()) {
+    const LimitParams& bound = rule.limits[d.binding];
+    d.binding_limit = Limit{bound.count, bound.multiplier, bound.unit};
+  }
   const LimitStatus& b = d.limits[d.binding];
   d.limit = b.limit;
   d.remaining = b.remaining;
@@ -213,7 +220,10 @@ Result<CompiledRule> CompileRule(const Rule& rule, const std::string& tier,
   c.zone = *zone;
   for (size_t i = 0; i < limits.size(); ++i) {
     const Limit& l = limits[i];
-    if (l.count < 1 || l.count > kMaxLimitCount || l.multiplier < 1 || l.PeriodMs() < 1 ||
+    // A concurrency rule's limit is its max_in_flight, which may be 0 (a
+    // tier or an override that admits nobody).
+    const int64_t min_count = rule.algorithm == Algorithm::kConcurrency ? 0 : 1;
+    if (l.count < min_count || l.count > kMaxLimitCount || l.multiplier < 1 || l.PeriodMs() < 1 ||
         l.PeriodMs() > kMaxPeriodMs) {
       return LimitError(rule, tier, l, "is out of range");
     }
@@ -275,6 +285,10 @@ Result<CompiledRule> CompileRule(const Rule& rule, const std::string& tier,
         }
         break;
       }
+      case Algorithm::kConcurrency:
+        // count is max_in_flight and the period the lease TTL: nothing here
+        // is state arithmetic (leases are decided by core/concurrency.h).
+        break;
     }
     c.limits.push_back(p);
   }
@@ -302,8 +316,13 @@ int64_t EvaluateRule(const CompiledRule& rule, int64_t* state, int64_t now_ms, i
       return EvaluateFixedSize<GcraState, ApplyGcra>(rule, state, now_ms, cost, decision);
     case Algorithm::kSlidingLog:
       return EvaluateSlidingLog(rule, state, now_ms, cost, decision);
+    case Algorithm::kConcurrency:
+      break;  // decided by leases, never by a check: see below
   }
+  // No rate to decide (a concurrency rule, which the service never checks):
+  // a denial that never clears, no state touched, nothing kept.
   *decision = Decision{};
+  decision->retry_after_ms = -1;
   return 0;
 }
 
@@ -311,6 +330,59 @@ void ReleaseRuleState(Algorithm algorithm, int64_t* state) {
   if (algorithm != Algorithm::kSlidingLog) return;
   delete reinterpret_cast<SlidingLog*>(state[0]);
   state[0] = 0;
+}
+
+namespace {
+
+template <typename State, void (*Refund)(const LimitParams&, State&, int64_t, int64_t)>
+void RefundFixedSize(const CompiledRule& rule, int64_t* words, int64_t now_ms, int64_t cost) {
+  static_assert(sizeof(State) % sizeof(int64_t) == 0);
+  constexpr size_t kWords = sizeof(State) / sizeof(int64_t);
+  for (size_t i = 0; i < rule.limits.size(); ++i) {
+    State s;
+    std::memcpy(&s, words + i * kWords, sizeof(State));
+    Refund(rule.limits[i], s, now_ms, cost);
+    std::memcpy(words + i * kWords, &s, sizeof(State));
+  }
+}
+
+}  // namespace
+
+void RefundRule(const CompiledRule& rule, int64_t* state, int64_t now_ms, int64_t cost) {
+  switch (rule.algorithm) {
+    case Algorithm::kFixedWindow:
+      return RefundFixedSize<FixedWindowState, RefundFixedWindow>(rule, state, now_ms, cost);
+    case Algorithm::kSlidingWindow:
+      return RefundFixedSize<SlidingWindowState, RefundSlidingWindow>(rule, state, now_ms, cost);
+    case Algorithm::kTokenBucket:
+      return RefundFixedSize<TokenBucketState, RefundTokenBucket>(rule, state, now_ms, cost);
+    case Algorithm::kGcra:
+      return RefundFixedSize<GcraState, RefundGcra>(rule, state, now_ms, cost);
+    case Algorithm::kSlidingLog:
+      // No log yet: nothing was ever logged, so nothing to give back.
+      if (auto* log = reinterpret_cast<SlidingLog*>(state[0]); log != nullptr) {
+        log->Refund(rule.limits, now_ms, cost);
+      }
+      return;
+    case Algorithm::kConcurrency:
+      return;  // no state: leases are released, never refunded
+  }
+}
+
+int64_t RefundRuleAndPeek(const CompiledRule& rule, int64_t* state, int64_t now_ms, int64_t cost,
+                          Decision* after) {
+  RefundRule(rule, state, now_ms, cost);
+  // A peek fires nothing and changes no alert bit; it says how long the
+  // state must be kept for the bits it has.
+  AlertOutcome unused;
+  const int64_t expires = EvaluateRuleWithAlerts(rule, state, now_ms, 0, after, &unused);
+  if (expires > now_ms) return expires;
+  // It holds nothing any more, and every store drops it now (the embedded
+  // store frees the entry, a script deletes the key): cleared here too, so
+  // that a clock step back finds a new subject wherever the state lived.
+  ReleaseRuleState(rule.algorithm, state);
+  std::fill(state, state + rule.state_words, 0);
+  return 0;
 }
 
 }  // namespace floodgate::core

@@ -38,12 +38,15 @@ Result<CompiledRule> CompileRule(const Rule& rule, const std::string& tier,
 
 // Size of a rule's state in int64 words: 2 per limit for fixed_window and
 // token_bucket, 3 for sliding_window, 1 for gcra; sliding_log keeps one word,
-// an owning pointer to its SlidingLog (see ReleaseRuleState).
+// an owning pointer to its SlidingLog (see ReleaseRuleState); concurrency
+// none (its leases are a table of their own: core/concurrency.h).
 int StateWords(Algorithm algorithm, int num_limits);
 
 // Evaluates `rule` for `cost` units at now_ms against `state` (all zeros for
 // a new subject), updating it iff admitted with cost > 0, and fills *decision.
 // Returns when the state will hold nothing (0: nothing to keep).
+// A concurrency rule is decided by leases, never here: it is denied with
+// retry_after_ms -1 and no limits, `state` untouched, 0 returned.
 // Not thread-safe for one state: the caller serialises.
 int64_t EvaluateRule(const CompiledRule& rule, int64_t* state, int64_t now_ms, int64_t cost,
                      Decision* decision);
@@ -66,5 +69,25 @@ void FallbackDecision(const CompiledRule& rule, bool allow, Fallback reason, Dec
 
 // Frees what a state owns (sliding_log's log). Safe on a zero state.
 void ReleaseRuleState(Algorithm algorithm, int64_t* state);
+
+// Gives back up to `cost` units (in [1, kMaxLimitCount]; callers check) to
+// every limit of `rule` in `state` at now_ms, each as its algorithm defines
+// a refund (core/refund.h): never below nothing used, never creating state
+// (a zero state stays zero), never moving the state's expiry later. Unlike
+// a decision it is not all-or-nothing: each limit gives back what it
+// counts. Alert bits already set stay set (the thresholds they stand for
+// were reached and reported; a refund does not make them fire again in the
+// same window). A concurrency rule has nothing to refund: a no-op.
+// Not thread-safe for one state: the caller serialises.
+void RefundRule(const CompiledRule& rule, int64_t* state, int64_t now_ms, int64_t cost);
+
+// RefundRule, then a peek at the state it left (EvaluateRule with cost 0,
+// at the same instant) into *after: what the subject has now. Returns when
+// the state holds nothing any more, alert bits included, as
+// EvaluateRuleWithAlerts does for that peek; never later than before the
+// refund. A state that holds nothing at now_ms is cleared (released and
+// zeroed, as a new subject's) and 0 returned: the stores drop it then.
+int64_t RefundRuleAndPeek(const CompiledRule& rule, int64_t* state, int64_t now_ms, int64_t cost,
+                          Decision* after);
 
 }  // namespace floodgate::core

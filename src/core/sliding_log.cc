@@ -3,6 +3,8 @@
 
 #include <algorithm>
 
+#include "common/fixed_fields.h"
+
 namespace floodgate::core {
 
 SlidingLog::SlidingLog(int num_limits) : cursors_(num_limits) {}
@@ -103,6 +105,77 @@ bool SlidingLog::Apply(std::span<const LimitParams> limits, int64_t now_ms, int6
   const int64_t expires = size_ > 0 ? newest + longest : 0;
   for (size_t i = 0; i < limits.size(); ++i) out[i].expires_at_ms = expires;
   return admitted;
+}
+
+void SlidingLog::Refund(std::span<const LimitParams> limits, int64_t now_ms, int64_t cost) {
+  if (size_ == 0) return;
+  const int64_t newest = ring_[(head_ + size_ - 1) % ring_.size()].t_ms;
+  Advance(limits, std::max(now_ms, newest));  // as Apply: a clock step back changes nothing
+  while (cost > 0 && size_ > 0) {
+    const uint64_t seq = first_seq_ + size_ - 1;
+    Event& e = ring_[(head_ + size_ - 1) % ring_.size()];
+    const int64_t take = std::min(cost, e.units);
+    // Only the limits whose window still holds the event counted its units.
+    for (Cursor& c : cursors_) {
+      if (c.seq <= seq) c.sum -= take;
+    }
+    e.units -= take;
+    cost -= take;
+    if (e.units == 0) {
+      --size_;
+      // A cursor past the dropped event (its window had let it go) now
+      // points past the new newest one: it counts what comes next.
+      for (Cursor& c : cursors_) c.seq = std::min(c.seq, seq);
+    }
+  }
+}
+
+void SlidingLog::Encode(std::string* out) const {
+  fixed::Put<uint32_t>(out, static_cast<uint32_t>(cursors_.size()));
+  fixed::Put<uint64_t>(out, size_);
+  fixed::Put<uint64_t>(out, first_seq_);
+  for (size_t i = 0; i < size_; ++i) {
+    const Event& e = ring_[(head_ + i) % ring_.size()];
+    fixed::Put<int64_t>(out, e.t_ms);
+    fixed::Put<int64_t>(out, e.units);
+  }
+  for (const Cursor& c : cursors_) {
+    fixed::Put<uint64_t>(out, c.seq);
+    fixed::Put<int64_t>(out, c.sum);
+  }
+}
+
+std::unique_ptr<SlidingLog> SlidingLog::Decode(std::string_view in, int num_limits) {
+  uint32_t limits = 0;
+  uint64_t size = 0, first_seq = 0;
+  if (!fixed::Get(&in, &limits) || !fixed::Get(&in, &size) || !fixed::Get(&in, &first_seq))
+    return nullptr;
+  if (num_limits == 0) num_limits = static_cast<int>(std::min<uint32_t>(limits, kMaxLimitsPerRule));
+  if (static_cast<int>(limits) != num_limits || num_limits <= 0) return nullptr;
+  // Each event is 16 bytes: a count the bytes cannot hold is a corrupt one
+  // (checked before allocating for it).
+  if (size > in.size() / 16 || first_seq > UINT64_MAX - size) return nullptr;
+  auto log = std::make_unique<SlidingLog>(num_limits);
+  log->ring_.resize(std::max<size_t>(4, size));
+  for (size_t i = 0; i < size; ++i) {
+    Event& e = log->ring_[i];
+    if (!fixed::Get(&in, &e.t_ms) || !fixed::Get(&in, &e.units) || e.units <= 0) return nullptr;
+    if (i > 0 && e.t_ms < log->ring_[i - 1].t_ms) return nullptr;
+  }
+  log->size_ = size;
+  log->first_seq_ = first_seq;
+  for (Cursor& c : log->cursors_) {
+    if (!fixed::Get(&in, &c.seq) || !fixed::Get(&in, &c.sum)) return nullptr;
+    if (c.seq < first_seq || c.seq > first_seq + size) return nullptr;
+    // The sum is the units from the cursor to the newest event.
+    int64_t sum = 0;
+    for (uint64_t q = c.seq; q < first_seq + size; ++q) {
+      if (__builtin_add_overflow(sum, log->At(q).units, &sum)) return nullptr;
+    }
+    if (sum != c.sum) return nullptr;
+  }
+  if (!in.empty()) return nullptr;
+  return log;
 }
 
 }  // namespace floodgate::core

@@ -11,7 +11,10 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <span>
+#include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/limit_params.h"
@@ -29,7 +32,24 @@ class SlidingLog {
   bool Apply(std::span<const LimitParams> limits, int64_t now_ms, int64_t cost,
              std::span<Outcome> out);
 
+  // Gives back `cost` units (core/refund.h's contract): at now_ms (not
+  // before the newest event), after the events no window covers any more
+  // are dropped, removes the `cost` most recent units logged, trimming
+  // events from the newest back; each limit's sum drops by the units removed
+  // inside its own window. An empty log is left as it is.
+  void Refund(std::span<const LimitParams> limits, int64_t now_ms, int64_t cost);
+
   size_t size() const { return size_; }
+
+  // The log as bytes, for a snapshot of the embedded store: its events,
+  // oldest first, and each limit's cursor. Host byte order (the snapshot
+  // file records it).
+  void Encode(std::string* out) const;
+  // The log Encode wrote, for a rule of `num_limits` limits (0: as many as
+  // the bytes say, at most kMaxLimitsPerRule); null for bytes
+  // that are not such a log (a count that does not match, a cursor outside
+  // the events, sums that do not add up).
+  static std::unique_ptr<SlidingLog> Decode(std::string_view in, int num_limits);
 
  private:
   struct Event {

@@ -6,8 +6,11 @@
 // Comparing scaled by P (previous * weight + current * P <= count * P) needs
 // no division, so there is no rounding; config guarantees count * P <= 2^53,
 // which bounds every product below.
+#include <algorithm>
+
 #include "core/algorithms.h"
 #include "core/int_math.h"
+#include "core/refund.h"
 
 namespace floodgate::core {
 
@@ -66,6 +69,32 @@ Outcome ApplySlidingWindow(const LimitParams& p, SlidingWindowState& s, int64_t 
   }
   st.reset_after_ms = out.expires_at_ms > 0 ? out.expires_at_ms - now_ms : 0;
   return out;
+}
+
+void RefundSlidingWindow(const LimitParams& p, SlidingWindowState& s, int64_t now_ms,
+                         int64_t cost) {
+  if (s.current == 0 && s.previous == 0) return;
+  if (now_ms < s.window_start_ms) now_ms = s.window_start_ms;  // as Apply
+  const int64_t period = p.period_ms;
+  const int64_t start = AlignDown(now_ms, period);
+  // The two buckets as Apply sees them at now_ms.
+  int64_t current;
+  int64_t previous;
+  if (start == s.window_start_ms) {
+    current = s.current;
+    previous = s.previous;
+  } else if (start == s.window_start_ms + period) {
+    current = 0;
+    previous = s.current;
+  } else {
+    return;  // both buckets have slid out: nothing counts any more
+  }
+  // The current bucket first: its units weigh fully, so each one given back
+  // is one request admitted again; the previous bucket's weigh less.
+  const int64_t from_current = std::min(cost, current);
+  const int64_t from_previous = std::min(cost - from_current, previous);
+  if (from_current == 0 && from_previous == 0) return;
+  s = {start, current - from_current, previous - from_previous};
 }
 
 }  // namespace floodgate::core

@@ -4,6 +4,7 @@
 // Config guarantees max(count, capacity) * period_ms <= 2^53.
 #include "core/algorithms.h"
 #include "core/int_math.h"
+#include "core/refund.h"
 
 namespace floodgate::core {
 
@@ -39,6 +40,20 @@ Outcome ApplyTokenBucket(const LimitParams& p, TokenBucketState& s, int64_t now_
   st.reset_after_ms = CeilDiv(missing, rate);
   out.expires_at_ms = missing > 0 ? now_ms + st.reset_after_ms : 0;
   return out;
+}
+
+void RefundTokenBucket(const LimitParams& p, TokenBucketState& s, int64_t now_ms, int64_t cost) {
+  if (s.scaled_tokens_missing <= 0) return;          // full: the capacity caps what comes back
+  if (now_ms < s.updated_ms) now_ms = s.updated_ms;  // as Apply: a step back refills nothing
+  const int64_t period = p.period_ms;
+  const int64_t elapsed = now_ms - s.updated_ms;
+  int64_t missing = s.scaled_tokens_missing;
+  // As Apply, compare before multiplying: elapsed * rate and cost * period
+  // may overflow where the result is simply a full bucket.
+  if (elapsed >= CeilDiv(missing, p.count)) return;  // refilled by now: nothing to give back
+  missing -= elapsed * p.count;
+  missing = cost >= CeilDiv(missing, period) ? 0 : missing - cost * period;
+  s = {missing, now_ms};
 }
 
 }  // namespace floodgate::core

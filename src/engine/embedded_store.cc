@@ -2,7 +2,15 @@
 // on the entry's state under its shard lock; nothing here waits.
 #include "engine/embedded_store.h"
 
+#include <algorithm>
+#include <cstring>
+#include <memory>
+
+#include "common/fixed_fields.h"
 #include "core/gcra.h"
+#include "core/sliding_log.h"
+#include "engine/control_file.h"
+#include "engine/snapshot.h"
 
 namespace floodgate::engine {
 namespace {
@@ -10,26 +18,69 @@ namespace {
 constexpr uint32_t kThrottleId = 0;  // CL.THROTTLE: one TAT per key
 constexpr uint32_t kSetId = 1;
 constexpr uint32_t kOtpId = 2;
+constexpr uint32_t kLeaseId = 3;
+static_assert(kLeaseId + 1 == store::kFirstRuleId);
 
 void ReleaseSlidingLog(int64_t* state) { core::ReleaseRuleState(Algorithm::kSlidingLog, state); }
 
+// A sliding_log state in a snapshot: the log's bytes (length first), then
+// the words after the log's pointer (the alert words) as they are.
+void EncodeSlidingLog(const int64_t* state, int words, std::string* out) {
+  std::string log;
+  if (const auto* l = reinterpret_cast<const core::SlidingLog*>(state[0]); l != nullptr) {
+    l->Encode(&log);
+  }
+  fixed::Put<uint32_t>(out, static_cast<uint32_t>(log.size()));
+  *out += log;
+  out->append(reinterpret_cast<const char*>(state + 1),
+              static_cast<size_t>(words - 1) * sizeof(int64_t));
+}
+
+bool DecodeSlidingLog(std::string_view in, int words, int64_t /*now_ms*/, int64_t* state) {
+  uint32_t len = 0;
+  std::string_view log;
+  if (words < 1 || !fixed::Get(&in, &len) || !fixed::Bytes(&in, len, &log) ||
+      in.size() != static_cast<size_t>(words - 1) * sizeof(int64_t)) {
+    return false;
+  }
+  if (len > 0) {
+    std::unique_ptr<core::SlidingLog> decoded = core::SlidingLog::Decode(log, 0);
+    if (decoded == nullptr) return false;
+    state[0] = reinterpret_cast<int64_t>(decoded.release());
+  }
+  std::memcpy(state + 1, in.data(), in.size());
+  return true;
+}
+
+// What a rule variant's state means, for a snapshot: entries saved under
+// one config go back only under a variant with the same identity (name,
+// tier, algorithm, zone, limits, alert thresholds, layout). As the Redis
+// store's fingerprint, a changed limit starts its subjects afresh.
+std::string RuleIdentity(const core::CompiledRule& rule) {
+  std::string id = "rule|" + rule.name + '|' + rule.tier + '|' +
+                   std::string(AlgorithmName(rule.algorithm)) + '|' +
+                   (rule.zone ? rule.zone->name() : std::string("UTC")) + '|' +
+                   std::to_string(rule.state_words);
+  for (const core::LimitParams& l : rule.limits) {
+    id += '|' + std::to_string(l.count) + '/' + std::to_string(l.multiplier) + 'x' +
+          std::to_string(static_cast<int>(l.unit)) + '^' + std::to_string(l.capacity);
+  }
+  for (int j = 0; j < rule.alerts.num_thresholds; ++j) {
+    id += j == 0 ? "|alerts:" : ",";
+    id += std::to_string(rule.alerts.percents[j]);
+  }
+  return id;
+}
+
 std::vector<VariantLayout> FixedLayouts() {
-  std::vector<VariantLayout> layouts(EmbeddedStore::kFirstRuleId);
+  std::vector<VariantLayout> layouts(store::kFirstRuleId);
   layouts[kThrottleId].state_words = 1;  // a TAT
   layouts[kThrottleId].ages_itself = true;
   layouts[kSetId] = SetStore::Layout();
   layouts[kOtpId] = OtpStore::Layout();
+  layouts[kLeaseId] = LeaseStore::Layout();
   return layouts;
 }
-
-// Nothing is ever held back here: every answer is known at once.
-class NoBatch final : public store::Batch {
- public:
-  void Flush() override {}
-  void FlushAll() override {}
-  size_t size() const override { return 0; }
-  void CountTimeoutFrom(int64_t) override {}
-};
 
 }  // namespace
 
@@ -37,16 +88,35 @@ EmbeddedStore::EmbeddedStore(const EngineConfig& config, const Clock& clock)
     : clock_(clock),
       memory_(config, FixedLayouts(), clock),
       sets_(memory_, kSetId),
-      otp_(memory_, kOtpId) {}
+      otp_(memory_, kOtpId),
+      leases_(memory_, kLeaseId) {
+  identities_.resize(store::kFirstRuleId);
+  identities_[kThrottleId] = "throttle|1";
+  identities_[kSetId] = "set|1";
+  identities_[kOtpId] = "otp|1";
+  identities_[kLeaseId] = "lease|1";
+}
 
 Result<std::string> EmbeddedStore::Describe(const core::CompiledRule& rule, uint32_t id) {
   VariantLayout layout;
-  layout.state_words = rule.state_words;
+  // A concurrency rule has no state of its own (its leases are LeaseStore's
+  // tables) and is never checked: a word that stays zero keeps the ids in
+  // step.
+  layout.state_words = std::max(1, rule.state_words);
   layout.ages_itself = true;  // every algorithm's state does (see VariantLayout)
-  if (rule.algorithm == Algorithm::kSlidingLog) layout.release = &ReleaseSlidingLog;
+  if (rule.algorithm == Algorithm::kSlidingLog) {
+    layout.release = &ReleaseSlidingLog;
+    layout.encode = &EncodeSlidingLog;
+    layout.decode = &DecodeSlidingLog;
+  }
   auto added = memory_.AddVariant(layout);
   if (!added.ok()) return added.status();
   if (*added != id) return InternalError("variant ids out of step with the store");
+  std::lock_guard<std::mutex> lock(identities_mu_);
+  if (identities_.size() <= id) identities_.resize(id + 1);
+  // A concurrency rule's variant holds nothing (its leases are the lease
+  // variant's): nothing to save.
+  if (rule.algorithm != Algorithm::kConcurrency) identities_[id] = RuleIdentity(rule);
   return std::string();
 }
 
@@ -55,15 +125,21 @@ store::Answer EmbeddedStore::Check(const store::CheckOp& op, Decision* decision,
   // With a million subjects the entry's table slot is a cache miss, the
   // largest cost of a decision: start it before reading the clock, which
   // then overlaps it (see MemoryStore::Prefetch).
-  const MemoryStore::PreparedKey key = memory_.Prepare(op.variant.id, op.subject);
+  const MemoryStore::PreparedKey key =
+      op.prefetched != 0 ? MemoryStore::PreparedKey{op.variant.id, op.subject, op.prefetched}
+                         : memory_.Prepare(op.variant.id, op.subject);
   const int64_t now_ms = op.at_ms != nullptr ? *op.at_ms
                          : op.read_ms > 0    ? op.read_ms
                                              : clock_.NowMs();
   const core::CompiledRule& rule = *op.variant.rule;
   if (op.alerts == nullptr) {
-    *status = memory_.Update(key, now_ms, [&](int64_t* state, bool /*fresh*/) {
+    Status s = memory_.Update(key, now_ms, [&](int64_t* state, bool /*fresh*/) {
       return core::EvaluateRule(rule, state, now_ms, op.cost, decision);
     });
+    // OK onto OK (nearly every decision) moves no message.
+    if (!s.ok() || !status->ok()) [[unlikely]] {
+      *status = std::move(s);
+    }
   } else {
     // The alert bits are decided under the same lock as the count; the
     // caller emits the events after, outside it.
@@ -75,11 +151,13 @@ store::Answer EmbeddedStore::Check(const store::CheckOp& op, Decision* decision,
   return store::Answer::kNow;
 }
 
-void EmbeddedStore::Prefetch(uint32_t id, std::string_view subject) {
-  memory_.Prefetch(id, subject);
+size_t EmbeddedStore::Prefetch(uint32_t id, std::string_view subject) {
+  return memory_.Prefetch(id, subject);
 }
 
-std::unique_ptr<store::Batch> EmbeddedStore::NewBatch(int) { return std::make_unique<NoBatch>(); }
+std::unique_ptr<store::Batch> EmbeddedStore::NewBatch(int) {
+  return std::make_unique<store::ImmediateBatch>();
+}
 
 store::Answer EmbeddedStore::Throttle(const store::ThrottleOp& op, ThrottleResult* result,
                                       Status* status, store::Later<ThrottleResult>) {
@@ -122,6 +200,26 @@ store::Answer EmbeddedStore::Reset(const store::ResetOp& op, Status* status, sto
   return store::Answer::kNow;
 }
 
+store::Answer EmbeddedStore::Refund(const store::RefundOp& op, Decision* after, Status* status,
+                                    store::Later<Decision>) {
+  const int64_t now_ms = op.at_ms != nullptr ? *op.at_ms : clock_.NowMs();
+  const core::CompiledRule& rule = *op.variant.rule;
+  // An absent entry runs on a zero state, which a refund leaves zero: the
+  // peek's expiry is then 0, so Update creates nothing, and is OK even in a
+  // full store. An existing entry gets the peek's expiry, never later than
+  // the one it had (an expired one's state counts nothing: it is freed).
+  *status = memory_.Update(op.variant.id, op.subject, now_ms, [&](int64_t* state, bool) {
+    return core::RefundRuleAndPeek(rule, state, now_ms, op.cost, after);
+  });
+  return store::Answer::kNow;
+}
+
+store::Answer EmbeddedStore::Lease(const store::LeaseOp& op, store::LeaseResult* result,
+                                   Status* status, store::Later<store::LeaseResult>) {
+  *status = leases_.Run(op, op.at_ms != nullptr ? *op.at_ms : clock_.NowMs(), result);
+  return store::Answer::kNow;
+}
+
 store::Answer EmbeddedStore::RunSet(const SetRequest& request, int64_t max_members, SetReply* reply,
                                     Status* status, store::Later<SetReply>) {
   *status = sets_.Run(request, max_members, clock_.NowMs(), reply);
@@ -152,6 +250,26 @@ store::Answer EmbeddedStore::OtpConsume(std::string_view subject, std::string_vi
 EmbeddedStore::Usage EmbeddedStore::GetUsage() const {
   const MemoryStore::Stats s = memory_.GetStats();
   return Usage{s.entries, s.rejected_full, s.expired_freed, s.bytes};
+}
+
+Result<std::unique_ptr<store::ControlStore>> EmbeddedStore::NewControlStore(
+    const store::ControlStoreOptions& options) {
+  auto opened = LocalControlStore::Open(options.data_dir);
+  if (!opened.ok()) return opened.status();
+  return std::unique_ptr<store::ControlStore>(std::move(*opened));
+}
+
+std::vector<std::string> EmbeddedStore::Identities() const {
+  std::lock_guard<std::mutex> lock(identities_mu_);
+  return identities_;
+}
+
+Result<store::StateFigures> EmbeddedStore::SaveState(const std::string& path) {
+  return WriteSnapshot(memory_, Identities(), path, clock_.NowMs());
+}
+
+Result<store::StateFigures> EmbeddedStore::LoadState(const std::string& path) {
+  return LoadSnapshot(memory_, Identities(), path, clock_.NowMs());
 }
 
 }  // namespace floodgate::engine

@@ -4,6 +4,9 @@
 #include "engine/expiring_set.h"
 
 #include <iterator>
+#include <memory>
+
+#include "common/fixed_fields.h"
 
 namespace floodgate::engine {
 
@@ -82,6 +85,48 @@ void ExpiringSet::EraseFirst() {
 void ExpiringSet::ForEach(
     absl::FunctionRef<void(std::string_view member, int64_t expires_at_ms)> fn) const {
   for (const auto& [expiry, member] : by_expiry_) fn(*member, expiry);
+}
+
+void ExpiringSet::Encode(std::string* out) const {
+  fixed::Put<uint32_t>(out, static_cast<uint32_t>(members_.size()));
+  ForEach([&](std::string_view member, int64_t expires_at_ms) {
+    fixed::Put<uint32_t>(out, static_cast<uint32_t>(member.size()));
+    out->append(member);
+    fixed::Put<int64_t>(out, expires_at_ms);
+  });
+}
+
+bool ExpiringSet::Decode(std::string_view* in, int64_t now_ms) {
+  uint32_t n = 0;
+  if (!empty() || !fixed::Get(in, &n)) return false;
+  for (uint32_t i = 0; i < n; ++i) {
+    uint32_t len = 0;
+    std::string_view member;
+    int64_t expires_at_ms = 0;
+    if (!fixed::Get(in, &len) || !fixed::Bytes(in, len, &member) ||
+        !fixed::Get(in, &expires_at_ms)) {
+      return false;
+    }
+    if (expires_at_ms > now_ms) Upsert(member, expires_at_ms);
+  }
+  return true;
+}
+
+void EncodeSetWord(const int64_t* state, int /*words*/, std::string* out) {
+  const auto* set = reinterpret_cast<const ExpiringSet*>(state[0]);
+  if (set == nullptr) {
+    ExpiringSet().Encode(out);
+  } else {
+    set->Encode(out);
+  }
+}
+
+bool DecodeSetWord(std::string_view in, int words, int64_t now_ms, int64_t* state) {
+  if (words != 1) return false;
+  auto set = std::make_unique<ExpiringSet>();
+  if (!set->Decode(&in, now_ms) || !in.empty()) return false;
+  if (!set->empty()) state[0] = reinterpret_cast<int64_t>(set.release());
+  return true;
 }
 
 }  // namespace floodgate::engine

@@ -23,6 +23,14 @@
 
 namespace floodgate::engine {
 
+class ExpiringSet;
+
+// VariantLayout's encode and decode for a state whose one word owns an
+// ExpiringSet (an expiring set, a lease table): the set's members; a state
+// whose set is gone by now_ms decodes to an empty word.
+void EncodeSetWord(const int64_t* state, int words, std::string* out);
+bool DecodeSetWord(std::string_view in, int words, int64_t now_ms, int64_t* state);
+
 class ExpiringSet {
  public:
   // Drops every member whose expiry is <= now_ms. Returns how many.
@@ -57,6 +65,14 @@ class ExpiringSet {
 
   // Heap bytes held, roughly (the nodes of both indexes and long members).
   size_t ApproximateBytes() const { return bytes_; }
+
+  // For a snapshot of the embedded store: appends the members (count, then
+  // each member's length, bytes and expiry) to *out.
+  void Encode(std::string* out) const;
+  // Reads what Encode wrote from the front of *in (and consumes it) into
+  // this empty set, skipping members expired at now_ms. False for bytes that
+  // are not such a set.
+  bool Decode(std::string_view* in, int64_t now_ms);
 
  private:
   using Members = std::map<std::string, int64_t, std::less<>>;

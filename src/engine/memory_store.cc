@@ -391,10 +391,11 @@ Result<uint32_t> MemoryStore::AddVariant(const VariantLayout& layout) {
   return id;
 }
 
-void MemoryStore::Prefetch(uint32_t variant, std::string_view key) const {
-  if (key.size() > kMaxKeyBytes || variant >= kMaxVariants) return;
+size_t MemoryStore::Prefetch(uint32_t variant, std::string_view key) const {
+  if (key.size() > kMaxKeyBytes || variant >= kMaxVariants) return 0;
   const size_t hash = HashEntryKey(static_cast<uint16_t>(variant), key);
   impl_->ShardFor(hash).PrefetchSlot(hash);
+  return hash;
 }
 
 bool MemoryStore::Erase(uint32_t variant, std::string_view key) {
@@ -409,6 +410,24 @@ bool MemoryStore::Erase(uint32_t variant, std::string_view key) {
   if (slot == EntryTable::kNotFound) return false;
   impl_->FreeEntryLocked(shard, slot);
   return true;
+}
+
+void MemoryStore::ForEachEntry(
+    int64_t now_ms,
+    absl::FunctionRef<void(uint32_t, std::string_view, uint32_t, const int64_t*)> fn) const {
+  for (size_t i = 0; i < impl_->num_shards(); ++i) {
+    Shard& shard = impl_->shards[i];
+    std::lock_guard<std::mutex> lock(shard.mu);
+    shard.table.ForEach([&](Entry* e) {
+      if (e->ExpiredAt(now_ms)) return;
+      fn(e->variant(), e->key(), e->expiry_s(), e->state());
+    });
+  }
+}
+
+VariantLayout MemoryStore::Layout(uint32_t variant) const {
+  if (variant >= impl_->num_variants.load(std::memory_order_acquire)) return VariantLayout{};
+  return impl_->layouts.get()[variant];
 }
 
 int64_t MemoryStore::SweepExpired(int64_t now_ms) {

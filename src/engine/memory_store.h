@@ -16,6 +16,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -41,6 +42,15 @@ struct VariantLayout {
   // the entry's cache miss, and skipping it made a gcra decision ~25 ns
   // faster in limiter_bench (its entries expire a second after last use).
   bool ages_itself = false;
+  // How a snapshot (engine/snapshot.h) writes and reads the state. Null:
+  // the words as they are, which is right for every state that holds only
+  // numbers. A state that owns memory (a pointer in its words) says how to
+  // write what it points at. `decode` fills a zeroed state of `words` words
+  // from what `encode` wrote (dropping what has expired by `now_ms`) and
+  // returns false for bytes it cannot read; what it allocated is released
+  // by `release` either way.
+  void (*encode)(const int64_t* state, int words, std::string* out) = nullptr;
+  bool (*decode)(std::string_view in, int words, int64_t now_ms, int64_t* state) = nullptr;
 };
 
 // Runs under the shard lock with the entry's state. `fresh` is true when the
@@ -112,12 +122,26 @@ class MemoryStore {
   // before reading a system clock: clock_gettime's rdtscp (or lfence) waits
   // for every earlier load, so a miss started after it is exposed whole, but
   // it does not wait for a prefetch, which then overlaps the clock read and
-  // what follows. Thread-safe; does nothing for invalid arguments.
-  void Prefetch(uint32_t variant, std::string_view key) const;
+  // what follows. Thread-safe; does nothing for invalid arguments. Returns
+  // the key's hash (PreparedKey::hash), 0 for invalid arguments.
+  size_t Prefetch(uint32_t variant, std::string_view key) const;
 
   // Frees every entry whose expiry is <= now_ms. Returns how many were freed.
   // The sweep thread calls this; tests may call it directly.
   int64_t SweepExpired(int64_t now_ms);
+
+  // Calls fn(variant, key, expiry_s, state) for every entry not expired at
+  // now_ms, one shard at a time under that shard's lock (each entry is seen
+  // whole; entries of different shards at slightly different instants). fn
+  // must not call the store. For snapshots; it holds each shard's lock for
+  // as long as fn takes over that shard's entries.
+  void ForEachEntry(int64_t now_ms, absl::FunctionRef<void(uint32_t variant, std::string_view key,
+                                                           uint32_t expiry_s, const int64_t* state)>
+                                        fn) const;
+
+  // The layout registered for `variant` (a copy); state_words 0 for an
+  // unknown one.
+  VariantLayout Layout(uint32_t variant) const;
 
   Stats GetStats() const;
 

@@ -3,6 +3,7 @@
 #include "engine/otp_store.h"
 
 #include <algorithm>
+#include <memory>
 #include <string>
 
 #include "engine/expiring_set.h"
@@ -54,9 +55,33 @@ Status NoRoom(const Status& s, std::string_view step) {
                                 " for a new OTP subject: " + s.message());
 }
 
+// For a snapshot: the three sets, in order.
+void EncodeOtp(const int64_t* state, int /*words*/, std::string* out) {
+  const OtpState* otp = reinterpret_cast<const OtpState*>(state[0]);
+  const OtpState empty;
+  if (otp == nullptr) otp = &empty;
+  otp->codes.Encode(out);
+  otp->issues.Encode(out);
+  otp->attempts.Encode(out);
+}
+
+bool DecodeOtp(std::string_view in, int words, int64_t now_ms, int64_t* state) {
+  if (words != 1) return false;
+  auto otp = std::make_unique<OtpState>();
+  if (!otp->codes.Decode(&in, now_ms) || !otp->issues.Decode(&in, now_ms) ||
+      !otp->attempts.Decode(&in, now_ms) || !in.empty()) {
+    return false;
+  }
+  if (otp->Expiry() > now_ms) state[0] = reinterpret_cast<int64_t>(otp.release());
+  return true;
+}
+
 }  // namespace
 
-VariantLayout OtpStore::Layout() { return VariantLayout{1, &ReleaseOtp}; }
+VariantLayout OtpStore::Layout() {
+  return VariantLayout{
+      .state_words = 1, .release = &ReleaseOtp, .encode = &EncodeOtp, .decode = &DecodeOtp};
+}
 
 Status OtpStore::Issue(std::string_view subject, std::string_view code_hash,
                        std::string_view event_id, const OtpPolicy& policy, int64_t now_ms,

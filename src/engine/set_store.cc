@@ -19,7 +19,10 @@ void ReleaseSet(int64_t* state) {
 
 }  // namespace
 
-VariantLayout SetStore::Layout() { return VariantLayout{1, &ReleaseSet}; }
+VariantLayout SetStore::Layout() {
+  return VariantLayout{
+      .state_words = 1, .release = &ReleaseSet, .encode = &EncodeSetWord, .decode = &DecodeSetWord};
+}
 
 Status SetStore::Run(const SetRequest& request, int64_t max_members, int64_t now_ms,
                      SetReply* reply) {

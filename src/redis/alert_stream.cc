@@ -1,9 +1,9 @@
 // AlertStream: see alert_stream.h and scripts/alert_stream.lua.
 #include "redis/alert_stream.h"
 
-#include <charconv>
 #include <utility>
 
+#include "redis/feature_script_call.h"
 #include "redis/reply_util.h"
 #include "redis/script_call.h"
 #include "redis/scripts.h"
@@ -13,25 +13,13 @@ namespace {
 
 constexpr std::string_view kScript = "alert_stream";
 
-std::string Number(int64_t v) {
-  char buf[24];
-  const auto r = std::to_chars(buf, buf + sizeof(buf), v);
-  return std::string(buf, r.ptr);
-}
-
 void AppendFields(const PendingAlert& a, std::vector<std::string>* argv) {
   argv->push_back(a.event_id);
   argv->push_back(a.url);
   argv->push_back(a.body);
   argv->push_back(a.signature);
-  argv->push_back(Number(a.created_ms));
-  argv->push_back(Number(a.attempts));
-}
-
-bool ParseInt(std::string_view s, int64_t* out) {
-  if (s.empty()) return false;
-  const auto r = std::from_chars(s.data(), s.data() + s.size(), *out);
-  return r.ec == std::errc() && r.ptr == s.data() + s.size();
+  argv->push_back(NumberArgument(a.created_ms));
+  argv->push_back(NumberArgument(a.attempts));
 }
 
 // One entry of a claim reply, {id, {field, value, ...}}, into *out; false
@@ -58,9 +46,9 @@ bool ParseEntry(const redisReply& entry, PendingAlert* out) {
       out->body = std::string(value);
     } else if (name == "sig") {
       out->signature = std::string(value);
-    } else if (name == "created" && ParseInt(value, &n)) {
+    } else if (name == "created" && ParseInteger(value, &n)) {
       out->created_ms = n;
-    } else if (name == "attempts" && ParseInt(value, &n) && n >= 0 && n < (int64_t{1} << 30)) {
+    } else if (name == "attempts" && ParseInteger(value, &n) && n >= 0 && n < (int64_t{1} << 30)) {
       out->attempts = static_cast<int>(n);
     } else {
       continue;  // a field a later version added: ignored
@@ -76,29 +64,15 @@ AlertStream::AlertStream(Client& client, Options options)
     : client_(client), options_(std::move(options)) {}
 
 Result<OwnedReply> AlertStream::Run(std::vector<std::string> argv) {
-  const Script& script = ScriptFor(Feature::kAlertStream);
-  // EVALSHA <sha> 1 <key> <argv...>
-  argv.insert(argv.begin(), {"EVALSHA", std::string(script.sha1), "1", std::string(kKey)});
-  auto reply = client_.Call(kKey, std::span<const std::string>(argv));
-  if (reply.ok() && *reply != nullptr && IsNoScript(**reply)) {
-    argv[0] = "EVAL";
-    argv[1] = std::string(script.source);
-    reply = client_.Call(kKey, std::span<const std::string>(argv));
-  }
-  if (!reply.ok()) return reply.status();
-  if (*reply == nullptr) return InternalError("redis: no reply from the alert_stream script");
-  if (Status e = ErrorReplyStatus(**reply); !e.ok()) {
-    const std::string key(kKey);
-    client_.NoteWrongType(e.message(), std::span<const std::string>(&key, 1));
-    return e;
-  }
-  return reply;
+  static const std::string key(kKey);
+  return CallFeatureScript(client_, Feature::kAlertStream, std::span<const std::string>(&key, 1),
+                           argv);
 }
 
 Result<int64_t> AlertStream::Add(std::span<const PendingAlert> alerts) {
   if (alerts.empty()) return int64_t{0};
-  std::vector<std::string> argv = {"add", options_.group, Number(options_.max_len),
-                                   Number(options_.ttl_ms)};
+  std::vector<std::string> argv = {"add", options_.group, NumberArgument(options_.max_len),
+                                   NumberArgument(options_.ttl_ms)};
   for (const PendingAlert& a : alerts) AppendFields(a, &argv);
   auto reply = Run(std::move(argv));
   if (!reply.ok()) return reply.status();
@@ -111,8 +85,8 @@ Result<int64_t> AlertStream::Add(std::span<const PendingAlert> alerts) {
 Result<std::vector<PendingAlert>> AlertStream::Claim(size_t count, int64_t min_idle_ms) {
   std::vector<PendingAlert> out;
   if (count == 0) return out;
-  auto reply = Run({"claim", options_.group, options_.consumer, Number(min_idle_ms),
-                    Number(static_cast<int64_t>(count))});
+  auto reply = Run({"claim", options_.group, options_.consumer, NumberArgument(min_idle_ms),
+                    NumberArgument(static_cast<int64_t>(count))});
   if (!reply.ok()) return reply.status();
   const redisReply& r = **reply;
   if (r.type != REDIS_REPLY_ARRAY) return MalformedReply(kScript, "claim: not an array", &r);
@@ -151,7 +125,8 @@ Status AlertStream::Ack(std::span<const std::string> stream_ids) {
 Status AlertStream::Release(std::span<const PendingAlert> alerts) {
   if (alerts.empty()) return Status::Ok();
   std::vector<std::string> argv = {"release", options_.group, options_.consumer,
-                                   Number(options_.max_len), Number(options_.ttl_ms)};
+                                   NumberArgument(options_.max_len),
+                                   NumberArgument(options_.ttl_ms)};
   for (const PendingAlert& a : alerts) {
     argv.push_back(a.stream_id);
     AppendFields(a, &argv);
@@ -159,5 +134,16 @@ Status AlertStream::Release(std::span<const PendingAlert> alerts) {
   auto reply = Run(std::move(argv));
   return reply.status();
 }
+
+Result<int64_t> AlertStream::Forget(int64_t idle_ms) {
+  auto reply = Run({"forget", options_.group, options_.consumer, NumberArgument(idle_ms)});
+  if (!reply.ok()) return reply.status();
+  if ((*reply)->type != REDIS_REPLY_INTEGER) {
+    return MalformedReply(kScript, "forget: not an integer", reply->get());
+  }
+  return (*reply)->integer;
+}
+
+Status AlertStream::Leave() { return Run({"leave", options_.group, options_.consumer}).status(); }
 
 }  // namespace floodgate::redis

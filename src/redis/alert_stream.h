@@ -57,6 +57,15 @@ class AlertStream final : public store::AlertLog {
   // entry it was read from is acknowledged.
   Status Release(std::span<const PendingAlert> alerts) override;
 
+  // Deletes the group's other consumers that hold no entry and have been
+  // idle for idle_ms (servers gone without leaving; what they held was
+  // claimed first). One with entries is never deleted: XGROUP DELCONSUMER
+  // would drop them. Returns how many were deleted.
+  Result<int64_t> Forget(int64_t idle_ms) override;
+
+  // Deletes this consumer from the group if it holds no entry.
+  Status Leave() override;
+
   const Options& options() const { return options_; }
 
  private:

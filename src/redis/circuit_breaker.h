@@ -9,7 +9,8 @@
 // While open or half-open, requests are refused at once (Allow() is false):
 // nobody waits on a backend that is known to be down. Failures are connect
 // errors, lost connections and timeouts; a success is any reply. Times are
-// passed in (monotonic nanoseconds), so the breaker never reads a clock.
+// passed in (MonotonicNs readings of the client's Clock), so the breaker
+// never reads a clock: the I/O loop reads it once per iteration.
 #pragma once
 
 #include <atomic>

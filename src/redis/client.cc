@@ -16,7 +16,9 @@ namespace floodgate::redis {
 namespace internal {
 
 ClientState::ClientState(ClientOptions options_in, std::shared_ptr<TlsContext> tls_in)
-    : options(std::move(options_in)), tls(std::move(tls_in)) {}
+    : options(std::move(options_in)),
+      clock(options.clock != nullptr ? *options.clock : SystemClock::Default()),
+      tls(std::move(tls_in)) {}
 
 ClientState::~ClientState() = default;
 
@@ -53,8 +55,12 @@ void ClientState::PublishSlotMap(SlotMap map) {
 }
 
 std::shared_ptr<const SlotMap> ClientState::WaitForSlotMap(int64_t timeout_ns) {
+  const int64_t deadline = clock.MonotonicNs() + timeout_ns;
   std::unique_lock<std::mutex> lock(map_mu_);
-  map_cv_.wait_for(lock, std::chrono::nanoseconds(timeout_ns), [&] { return map_ != nullptr; });
+  for (int64_t now = clock.MonotonicNs(); map_ == nullptr && now < deadline;
+       now = clock.MonotonicNs()) {
+    map_cv_.wait_for(lock, std::chrono::nanoseconds(clock.SleepNs(now, deadline)));
+  }
   return map_;
 }
 
@@ -85,7 +91,6 @@ std::unique_ptr<Pending> MakePending(std::string_view key, const Strings& args,
 
 using internal::ClientState;
 using internal::IoThread;
-using internal::MonotonicNowNs;
 using internal::Pending;
 using internal::PendingKind;
 
@@ -184,6 +189,8 @@ Client::~Client() {
 
 const ClientOptions& Client::options() const { return state_->options; }
 
+const Clock& Client::clock() const { return state_->clock; }
+
 Result<std::unique_ptr<LoopDriver>> Client::NewLoopDriver() {
   const int index = state_->options.io_threads + state_->next_loop_index.fetch_add(1);
   auto loop = std::make_unique<IoThread>(*state_, index);
@@ -228,25 +235,34 @@ int64_t DeadlineFrom(int64_t now_ns, const ClientOptions& options, int64_t asked
   return asked_ns > 0 && asked_ns < deadline ? asked_ns : deadline;
 }
 
+// Submits one request from the caller's thread, due by DeadlineFrom.
+void SubmitOne(ClientState& state, std::unique_ptr<Pending> p, int64_t asked_ns) {
+  p->deadline_ns = DeadlineFrom(state.clock.MonotonicNs(), state.options, asked_ns);
+  SubmitFromCaller(state, std::move(p));
+}
+
+// `p`, sent to `node` whatever its key routes to.
+std::unique_ptr<Pending> PinnedTo(const std::string& node, std::unique_ptr<Pending> p) {
+  p->kind = PendingKind::kPinned;
+  p->node = node;
+  return p;
+}
+
 }  // namespace
 
 void Client::Send(std::string_view key, std::span<const std::string_view> args, ReplyCallback done,
                   int64_t deadline_ns) {
-  std::unique_ptr<Pending> p = internal::MakePending(key, args, std::move(done));
-  p->deadline_ns = DeadlineFrom(MonotonicNowNs(), state_->options, deadline_ns);
-  SubmitFromCaller(*state_, std::move(p));
+  SubmitOne(*state_, internal::MakePending(key, args, std::move(done)), deadline_ns);
 }
 
 void Client::Send(std::string_view key, std::span<const std::string> args, ReplyCallback done,
                   int64_t deadline_ns) {
-  std::unique_ptr<Pending> p = internal::MakePending(key, args, std::move(done));
-  p->deadline_ns = DeadlineFrom(MonotonicNowNs(), state_->options, deadline_ns);
-  SubmitFromCaller(*state_, std::move(p));
+  SubmitOne(*state_, internal::MakePending(key, args, std::move(done)), deadline_ns);
 }
 
 void Client::Send(Batch&& batch) {
   if (batch.items_.empty()) return;
-  const int64_t now = MonotonicNowNs();
+  const int64_t now = state_->clock.MonotonicNs();
   for (auto& p : batch.items_) p->deadline_ns = DeadlineFrom(now, state_->options, p->deadline_ns);
   SubmitFromCaller(*state_, batch.items_);
   batch.items_.clear();
@@ -254,20 +270,12 @@ void Client::Send(Batch&& batch) {
 
 void Client::SendToNode(const std::string& node, std::span<const std::string_view> args,
                         ReplyCallback done) {
-  std::unique_ptr<Pending> p = internal::MakePending("", args, std::move(done));
-  p->kind = PendingKind::kPinned;
-  p->node = node;
-  p->deadline_ns = MonotonicNowNs() + state_->options.timeout_ms * 1'000'000;
-  SubmitFromCaller(*state_, std::move(p));
+  SubmitOne(*state_, PinnedTo(node, internal::MakePending("", args, std::move(done))), 0);
 }
 
 void Client::SendToNode(const std::string& node, std::span<const std::string> args,
                         ReplyCallback done) {
-  std::unique_ptr<Pending> p = internal::MakePending("", args, std::move(done));
-  p->kind = PendingKind::kPinned;
-  p->node = node;
-  p->deadline_ns = MonotonicNowNs() + state_->options.timeout_ms * 1'000'000;
-  SubmitFromCaller(*state_, std::move(p));
+  SubmitOne(*state_, PinnedTo(node, internal::MakePending("", args, std::move(done))), 0);
 }
 
 namespace {
@@ -326,6 +334,14 @@ Result<OwnedReply> Client::Call(std::string_view key, std::span<const std::strin
   return Wait(*waiter);
 }
 
+Result<OwnedReply> Client::Call(std::string_view key, std::span<const std::string> args,
+                                int64_t deadline_ns) {
+  if (RunsIoHere()) return CallOnLoopError();
+  auto waiter = std::make_shared<Waiter>();
+  Send(key, args, WaiterCallback(waiter), deadline_ns);
+  return Wait(*waiter);
+}
+
 Result<OwnedReply> Client::CallNode(const std::string& node,
                                     std::span<const std::string_view> args) {
   if (RunsIoHere()) return CallOnLoopError();
@@ -343,7 +359,7 @@ bool Client::NoteWrongType(std::string_view message, std::span<const std::string
   } else if (!keys.empty()) {
     key = keys.front();
   }
-  state_->wrong_types.Report(key, what, MonotonicNowNs());
+  state_->wrong_types.Report(key, what, state_->clock.MonotonicNs());
   return true;
 }
 

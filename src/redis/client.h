@@ -10,14 +10,14 @@
 // submitted while the thread was busy goes out in one write per connection
 // (pipelining). A caller with an event loop of its own can run the I/O on
 // its thread instead (NewLoopDriver). Each request is answered exactly once, within timeout_ms of
-// its submission (or by the earlier deadline its caller gave it): with a reply,
+// its submission (or by the earlier deadline its caller gave it), measured on
+// the client's Clock (ClientOptions::clock): with a reply,
 // DEADLINE_EXCEEDED, or at once with UNAVAILABLE when the node is known to be
 // down (circuit open). See docs/redis.md for reconnects, the circuit breaker
 // and cluster routing.
 #pragma once
 
 #include <hiredis/hiredis.h>
-#include <time.h>
 
 #include <cstdint>
 #include <initializer_list>
@@ -28,23 +28,20 @@
 #include <vector>
 
 #include "absl/functional/any_invocable.h"
+#include "common/store_url.h"
+#include "floodgate/clock.h"
 #include "floodgate/loop_driver.h"
 #include "floodgate/status.h"
-#include "redis/url.h"
 #include "redis/wire.h"
 
 namespace floodgate::redis {
 
-// The clock of request deadlines: CLOCK_MONOTONIC in nanoseconds (never the
-// wall clock: a clock step must not expire or extend requests).
-inline int64_t MonotonicNowNs() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
-}
-
 struct ClientOptions {
   StoreUrl url;
+  // Times every timeout and back-off below, and the deadlines callers pass
+  // (deadline_ns: its MonotonicNs()); must outlive the client. Null:
+  // SystemClock::Default().
+  const Clock* clock = nullptr;
   // A request not answered within this long of its submission is answered
   // DEADLINE_EXCEEDED (its late reply is discarded).
   int64_t timeout_ms = 20;
@@ -105,7 +102,7 @@ class Batch {
   Batch& operator=(Batch&&) noexcept;
 
   // As Client::Send. The timeout counts from Client::Send(Batch); a
-  // deadline_ns (MonotonicNowNs's clock) earlier than that is kept instead:
+  // deadline_ns (on Client::clock()) earlier than that is kept instead:
   // a caller that held the command back passes the deadline its request
   // started with, so that holding it does not add to its wait.
   void Add(std::string_view key, std::span<const std::string_view> args, ReplyCallback done,
@@ -138,7 +135,7 @@ class Client {
   // master of the key's slot (its hash tag's); otherwise to the one node.
   // `done` runs exactly once, on an I/O thread (or the thread driving the
   // caller's loop); it must not block (it may Send). Commands are written in
-  // submission order per connection. A deadline_ns (MonotonicNowNs's clock)
+  // submission order per connection. A deadline_ns (clock().MonotonicNs())
   // earlier than timeout_ms from now is kept instead (a resend that must not
   // outlast the first attempt's deadline); one already past is answered
   // DEADLINE_EXCEEDED at the loop's next step.
@@ -167,6 +164,9 @@ class Client {
   // error reply) or the failure status. INTERNAL where RunsIoHere().
   Result<OwnedReply> Call(std::string_view key, std::span<const std::string_view> args);
   Result<OwnedReply> Call(std::string_view key, std::span<const std::string> args);
+  // With a deadline (clock().MonotonicNs()) sooner than the timeout's.
+  Result<OwnedReply> Call(std::string_view key, std::span<const std::string> args,
+                          int64_t deadline_ns);
   Result<OwnedReply> Call(std::string_view key, std::initializer_list<std::string_view> args) {
     return Call(key, std::span<const std::string_view>(args.begin(), args.size()));
   }
@@ -242,6 +242,8 @@ class Client {
   Stats GetStats() const;
 
   const ClientOptions& options() const;
+  // The clock of the client's deadlines, timeouts and back-off.
+  const Clock& clock() const;
 
  private:
   explicit Client(std::unique_ptr<internal::ClientState> state);

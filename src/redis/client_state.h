@@ -25,8 +25,6 @@ class Connection;
 class IoThread;
 struct Node;
 
-using redis::MonotonicNowNs;
-
 enum class PendingKind : uint8_t {
   kUser,     // a caller's command: counted in Stats, redirects followed
   kPinned,   // a caller's command for one node (SendToNode): no redirects
@@ -108,6 +106,7 @@ class ClientState {
   ~ClientState();
 
   const ClientOptions options;
+  const Clock& clock;                     // options.clock, or the default
   const std::shared_ptr<TlsContext> tls;  // null without TLS
   Counters counters;
   WrongTypeLog wrong_types;
@@ -126,7 +125,7 @@ class ClientState {
   std::shared_ptr<const SlotMap> slot_map() const;
   uint64_t slot_map_version() const { return map_version_.load(std::memory_order_acquire); }
   void PublishSlotMap(SlotMap map);
-  // Waits until a slot map exists or `timeout_ns` passes.
+  // Waits until a slot map exists or `timeout_ns` passes (on `clock`).
   std::shared_ptr<const SlotMap> WaitForSlotMap(int64_t timeout_ns);
 
   // Asks I/O thread 0 to read CLUSTER SLOTS again (soon, rate-limited).

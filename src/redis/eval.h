@@ -19,13 +19,15 @@ namespace floodgate::redis {
 // whose text is `source`, routed by `route`: added to `batch`, or at once
 // when `batch` is null. On NOSCRIPT sends it once more as EVAL. `decode(status,
 // reply)` then runs once, on an I/O thread, with the final answer. The
-// answer comes by `deadline_ns` (MonotonicNowNs's clock; 0: the client's
+// answer comes by `deadline_ns` (client.clock()'s MonotonicNs; 0: the client's
 // timeout from now), the EVAL resend included: it does not start a
 // timeout of its own.
 template <typename Decode>
 void SendScript(Client& client, Batch* batch, std::string_view route, std::string_view source,
                 std::vector<std::string> argv, Decode decode, int64_t deadline_ns = 0) {
-  if (deadline_ns == 0) deadline_ns = MonotonicNowNs() + client.options().timeout_ms * 1'000'000;
+  if (deadline_ns == 0) {
+    deadline_ns = client.clock().MonotonicNs() + client.options().timeout_ms * 1'000'000;
+  }
   // Moving a vector keeps its elements where they are: `args` stays valid
   // after argv moves into the callback (the command is encoded at once).
   const std::span<const std::string> args(argv);

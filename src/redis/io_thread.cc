@@ -87,7 +87,9 @@ IoThread* AttachedLoop(const ClientState& state) {
 IoThread::IoThread(ClientState& state, int index)
     : state_(state),
       index_(index),
-      random_state_(0x9e3779b97f4a7c15ULL ^ static_cast<uint64_t>(MonotonicNowNs()) ^
+      max_sleep_ns_(state.clock.MaxSleepNs()),
+      // Seeded from the clock: a test's ManualClock makes the jitter repeatable.
+      random_state_(0x9e3779b97f4a7c15ULL ^ static_cast<uint64_t>(state.clock.MonotonicNs()) ^
                     (static_cast<uint64_t>(index) << 32)) {}
 
 IoThread::~IoThread() {
@@ -201,10 +203,11 @@ void IoThread::Run() {
   BlockSigpipe();
   t_loop_state = &state_;
   epoll_event events[kMaxEvents];
-  int64_t now = MonotonicNowNs();
+  const Clock& clock = state_.clock;
+  int64_t now = clock.MonotonicNs();
   while (true) {
     const int n = epoll_wait(epoll_fd_, events, kMaxEvents, EpollTimeoutMs(now, housekeeping_));
-    now = MonotonicNowNs();
+    now = clock.MonotonicNs();
     HandleEvents(events, n, now);
     {
       std::lock_guard<std::mutex> lock(queue_mu_);
@@ -212,6 +215,9 @@ void IoThread::Run() {
       drained_.swap(queue_);
       wake_pending_ = false;
     }
+    // Submitted after the reading above, perhaps after a ManualClock was
+    // moved: routed at a reading no older than their submission.
+    if (!drained_.empty()) now = clock.MonotonicNs();
     Advance(now);
   }
   ShutdownLoop();
@@ -258,12 +264,11 @@ void IoThread::PollEvents() {
   if (detached_) return;
   epoll_event events[kMaxEvents];
   const int n = epoll_wait(epoll_fd_, events, kMaxEvents, 0);
-  if (n > 0) HandleEvents(events, n, MonotonicNowNs());
+  if (n > 0) HandleEvents(events, n, state_.clock.MonotonicNs());
 }
 
 void IoThread::Step() {
   if (detached_) return;
-  const int64_t now = MonotonicNowNs();
   // Other threads' submissions: the eventfd they wrote woke PollEvents.
   if (woken_) {
     woken_ = false;
@@ -278,14 +283,15 @@ void IoThread::Step() {
     for (auto& p : local_queue_) drained_.push_back(std::move(p));
     local_queue_.clear();
   }
-  Advance(now);
+  // Read after taking the submissions: none was made after it.
+  Advance(state_.clock.MonotonicNs());
 }
 
 int IoThread::TimeoutMs() const {
   if (detached_) return -1;
   // Submitted by callbacks during the last step: the next one is due now.
   if (!local_queue_.empty()) return 0;
-  return EpollTimeoutMs(MonotonicNowNs(), housekeeping_);
+  return EpollTimeoutMs(state_.clock.MonotonicNs(), housekeeping_);
 }
 
 void IoThread::Detach() {
@@ -307,8 +313,14 @@ void IoThread::Detach() {
 
 int IoThread::EpollTimeoutMs(int64_t now_ns, bool housekeeping) const {
   if (!connect_list_.empty() || !flush_list_.empty()) return 0;
-  return SleepMs(now_ns, timers_head_ != nullptr ? timers_head_->deadline_ns : -1,
-                 housekeeping ? kHousekeepingNs : -1);
+  const int64_t deadline = timers_head_ != nullptr ? timers_head_->deadline_ns : -1;
+  int64_t max_ns = housekeeping ? kHousekeepingNs : -1;
+  // Something is timed on a clock that does not follow real time (a test's
+  // ManualClock): read it again soon, it may have been moved meanwhile.
+  if (max_sleep_ns_ >= 0 && (deadline >= 0 || housekeeping)) {
+    max_ns = max_ns < 0 ? max_sleep_ns_ : std::min(max_ns, max_sleep_ns_);
+  }
+  return SleepMs(now_ns, deadline, max_ns);
 }
 
 void IoThread::DrainQueue(int64_t now_ns) {
@@ -652,11 +664,12 @@ void IoThread::StartProbe(Node& node, int64_t now_ns) {
   live_pending_.fetch_add(1, std::memory_order_relaxed);
   std::shared_ptr<CircuitBreaker> breaker = node.breaker;
   std::string id = node.id;
-  p->done = [breaker, id](Status status, const redisReply* reply) {
+  const Clock* clock = &state_.clock;
+  p->done = [breaker, id, clock](Status status, const redisReply* reply) {
     if (status.ok() && reply->type != REDIS_REPLY_ERROR) {
       if (breaker->ProbeSucceeded()) Log(LogLevel::kInfo, "redis circuit closed", {{"node", id}});
     } else {
-      breaker->ProbeFailed(MonotonicNowNs());
+      breaker->ProbeFailed(clock->MonotonicNs());
     }
   };
   AddTimer(*p);
@@ -690,7 +703,7 @@ void IoThread::StartSlotRefresh(int64_t now_ns) {
   HostPort queried = target->address;
   p->done = [this, queried](Status status, const redisReply* reply) {
     refresh_in_flight_ = false;
-    next_refresh_ns_ = MonotonicNowNs() + kMinRefreshIntervalNs;
+    next_refresh_ns_ = state_.clock.MonotonicNs() + kMinRefreshIntervalNs;
     Result<SlotMap> map =
         status.ok() ? SlotMap::FromClusterSlots(reply, queried) : Result<SlotMap>(status);
     if (!map.ok()) {

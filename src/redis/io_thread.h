@@ -29,7 +29,8 @@ const ClientState* CurrentLoopState();
 
 // How long an I/O loop may sleep at `now_ns`, in epoll's milliseconds (-1:
 // until an event): until `deadline_ns`, the earliest deadline (< 0: none),
-// and no longer than `max_ns` (< 0: no bound). Rounded up to the next whole
+// and no longer than `max_ns` (< 0: no bound; the I/O loop passes its
+// clock's MaxSleepNs when there is a deadline). Rounded up to the next whole
 // millisecond: a loop woken before a deadline would only spin until it. A
 // deadline that has passed is 0.
 int SleepMs(int64_t now_ns, int64_t deadline_ns, int64_t max_ns);
@@ -143,6 +144,9 @@ class IoThread {
 
   ClientState& state_;
   const int index_;
+  // state_.clock's MaxSleepNs: how long the loop may sleep before it reads
+  // the clock again while a deadline is set (< 0: until the deadline).
+  const int64_t max_sleep_ns_;
   int epoll_fd_ = -1;
   int wake_fd_ = -1;
   std::thread thread_;

@@ -26,7 +26,8 @@ void LocalDenyCache::Remember(std::string_view key, int64_t cost, int64_t sent_m
     if (shard.entries.size() >= max_per_shard_) return;
   }
   auto& slot = shard.entries[absl::string_view(key.data(), key.size())];
-  slot = std::make_unique<Entry>(Entry{sent_ms + d.retry_after_ms, cost, sent_ms, d});
+  const int64_t hold = std::min(d.retry_after_ms, kMaxHoldMs);
+  slot = std::make_unique<Entry>(Entry{sent_ms + hold, cost, sent_ms, d});
 }
 
 bool LocalDenyCache::Lookup(std::string_view key, int64_t cost, int64_t now_ms, Decision* d) {

@@ -23,6 +23,12 @@ namespace floodgate::redis {
 // Thread-safe.
 class LocalDenyCache {
  public:
+  // A denial is held here at most this long, however long the store said
+  // to wait: another server's refund, reset, override or unblock
+  // (docs/control-plane.md) must reach this one within a second. A flood of
+  // denied requests still reaches the store once a second per subject.
+  static constexpr int64_t kMaxHoldMs = 1000;
+
   // Holds at most `max_entries` subjects (expired ones are dropped first;
   // past the bound new denials are simply not cached).
   explicit LocalDenyCache(size_t max_entries);
@@ -42,7 +48,7 @@ class LocalDenyCache {
 
  private:
   struct Entry {
-    int64_t until_ms;  // denied before this instant
+    int64_t until_ms;  // denied before this instant (at most kMaxHoldMs after sent_ms)
     int64_t cost;      // for requests costing at least this much
     int64_t sent_ms;   // the decision's instant, as this server's clock saw it
     Decision decision;

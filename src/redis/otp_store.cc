@@ -1,7 +1,6 @@
 // OtpStore on Redis: see otp_store.h and scripts/otp.lua.
 #include "redis/otp_store.h"
 
-#include <charconv>
 #include <utility>
 #include <vector>
 
@@ -13,12 +12,6 @@ namespace floodgate::redis {
 namespace {
 
 constexpr std::string_view kScript = "otp";
-
-std::string Number(int64_t v) {
-  char buf[24];
-  const auto r = std::to_chars(buf, buf + sizeof(buf), v);
-  return std::string(buf, r.ptr);
-}
 
 // EVALSHA otp 3 codes issues attempts <step> <now>
 std::vector<std::string> Head(std::string_view subject, std::string_view step,
@@ -32,7 +25,7 @@ std::vector<std::string> Head(std::string_view subject, std::string_view step,
           std::move(keys[1]),
           std::move(keys[2]),
           std::string(step),
-          now_ms.has_value() ? Number(*now_ms) : std::string()};
+          now_ms.has_value() ? NumberArgument(*now_ms) : std::string()};
 }
 
 // {now, ok, ...}: the first two elements, or an error.
@@ -80,10 +73,10 @@ void OtpStore::Issue(std::string_view subject, std::string_view code_hash,
   std::vector<std::string> argv = Head(subject, "issue", now_ms);
   argv.emplace_back(code_hash);
   argv.emplace_back(event_id);
-  argv.push_back(Number(policy.code_ttl_ms));
-  argv.push_back(Number(policy.max_live_codes));
-  argv.push_back(Number(policy.issue_count));
-  argv.push_back(Number(policy.issue_period_ms));
+  argv.push_back(NumberArgument(policy.code_ttl_ms));
+  argv.push_back(NumberArgument(policy.max_live_codes));
+  argv.push_back(NumberArgument(policy.issue_count));
+  argv.push_back(NumberArgument(policy.issue_period_ms));
   Send(client_, std::move(argv),
        [done = std::move(done)](Status s, const redisReply* reply) mutable {
          OtpIssueOutcome out;
@@ -103,8 +96,8 @@ void OtpStore::Attempt(std::string_view subject, std::string_view event_id, cons
                        std::optional<int64_t> now_ms, AttemptDone done) {
   std::vector<std::string> argv = Head(subject, "attempt", now_ms);
   argv.emplace_back(event_id);
-  argv.push_back(Number(policy.verify_count));
-  argv.push_back(Number(policy.verify_period_ms));
+  argv.push_back(NumberArgument(policy.verify_count));
+  argv.push_back(NumberArgument(policy.verify_period_ms));
   Send(client_, std::move(argv),
        [done = std::move(done)](Status s, const redisReply* reply) mutable {
          OtpAttemptOutcome out;

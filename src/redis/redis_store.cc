@@ -107,4 +107,25 @@ void RedisStore::Reset(std::string_view rule, std::span<const std::string> tiers
   }
 }
 
+void RedisStore::Refund(const core::CompiledRule& rule, std::string_view fingerprint,
+                        std::string_view key, int64_t cost, std::optional<int64_t> now_ms,
+                        int64_t clock_ms, RefundDone done) {
+  std::vector<std::string> argv;
+  AppendRefundCall(ScriptCall::kEvalSha, rule, fingerprint, key, cost, now_ms, clock_ms, &argv);
+  const core::CompiledRule* r = &rule;
+  SendScript(*client_, nullptr, Route(key), ScriptFor(rule.algorithm).source, std::move(argv),
+             [client = client_.get(), r, key = std::string(key), done = std::move(done)](
+                 const Status& s, const redisReply* reply) mutable {
+               Decision after;
+               if (!s.ok()) return done(s, after);
+               if (reply == nullptr) return done(InternalError("no reply"), after);
+               const Status decoded = DecodeCheckReply(*r, *reply, &after, nullptr);
+               if (!decoded.ok()) {
+                 // A key of another type: counted and logged as a decision's.
+                 client->NoteWrongType(decoded.message(), std::span<const std::string>(&key, 1));
+               }
+               done(decoded, after);
+             });
+}
+
 }  // namespace floodgate::redis

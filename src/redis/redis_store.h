@@ -46,8 +46,8 @@ class RedisStore {
   // `batch` is null. `rule` must outlive the answers.
   // `alerts` is what decision i fired (core/alerts.h) for a rule with
   // alerts, decided by the script with the count; null otherwise.
-  // The answers come by `deadline_ns` (redis::MonotonicNowNs's clock; 0:
-  // the client's timeout from the send).
+  // The answers come by `deadline_ns` (the client's clock, Client::clock();
+  // 0: the client's timeout from the send).
   using ManyDone =
       absl::AnyInvocable<void(size_t index, const Status& status, const Decision& decision,
                               const core::AlertOutcome* alerts)>;
@@ -74,6 +74,16 @@ class RedisStore {
   // different servers).
   void Reset(std::string_view rule, std::span<const std::string> tiers, std::string_view subject,
              ResetDone done);
+
+  // A refund (store::Store::Refund) of `cost` units to `key`
+  // (StateKey(rule.name, rule.tier, subject)), checked by the caller, in one
+  // script call of its own (one key: it goes to the key's node, and through
+  // a proxy). `done(status, after)` runs once, as CheckMany's: OK with the
+  // peek at the state as refunded, or the backend's failure. `rule` must
+  // outlive the answer.
+  using RefundDone = absl::AnyInvocable<void(const Status& status, const Decision& after)>;
+  void Refund(const core::CompiledRule& rule, std::string_view fingerprint, std::string_view key,
+              int64_t cost, std::optional<int64_t> now_ms, int64_t clock_ms, RefundDone done);
 
   Client& client() { return *client_; }
 

@@ -10,16 +10,19 @@
 #include <vector>
 
 #include "redis/alert_stream.h"
+#include "redis/control_store.h"
 #include "redis/script_call.h"
+#include "redis/sketch_board.h"
 
 namespace floodgate::redis {
 namespace {
 
 void Bump(std::atomic<int64_t>& counter) { counter.fetch_add(1, std::memory_order_relaxed); }
 
-ClientOptions OptionsFor(const StoreUrl& url, const RedisConfig& c) {
+ClientOptions OptionsFor(const StoreUrl& url, const RedisConfig& c, const Clock& clock) {
   ClientOptions o;
   o.url = url;
+  o.clock = &clock;
   o.timeout_ms = c.timeout_ms;
   o.connect_timeout_ms = c.connect_timeout_ms;
   o.connections_per_node = c.connections_per_node;
@@ -37,7 +40,7 @@ struct RemoteStore::Pending {
   std::string key;  // StateKey of the subject
   int64_t cost;
   int64_t sent_ms;      // the caller's clock when it came: the local cache's instant
-  int64_t deadline_ns;  // when the answer is due, on MonotonicNowNs's clock
+  int64_t deadline_ns;  // when the answer is due, on the clock's MonotonicNs
   store::CheckDone done;
 };
 
@@ -50,7 +53,7 @@ class RemoteStore::HeldBatch final : public store::Batch {
     timeout_from_ns_ = 0;
     if (pending_.empty()) return;
     // Held while the calls in flight are at the bound, unless there is a
-    // full call's worth already (see AsyncBatch).
+    // full call's worth already (see LimiterCore::NewBatch).
     if (max_in_flight_ > 0 && pending_.size() < RedisStore::kMaxDecisionsPerCall &&
         in_flight_->load(std::memory_order_acquire) >= max_in_flight_) {
       return;
@@ -82,7 +85,7 @@ class RemoteStore::HeldBatch final : public store::Batch {
 Result<std::unique_ptr<RemoteStore>> RemoteStore::Create(const StoreUrl& url,
                                                          const RedisConfig& config,
                                                          const Clock& clock) {
-  auto redis = RedisStore::Create(OptionsFor(url, config));
+  auto redis = RedisStore::Create(OptionsFor(url, config, clock));
   if (!redis.ok()) return redis.status();
   return std::unique_ptr<RemoteStore>(new RemoteStore(std::move(*redis), config, clock));
 }
@@ -93,6 +96,7 @@ RemoteStore::RemoteStore(std::unique_ptr<RedisStore> redis, const RedisConfig& c
       redis_(std::move(redis)),
       sets_(redis_->client()),
       otp_(redis_->client()),
+      leases_(redis_->client()),
       timeout_ns_(config.timeout_ms * 1'000'000) {
   if (config.local_cache) {
     deny_cache_ =
@@ -133,7 +137,8 @@ store::Answer RemoteStore::Queue(const store::CheckOp& op, Decision* decision, S
   // The answer is due one timeout after the request came (here, or when the
   // loop began a wait that left it unread), whether it goes to Redis at once
   // or waits in a batch for a call in flight.
-  const int64_t from = batch->timeout_from_ns() > 0 ? batch->timeout_from_ns() : MonotonicNowNs();
+  const int64_t from =
+      batch->timeout_from_ns() > 0 ? batch->timeout_from_ns() : clock_.MonotonicNs();
   batch->Add(Pending{op.variant.rule, op.variant.tag,
                      op.at_ms != nullptr ? std::optional<int64_t>(*op.at_ms) : std::nullopt,
                      std::move(key), op.cost, sent_ms, from + timeout_ns_, later()});
@@ -149,7 +154,7 @@ void RemoteStore::HeldBatch::Send() {
   taken_.assign(checks.size(), 0);
   // Due already (held back too long: a loop that could not flush in time):
   // failed now, not sent.
-  const int64_t now_ns = MonotonicNowNs();
+  const int64_t now_ns = store_.clock_.MonotonicNs();
   for (size_t i = 0; i < checks.size(); ++i) {
     if (checks[i].deadline_ns > now_ns) continue;
     taken_[i] = 1;
@@ -244,6 +249,34 @@ store::Answer RemoteStore::Reset(const store::ResetOp& op, Status*, store::Later
   return store::Answer::kLater;
 }
 
+store::Answer RemoteStore::Refund(const store::RefundOp& op, Decision*, Status*,
+                                  store::Later<Decision> later) {
+  const core::CompiledRule& rule = *op.variant.rule;
+  std::string key = StateKey(rule.name, rule.tier, op.subject);
+  // A denial remembered here may no longer hold once units come back: the
+  // next decision goes to Redis. (Other servers' caches keep theirs until
+  // they expire, at worst the wait Redis gave them.)
+  if (deny_cache_ != nullptr) deny_cache_->Forget(key);
+  const int64_t clock_ms = op.at_ms != nullptr ? *op.at_ms : clock_.NowMs();
+  redis_->Refund(rule, op.variant.tag, key, op.cost,
+                 op.at_ms != nullptr ? std::optional<int64_t>(*op.at_ms) : std::nullopt, clock_ms,
+                 [this, done = later()](const Status& s, const Decision& after) mutable {
+                   if (!s.ok()) Bump(backend_errors_);
+                   done(s, after);
+                 });
+  return store::Answer::kLater;
+}
+
+store::Answer RemoteStore::Lease(const store::LeaseOp& op, store::LeaseResult*, Status*,
+                                 store::Later<store::LeaseResult> later) {
+  leases_.Run(op, op.at_ms != nullptr ? std::optional<int64_t>(*op.at_ms) : std::nullopt,
+              [this, done = later()](const Status& s, const store::LeaseResult& r) mutable {
+                if (!s.ok()) Bump(backend_errors_);
+                done(s, r);
+              });
+  return store::Answer::kLater;
+}
+
 store::Answer RemoteStore::RunSet(const SetRequest& request, int64_t max_members, SetReply*,
                                   Status*, store::Later<SetReply> later) {
   sets_.Run(request, max_members, std::nullopt, later());
@@ -318,6 +351,40 @@ std::vector<store::Metric> RemoteStore::Metrics() const {
        "keeps there (logged once per key per minute).",
        n.wrong_type},
   };
+}
+
+Result<std::unique_ptr<store::ControlStore>> RemoteStore::NewControlStore(
+    const store::ControlStoreOptions&) {
+  return std::unique_ptr<store::ControlStore>(
+      std::make_unique<RedisControlStore>(redis_->client()));
+}
+
+std::vector<store::Store::NodeHealth> RemoteStore::ProbeNodes() {
+  std::vector<NodeHealth> nodes;
+  Client& client = redis_->client();
+  for (const std::string& address : client.Masters()) {
+    NodeHealth n;
+    n.address = address;
+    const int64_t start = clock_.MonotonicNs();
+    auto reply = client.CallNode(address, {"PING"});
+    const int64_t took = clock_.MonotonicNs() - start;
+    if (!reply.ok()) {
+      n.error = reply.status().message();
+      // The client refuses a node whose breaker is open without trying it.
+      n.circuit_open = n.error.find("circuit open") != std::string::npos;
+    } else if ((*reply)->type == REDIS_REPLY_ERROR) {
+      n.error = DescribeReply(reply->get());
+    } else {
+      n.up = true;
+      n.latency_ms = static_cast<double>(took) / 1e6;
+    }
+    nodes.push_back(std::move(n));
+  }
+  return nodes;
+}
+
+std::unique_ptr<store::SketchBoard> RemoteStore::NewSketchBoard() {
+  return std::make_unique<RedisSketchBoard>(redis_->client(), clock_);
 }
 
 std::unique_ptr<store::AlertLog> RemoteStore::NewAlertLog(const AlertLogOptions& options) {

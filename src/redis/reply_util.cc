@@ -1,4 +1,4 @@
-// Reply readers for the feature scripts: see reply_util.h.
+// The feature scripts' arguments and replies: see reply_util.h.
 #include "redis/reply_util.h"
 
 #include <charconv>
@@ -6,6 +6,18 @@
 #include "redis/wire.h"
 
 namespace floodgate::redis {
+
+std::string NumberArgument(int64_t v) {
+  char buf[24];
+  const auto r = std::to_chars(buf, buf + sizeof(buf), v);
+  return std::string(buf, r.ptr);
+}
+
+bool ParseInteger(std::string_view text, int64_t* out) {
+  const char* end = text.data() + text.size();
+  const auto [p, ec] = std::from_chars(text.data(), end, *out);
+  return !text.empty() && ec == std::errc() && p == end;
+}
 
 Status ErrorReplyStatus(const redisReply& reply) {
   if (reply.type != REDIS_REPLY_ERROR) return Status::Ok();
@@ -24,9 +36,7 @@ bool ReplyInteger(const redisReply& reply, size_t index, int64_t* out) {
     return true;
   }
   if (e->type != REDIS_REPLY_STRING || e->str == nullptr) return false;
-  const char* end = e->str + e->len;
-  const auto [p, ec] = std::from_chars(e->str, end, *out);
-  return ec == std::errc() && p == end;
+  return ParseInteger(std::string_view(e->str, e->len), out);
 }
 
 bool ReplyString(const redisReply& reply, size_t index, std::string_view* out) {

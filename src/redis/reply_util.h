@@ -1,5 +1,6 @@
-// Reading the replies of the feature scripts (expiring sets, OTP): integers
-// and strings out of a reply array, error replies as a Status. No I/O.
+// The feature scripts' arguments and replies (expiring sets, OTP, the alert
+// stream): numbers as arguments, integers and strings out of a reply array,
+// error replies as a Status. No I/O.
 #pragma once
 
 #include <hiredis/hiredis.h>
@@ -12,6 +13,12 @@
 #include "floodgate/status.h"
 
 namespace floodgate::redis {
+
+// `v` as a script argument: its decimal digits.
+std::string NumberArgument(int64_t v);
+
+// The whole of `text` as a decimal integer; false when it is not one.
+bool ParseInteger(std::string_view text, int64_t* out);
 
 // An error reply as UNAVAILABLE "redis: <message>" (the call failed: nothing
 // was done); OK for any other reply.

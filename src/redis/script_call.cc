@@ -49,6 +49,7 @@ int ArgvStride(Algorithm algorithm) {
     case Algorithm::kSlidingWindow:
     case Algorithm::kSlidingLog:
     case Algorithm::kGcra:
+    case Algorithm::kConcurrency:  // never checked (scripts/concurrency.lua has leases)
       return 2;
   }
   return 2;
@@ -235,6 +236,12 @@ void AppendCheckCall(ScriptCall call, const core::CompiledRule& rule, std::strin
         AppendNumber(l.emission_us, argv);
         AppendNumber(l.capacity, argv);
         break;
+      case Algorithm::kConcurrency:
+        // Never checked: the service refuses, and leases have a script of
+        // their own (redis/lease_store.h). Sent as sliding_log's would be.
+        AppendNumber(l.count, argv);
+        AppendNumber(l.period_ms, argv);
+        break;
     }
   }
   if (alerts.enabled()) {
@@ -264,6 +271,12 @@ void AppendCheckCall(ScriptCall call, const core::CompiledRule& rule, std::strin
   const std::string keys[] = {std::string(key)};
   const int64_t costs[] = {cost};
   AppendCheckCall(call, rule, fingerprint, keys, costs, now_ms, clock_ms, argv);
+}
+
+void AppendRefundCall(ScriptCall call, const core::CompiledRule& rule, std::string_view fingerprint,
+                      std::string_view key, int64_t cost, std::optional<int64_t> now_ms,
+                      int64_t clock_ms, std::vector<std::string>* argv) {
+  AppendCheckCall(call, rule, fingerprint, key, -cost, now_ms, clock_ms, argv);
 }
 
 Status CheckReplyShape(Algorithm algorithm, const redisReply& reply, size_t decisions) {

@@ -89,6 +89,16 @@ void AppendCheckCall(ScriptCall call, const core::CompiledRule& rule, std::strin
                      std::string_view key, int64_t cost, std::optional<int64_t> now_ms,
                      int64_t clock_ms, std::vector<std::string>* argv);
 
+// Appends the command for a refund (core/refund.h) of `cost` units (in [1,
+// kMaxLimitCount]) to `key`'s state of `rule`: the rule's script with the
+// cost negated, which each script takes as a refund (see their headers).
+// Arguments as AppendCheckCall's for one decision. The reply is that of one
+// decision (DecodeCheckReply): the peek at the state as refunded; it fires
+// no alert.
+void AppendRefundCall(ScriptCall call, const core::CompiledRule& rule, std::string_view fingerprint,
+                      std::string_view key, int64_t cost, std::optional<int64_t> now_ms,
+                      int64_t clock_ms, std::vector<std::string>* argv);
+
 // Checks the shape of the reply to a call of `decisions` decisions: an
 // array of 1 + decisions elements starting with the script's instant. An
 // error reply is UNAVAILABLE with Redis's message (a failed call: no

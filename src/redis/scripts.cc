@@ -36,7 +36,8 @@ std::string Sha1Hex(std::string_view text) {
 }
 
 // Indexed by Feature.
-constexpr std::array<std::string_view, 3> kFeatures = {"expiring_set", "otp", "alert_stream"};
+constexpr std::array<std::string_view, 6> kFeatures = {
+    "expiring_set", "otp", "alert_stream", "control", "concurrency", "top_board"};
 
 std::string_view EmbeddedSource(std::string_view name) {
   for (const EmbeddedLua& lua : kEmbeddedLua) {
@@ -80,7 +81,9 @@ const Script& ScriptFor(Algorithm algorithm) {
   for (const Script& s : table.scripts) {
     if (s.algorithm == algorithm) return s;
   }
-  return table.scripts[0];  // unreachable for a valid Algorithm
+  // concurrency: never checked (the service refuses), so no script decides
+  // it; a check sent anyway gets fixed_window's, which refuses its arguments.
+  return table.scripts[0];
 }
 
 std::span<const Script> AllScripts() { return GetTable().scripts; }

@@ -1,6 +1,7 @@
 // The Redis store's Lua scripts (src/redis/scripts/*.lua, embedded in the
 // binary at build time) and their SHA-1 digests, for EVALSHA with an EVAL
-// fallback: one per algorithm, and the feature scripts (expiring sets, OTP).
+// fallback: one per algorithm, and the feature scripts (expiring sets, OTP,
+// the leases of concurrency rules, the alert stream, the control records).
 #pragma once
 
 #include <span>
@@ -17,16 +18,20 @@ struct Script {
   std::string_view sha1;    // 40 lowercase hex digits of SHA-1(source), for EVALSHA
 };
 
-// The script that decides `algorithm` (gcra's also serves CL.THROTTLE).
-// Thread-safe; the digests are computed once, on first use.
+// The script that decides `algorithm` (gcra's also serves CL.THROTTLE);
+// concurrency has none (see Feature::kConcurrency). Thread-safe; the
+// digests are computed once, on first use.
 const Script& ScriptFor(Algorithm algorithm);
 
 // Every algorithm script, one per algorithm.
 std::span<const Script> AllScripts();
 
-// The scripts that are not an algorithm's, by file name: "expiring_set",
-// "otp" and "alert_stream". Thread-safe.
-enum class Feature { kExpiringSet, kOtp, kAlertStream };
+// The scripts that are not a rate algorithm's, by file name:
+// "expiring_set", "otp", "alert_stream", "control", "concurrency" (the
+// leases of concurrency rules, which are acquired, never checked: its
+// calls are Store::Lease's, not a decision's) and "top_board" (the servers'
+// top-subjects sketches). Thread-safe.
+enum class Feature { kExpiringSet, kOtp, kAlertStream, kControl, kConcurrency, kTopBoard };
 const Script& ScriptFor(Feature feature);
 std::span<const Script> FeatureScripts();
 

@@ -1,7 +1,6 @@
 // SetStore on Redis: see set_store.h and scripts/expiring_set.lua.
 #include "redis/set_store.h"
 
-#include <charconv>
 #include <utility>
 #include <vector>
 
@@ -13,12 +12,6 @@ namespace floodgate::redis {
 namespace {
 
 constexpr std::string_view kScript = "expiring_set";
-
-std::string Number(int64_t v) {
-  char buf[24];
-  const auto r = std::to_chars(buf, buf + sizeof(buf), v);
-  return std::string(buf, r.ptr);
-}
 
 std::string_view OpArgument(SetOp op) {
   switch (op) {
@@ -83,12 +76,12 @@ void SetStore::Run(const SetRequest& request, int64_t max_members, std::optional
                                    "1",
                                    key,
                                    std::string(OpArgument(request.op)),
-                                   now_ms.has_value() ? Number(*now_ms) : std::string()};
+                                   now_ms.has_value() ? NumberArgument(*now_ms) : std::string()};
   switch (request.op) {
     case SetOp::kAdd:
       argv.emplace_back(request.member);
-      argv.push_back(Number(request.ttl_ms));
-      argv.push_back(Number(max_members));
+      argv.push_back(NumberArgument(request.ttl_ms));
+      argv.push_back(NumberArgument(max_members));
       break;
     case SetOp::kRemove:
     case SetOp::kContains:

@@ -9,8 +9,8 @@
 #include <string_view>
 #include <vector>
 
+#include "common/store_url.h"
 #include "floodgate/status.h"
-#include "redis/url.h"
 
 namespace floodgate::redis {
 

@@ -8,8 +8,8 @@
 #include <memory>
 #include <string>
 
+#include "common/store_url.h"
 #include "floodgate/status.h"
-#include "redis/url.h"
 
 namespace floodgate::redis {
 

@@ -2,6 +2,8 @@
 #include "redis/wrong_type.h"
 
 #include "common/log.h"
+#include "redis/control_store.h"
+#include "redis/sketch_board.h"
 
 namespace floodgate::redis {
 namespace {
@@ -60,8 +62,24 @@ bool ParseWrongType(std::string_view message, WrongType* out) {
 
 std::string_view ExpectedType(std::string_view key) {
   if (key == "fg:{alerts}") return "stream";
+  // Before the rule states' fg:{ below, which these names also start with.
+  if (RedisControlStore::IsControlKey(key)) {
+    if (key == RedisControlStore::kVersionKey) return "string";
+    if (key == RedisControlStore::kLogKey) return "list";
+    if (key == RedisControlStore::kOverridesKey || key == RedisControlStore::kBlocksKey ||
+        key == RedisControlStore::kRulesKey) {
+      return "hash";
+    }
+    return "";
+  }
+  // The servers' top-subjects sketches (redis/sketch_board.h), before the
+  // rule states' fg:{ below, which these names also start with.
+  if (key == RedisSketchBoard::kServersKey) return "zset";
+  if (key == RedisSketchBoard::kBlobsKey) return "hash";
   if (key.starts_with("fg:{") || key.starts_with("fg:cl:{")) return "string";
-  if (key.starts_with("fg:set:{")) return "zset";
+  // fg:lease:{ is no fg:{ (the brace comes later): the order above does
+  // not matter to it.
+  if (key.starts_with("fg:set:{") || key.starts_with("fg:lease:{")) return "zset";
   if (key.starts_with("fg:otp:{")) {
     for (std::string_view suffix : {"}:codes", "}:issues", "}:attempts"}) {
       if (key.ends_with(suffix)) return "zset";

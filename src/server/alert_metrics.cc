@@ -6,31 +6,25 @@
 namespace floodgate::server {
 void AppendAlertMetrics(const Alerts& alerts, std::string* out) {
   const Alerts::Stats s = alerts.GetStats();
-  AppendMetricHeader(out, "floodgate_alerts_emitted_total", "counter",
-                     "Quota alert events emitted by this server's decisions (one per rule, "
-                     "subject, tier, limit, threshold and window).");
-  AppendMetricSample(out, "floodgate_alerts_emitted_total", "", s.emitted);
-  AppendMetricHeader(out, "floodgate_alerts_delivered_total", "counter",
-                     "Alert events this server POSTed and the webhook answered 2xx.");
-  AppendMetricSample(out, "floodgate_alerts_delivered_total", "", s.delivered);
-  AppendMetricHeader(out, "floodgate_alerts_retries_total", "counter",
-                     "Failed alert POSTs scheduled again (backoff with jitter).");
-  AppendMetricSample(out, "floodgate_alerts_retries_total", "", s.retried);
-  AppendMetricHeader(out, "floodgate_alerts_dropped_total", "counter",
+  AppendMetric(out, "floodgate_alerts_emitted_total", "counter",
+               "Quota alert events emitted by this server's decisions (one per rule, subject, "
+               "tier, limit, threshold and window).",
+               s.emitted);
+  AppendMetric(out, "floodgate_alerts_delivered_total", "counter",
+               "Alert events this server POSTed and the webhook answered 2xx.", s.delivered);
+  AppendMetric(out, "floodgate_alerts_retries_total", "counter",
+               "Failed alert POSTs scheduled again (backoff with jitter).", s.retried);
+  AppendMetricFamily(out, "floodgate_alerts_dropped_total", "counter",
                      "Alert events given up, by reason: queue_full (alert_delivery.queue_size), "
                      "expired (alert_delivery.retry_for passed), stream_full (trimmed from the "
-                     "Redis stream), shutdown (nowhere to keep them).");
-  AppendMetricSample(out, "floodgate_alerts_dropped_total", "reason=\"queue_full\"",
-                     s.dropped_queue_full);
-  AppendMetricSample(out, "floodgate_alerts_dropped_total", "reason=\"expired\"",
-                     s.dropped_expired);
-  AppendMetricSample(out, "floodgate_alerts_dropped_total", "reason=\"stream_full\"",
-                     s.dropped_stream_full);
-  AppendMetricSample(out, "floodgate_alerts_dropped_total", "reason=\"shutdown\"",
-                     s.dropped_shutdown);
-  AppendMetricHeader(out, "floodgate_alerts_pending", "gauge",
-                     "Alert events waiting here for delivery, a retry, or the Redis stream.");
-  AppendMetricSample(out, "floodgate_alerts_pending", "", s.pending);
+                     "Redis stream), shutdown (nowhere to keep them).",
+                     "reason",
+                     {{"queue_full", s.dropped_queue_full},
+                      {"expired", s.dropped_expired},
+                      {"stream_full", s.dropped_stream_full},
+                      {"shutdown", s.dropped_shutdown}});
+  AppendMetric(out, "floodgate_alerts_pending", "gauge",
+               "Alert events waiting here for delivery, a retry, or the Redis stream.", s.pending);
 }
 
 }  // namespace floodgate::server

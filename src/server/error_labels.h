@@ -15,6 +15,7 @@ enum class Operation {
   kCheck,  // FG.CHECK, /v1/check: the request names what it needs
   kSet,    // expiring sets: a full set conflicts with the set's state
   kOtp,    // OTP issue and verify
+  kAdmin,  // the control plane: its input, or the store keeping its records
 };
 
 struct ErrorLabel {

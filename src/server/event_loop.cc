@@ -11,8 +11,8 @@
 //   too many requests in flight, its input is neither read nor parsed
 //   (like Redis's client-output-buffer-limit); over the hard limit, or over
 //   the soft limit for too long, it is closed;
-// - partial requests, idle connections and accept errors run on a
-//   monotonic clock read once per round; timers are swept a few times per
+// - partial requests, idle connections and accept errors run on the
+//   clock's monotonic reading, read once per round; timers are swept a few times per
 //   shortest timeout (at most once a second), and not at all with no
 //   connection open, so an idle server sleeps.
 //
@@ -60,6 +60,8 @@ constexpr int64_t kMinIdleToEvictMs = 250;
 constexpr size_t kKeepCapacity = 256 * 1024;
 constexpr int64_t kLogEveryMs = 10'000;
 constexpr int64_t kMaxAcceptBackoffMs = 1000;
+// While draining, quiet connections are looked at this often.
+constexpr int64_t kDrainSweepMs = 50;
 constexpr uint64_t kListenerTag = uint64_t{1} << 32;  // epoll data: listener index | tag
 constexpr uint64_t kDriverTag = uint64_t{1} << 33;    // epoll data: the store driver's fd
 
@@ -74,16 +76,17 @@ int SoonerTimeout(int a, int b) {
 }
 
 // Milliseconds from now_ms until deadline_ms as an epoll timeout (0 when
-// due); -1 when there is no deadline (deadline_ms <= 0).
-int TimeoutUntil(int64_t deadline_ms, int64_t now_ms) {
+// due), at most max_ms (>= 0: a clock that does not follow real time must
+// be read again that soon); -1 when there is no deadline (deadline_ms <= 0).
+int TimeoutUntil(int64_t deadline_ms, int64_t now_ms, int max_ms) {
   if (deadline_ms <= 0) return -1;
-  return static_cast<int>(std::clamp<int64_t>(deadline_ms - now_ms, 0, 60'000));
+  const int64_t wait = std::clamp<int64_t>(deadline_ms - now_ms, 0, 60'000);
+  return static_cast<int>(max_ms >= 0 ? std::min<int64_t>(wait, max_ms) : wait);
 }
 
-int64_t MonotonicMs() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<int64_t>(ts.tv_sec) * 1000 + ts.tv_nsec / 1'000'000;
+int MaxSleepMs(const Clock& clock) {
+  const int64_t ns = clock.MaxSleepNs();
+  return ns < 0 ? -1 : static_cast<int>(std::min<int64_t>((ns + 999'999) / 1'000'000, 60'000));
 }
 
 // How often a loop sweeps its connections' timers: a quarter of the
@@ -121,6 +124,11 @@ struct EventLoop::Connection {
   uint64_t generation = 0;    // see ConnectionRef
   uint64_t handled_round = 0;
   uint64_t accepted_round = 0;
+  // The drain: the last time bytes arrived (or the accept), and whether a
+  // reply has been made since the drain began, on a connection that the
+  // drain closes after one (Session::DrainClosesAfterReply).
+  int64_t last_input_ms = 0;
+  bool drain_answered = false;
   ConnectionTimers timers;
   PeerAddress peer;
   Connection* lru_prev = nullptr;
@@ -129,6 +137,13 @@ struct EventLoop::Connection {
   size_t pending_input() const { return input.size() - input_start; }
   size_t unsent() const { return output.size() - output_start; }
 };
+
+PeerAddress ConnectionRef::Peer() const {
+  if (loop == nullptr || fd < 0 || static_cast<size_t>(fd) >= loop->connections_.size()) return {};
+  const auto& slot = loop->connections_[fd];
+  if (!slot || slot->generation != generation) return {};
+  return slot->peer;
+}
 
 void ConnectionRef::Complete(uint64_t tag, Completion completion) const {
   EventLoop* l = loop;
@@ -146,8 +161,10 @@ void ConnectionRef::Complete(uint64_t tag, Completion completion) const {
 }
 
 EventLoop::EventLoop(int index, std::vector<ListenerSpec> listeners, LoopLimits limits,
-                     std::atomic<int64_t>* open_connections, LoopHooks hooks)
+                     std::atomic<int64_t>* open_connections, const Clock& clock, LoopHooks hooks)
     : index_(index),
+      clock_(clock),
+      max_sleep_ms_(MaxSleepMs(clock)),
       listeners_(std::move(listeners)),
       limits_(limits),
       open_connections_(open_connections),
@@ -242,6 +259,7 @@ void EventLoop::Deliver(const ConnectionRef& ref, uint64_t tag, Completion compl
   Connection& c = *slot;
   const bool was_full = c.session->InFlight() >= limits_.max_in_flight;
   c.session->OnCompletion(tag, std::move(completion), &c.output);
+  if (draining_ && c.session->DrainClosesAfterReply()) c.drain_answered = true;
   if (c.timers.AfterOutput(c.listener->policy, now_ms_, c.unsent()) != CloseReason::kNone) {
     CloseFor(c, CloseReason::kOutputHardLimit);
     return;
@@ -278,19 +296,24 @@ void EventLoop::Run() {
   // The last round left decisions waiting for the store and found too few
   // requests to be worth waking for (LoopHooks::wait_for_store).
   bool store_only = false;
-  now_ms_ = MonotonicMs();
+  now_ms_ = clock_.MonotonicNs() / 1'000'000;
   for (;;) {
     if (stopping_.load(std::memory_order_acquire) && !draining_) BeginDrain();
+    if (draining_ && now_ms_ >= next_drain_sweep_ms_) DrainSweep();
     if (draining_ && (num_connections_ == 0 || now_ms_ >= drain_deadline_ms_)) break;
     // After a busy round, poll without sleeping a few times before blocking:
     // a loop that sleeps between every round of requests makes each client
     // write pay for waking it (on loopback the sender's CPU does that work).
     int timeout = idle_polls < max_idle_polls || !again_.empty() ? 0 : -1;
     if (num_connections_ > 0 && sweep_every_ms_ > 0) {
-      timeout = SoonerTimeout(timeout, TimeoutUntil(next_sweep_ms_, now_ms_));
+      timeout = SoonerTimeout(timeout, TimeoutUntil(next_sweep_ms_, now_ms_, max_sleep_ms_));
     }
-    timeout = SoonerTimeout(timeout, TimeoutUntil(accept_resume_ms_, now_ms_));
-    if (draining_) timeout = SoonerTimeout(timeout, TimeoutUntil(drain_deadline_ms_, now_ms_));
+    timeout = SoonerTimeout(timeout, TimeoutUntil(accept_resume_ms_, now_ms_, max_sleep_ms_));
+    if (draining_) {
+      timeout = SoonerTimeout(
+          timeout,
+          TimeoutUntil(std::min(drain_deadline_ms_, next_drain_sweep_ms_), now_ms_, max_sleep_ms_));
+    }
     if (driver != nullptr) timeout = again ? 0 : SoonerTimeout(timeout, driver->TimeoutMs());
     if (store_only && !again && again_.empty()) {
       // Only the store's answer (or Stop, Post) can make the next round
@@ -301,7 +324,7 @@ void EventLoop::Run() {
     }
     const int n = epoll_wait(epoll_fd_, events, 256, timeout);
     if (n < 0 && errno != EINTR) break;
-    now_ms_ = MonotonicMs();
+    now_ms_ = clock_.MonotonicNs() / 1'000'000;
     ++round_;
     if (n > 0) {
       idle_polls = 0;
@@ -315,6 +338,7 @@ void EventLoop::Run() {
         continue;
       }
     }
+    if (hooks_.begin_round) hooks_.begin_round();
     RunPosted();
     // Connections left with work by the last round go first: they have
     // waited a round already.
@@ -424,6 +448,7 @@ void EventLoop::Accept(size_t listener_index) {
     c->peer = peer;
     c->generation = next_generation_++;
     c->accepted_round = round_;
+    c->last_input_ms = now_ms_;
     c->session = listener.factory->NewSession(index_, ConnectionRef{this, fd, c->generation});
     c->interest = EPOLLIN;
     epoll_event ev{};
@@ -494,6 +519,7 @@ void EventLoop::Handle(Connection& c) {
       c.input.append(scratch, static_cast<size_t>(n));
       c.stuck = false;
       socket_more = static_cast<size_t>(n) == kReadChunk;
+      c.last_input_ms = now_ms_;
       Touch(c);
     } else if (n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK)) {
       c.eof = true;  // the peer is done sending (or gone): answer what it sent
@@ -528,6 +554,7 @@ void EventLoop::Handle(Connection& c) {
   }
   c.timers.AfterInput(now_ms_, completed, c.pending_input() > 0);
   if (completed) Touch(c);
+  if (completed && draining_ && c.session->DrainClosesAfterReply()) c.drain_answered = true;
   if (!c.closing && c.pending_input() > limits_.max_pending_input) {
     // One request larger than any parser limit allows: refuse and close.
     c.listener->counters->closed[static_cast<int>(CloseReason::kOversized)].fetch_add(
@@ -535,8 +562,17 @@ void EventLoop::Handle(Connection& c) {
     c.output += c.listener->oversize_reply;
     c.closing = true;
   }
-  // A peer that has sent its last bytes is closed once they are answered.
-  if (c.eof && (c.pending_input() == 0 || c.stuck)) c.closing = true;
+  // A peer that has sent its last bytes is closed once they are answered,
+  // unless what it waits for is held waiting for room (WAIT, wait_ms): a
+  // client gone while waiting is closed at once, and its session's end
+  // drops what it holds (it must not be admitted for nobody).
+  if (c.eof && (c.pending_input() == 0 || c.stuck)) {
+    c.closing = true;
+    if (c.session->InFlight() > 0 && c.session->DropOnEof()) {
+      Close(c.fd);
+      return;
+    }
+  }
   if (c.timers.AfterOutput(c.listener->policy, now_ms_, c.unsent()) != CloseReason::kNone) {
     CloseFor(c, CloseReason::kOutputHardLimit);
     return;
@@ -569,6 +605,13 @@ void EventLoop::Flush(Connection& c) {
     }
     c.output_start = 0;
     if (c.closing && c.session->InFlight() == 0) {
+      Close(c.fd);
+      return;
+    }
+    // Draining: a connection that has had its reply, with nothing behind
+    // it, is done here (its client reconnects, to the process that
+    // replaces this one).
+    if (draining_ && c.drain_answered && DrainQuiet(c, false)) {
       Close(c.fd);
       return;
     }
@@ -684,14 +727,40 @@ void EventLoop::BeginDrain() {
     close(l.fd);
     l.fd = -1;
   }
-  // Idle connections go now; busy ones finish what they were sent.
+  // Event streams go now (they take no further request); the others are
+  // read on: busy ones finish what they were sent, and each is closed once
+  // it has had a reply, or after kDrainGraceMs of quiet (DrainSweep).
   for (Connection* c = lru_head_; c != nullptr;) {
     Connection* next = c->lru_next;
-    c->closing = true;
-    if (c->unsent() == 0 && c->session->InFlight() == 0) {
+    if (c->session->Streaming() && c->unsent() == 0) Close(c->fd);
+    c = next;
+  }
+  next_drain_sweep_ms_ = now_ms_;
+  DrainSweep();
+}
+
+// Nothing to answer or send, nothing unparsed (with `partial`, but for an
+// incomplete request), and nothing unread in the socket: a request that
+// arrived since the last read is answered first; one arriving after the
+// close finds the socket gone, unread, so a client may send it again.
+bool EventLoop::DrainQuiet(const Connection& c, bool partial) const {
+  if (c.closing || c.unsent() > 0 || c.session->InFlight() > 0) return false;
+  if (c.pending_input() > 0 && !(partial && c.stuck)) return false;
+  char byte;
+  return recv(c.fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT) <= 0;
+}
+
+// Closes the connections that have had their reply during the drain, or
+// have been quiet for kDrainGraceMs (idle, or an incomplete request that
+// stopped arriving); a grace for a request that may be on the wire.
+void EventLoop::DrainSweep() {
+  next_drain_sweep_ms_ = now_ms_ + kDrainSweepMs;
+  for (Connection* c = lru_head_; c != nullptr;) {
+    Connection* next = c->lru_next;  // c may be closed
+    const int64_t quiet_ms = now_ms_ - std::max(c->last_input_ms, c->timers.last_active_ms());
+    if ((c->drain_answered && DrainQuiet(*c, false)) ||
+        (quiet_ms >= kDrainGraceMs && DrainQuiet(*c, true))) {
       Close(c->fd);
-    } else {
-      UpdateInterest(*c);
     }
     c = next;
   }

@@ -15,6 +15,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/functional/any_invocable.h"
+#include "floodgate/clock.h"
 #include "floodgate/loop_driver.h"
 #include "server/connection_timers.h"
 #include "server/peer_address.h"
@@ -60,6 +61,9 @@ struct ListenerSpec {
 
 // What a loop runs besides its connections, all on its thread.
 struct LoopHooks {
+  // At the start of each round that has work, before any of it (posted
+  // tasks, input, completions): LoopContext::BeginRound.
+  absl::AnyInvocable<void()> begin_round;
   // After each round's input has been handled, before the store's I/O step
   // and the replies: sends what the round's requests left for a remote store
   // (LoopContext::EndRound).
@@ -78,8 +82,12 @@ struct LoopHooks {
 // Thread-compatible: Run() on one thread; Stop() from any thread.
 class EventLoop {
  public:
+  // `clock` (its MonotonicNs, read once per round) times the connections'
+  // timers, accept back-off, the drain and log spacing; it must outlive
+  // the loop. On a clock that does not follow real time the loop sleeps at
+  // most its MaxSleepNs while one of those is pending.
   EventLoop(int index, std::vector<ListenerSpec> listeners, LoopLimits limits,
-            std::atomic<int64_t>* open_connections, LoopHooks hooks = {});
+            std::atomic<int64_t>* open_connections, const Clock& clock, LoopHooks hooks = {});
   ~EventLoop();
   EventLoop(const EventLoop&) = delete;
   EventLoop& operator=(const EventLoop&) = delete;
@@ -87,10 +95,21 @@ class EventLoop {
   // Serves until Stop() and the drain that follows. Closes every connection
   // and listener before returning.
   void Run();
-  // Thread-safe. The loop stops accepting at once, closes idle connections,
-  // lets busy ones finish (their requests answered, their replies written)
-  // for at most drain_timeout_ms, then closes the rest and Run() returns.
+  // Thread-safe. The loop stops accepting at once (closing its listeners:
+  // with net.ipv4.tcp_migrate_req=1 the kernel hands the connections queued
+  // on them to the other sockets of their SO_REUSEPORT group, a process
+  // that replaces this one) and drains for at most drain_timeout_ms:
+  // requests in flight are answered and their replies written; a
+  // connection is closed once it has had a reply during the drain with
+  // nothing behind it (Session::DrainClosesAfterReply; HTTP's session
+  // closes it itself, after a reply saying "Connection: close"), or has
+  // been quiet for kDrainGraceMs (a request may be on the wire when the
+  // drain begins); event streams close at once. Then the rest are closed
+  // and Run() returns.
   void Stop();
+
+  // How long the drain leaves a quiet connection open (see Stop).
+  static constexpr int64_t kDrainGraceMs = 1000;
 
   // Thread-safe: runs `fn` on the loop's thread, soon. Tasks posted after
   // Run() has returned are dropped unrun.
@@ -126,10 +145,15 @@ class EventLoop {
   void PauseAccepting(int error);
   void ResumeAccepting();
   void BeginDrain();
+  void DrainSweep();
+  bool DrainQuiet(const Connection& c, bool partial) const;
   void CloseFor(Connection& c, CloseReason reason);
   void Close(int fd);
 
   const int index_;
+  const Clock& clock_;
+  // clock_'s MaxSleepNs in epoll's milliseconds, rounded up (-1: no bound).
+  const int max_sleep_ms_;
   std::vector<ListenerSpec> listeners_;
   const LoopLimits limits_;
   std::atomic<int64_t>* open_connections_;
@@ -150,7 +174,7 @@ class EventLoop {
   std::vector<int> again_;
   std::vector<int> handling_;  // the loop's, swapped with again_
   uint64_t round_ = 0;
-  int64_t now_ms_ = 0;  // monotonic, read once per round
+  int64_t now_ms_ = 0;  // clock_.MonotonicNs() in ms, read once per round
   int64_t next_sweep_ms_ = 0;
   int64_t sweep_every_ms_ = 1000;  // the timers' granularity
   // Accepting is paused after an accept error until this time (0: not paused).
@@ -158,6 +182,7 @@ class EventLoop {
   int64_t accept_backoff_ms_ = 0;
   bool draining_ = false;
   int64_t drain_deadline_ms_ = 0;
+  int64_t next_drain_sweep_ms_ = 0;
   uint64_t next_generation_ = 1;
   std::vector<LocalCompletion> local_;       // completed this round, on this thread
   std::vector<LocalCompletion> delivering_;  // the loop's, swapped with local_

@@ -1,21 +1,57 @@
 // GrpcFront: see grpc_front.h.
+//
+// Why a completion queue per thread and not gRPC's callback API: the
+// callback API runs each handler on a thread of gRPC's callback pool, so a
+// call crossed from the thread that read it to a pool thread, and the
+// answer back, and every call took the descriptor metrics' shared mutex;
+// on a two-core machine shared with the clients that made ShouldRateLimit
+// cost about 26 us of server CPU per call against about 17 us here, of
+// which gRPC's transport alone takes 14-16 us (docs/benchmarks.md, "Envoy
+// RateLimitService"). Here the thread that polls the connections also
+// decodes, decides and answers.
+//
+// A worker's round: wait for one event of its queue, take the others
+// already there without waiting (a store that answers later: what one
+// flush gathers), flush the batch. Events: a new call (decode, start its
+// RlsCall; answer it if decided), an answer sent (the slot is reused for a
+// new call), the wake alarm (calls whose store answers came on another
+// thread: continue each, answer the decided ones).
+//
+// Slots: each call in progress has one (its gRPC context, messages,
+// decoded request and RlsCall), reused for a later call, so a thread that
+// answers one call after another allocates little of its own. A worker
+// keeps kRequestedCalls slots asked of gRPC for new calls at any time; a
+// slot that receives a call is replaced at once (from the free slots), so
+// calls waiting for a store do not limit how many can arrive.
+//
+// Shutdown: Server::Shutdown returns once every call is finished and its
+// context destroyed (calls waiting for a store included: the store answers
+// within its timeout), and every slot still asked for a call has been told
+// (ok false, and not asked again). Only then are the queues shut down: an
+// alarm is set, or a call requested, only while a call is in progress, so
+// never on a queue shut down.
 #include "server/grpc_front.h"
 
+#include <grpcpp/alarm.h>
 #include <grpcpp/grpcpp.h>
+#include <pthread.h>
 
 #include <chrono>
+#include <optional>
 
+#include "absl/base/thread_annotations.h"
 #include "envoy/service/ratelimit/v3/rls.grpc.pb.h"
-#include "server/metrics.h"
+#include "server/listener.h"
 
 namespace floodgate::server {
 namespace {
 
 namespace pb = ::envoy::service::ratelimit::v3;
 
-// Distinct (domain, descriptor) series kept in /metrics; detailed_metric
-// can name one per value, so past this they are counted as dropped.
-constexpr size_t kMaxDescriptorSeries = 10'000;
+// Slots each worker keeps asked of gRPC for new calls.
+constexpr int kRequestedCalls = 64;
+// Events one round takes before flushing its decisions to a remote store.
+constexpr int kEventsPerRound = 256;
 
 grpc::StatusCode ToGrpcCode(StatusCode code) {
   switch (code) {
@@ -37,87 +73,259 @@ grpc::StatusCode ToGrpcCode(StatusCode code) {
   return grpc::StatusCode::INTERNAL;
 }
 
-const char* GrpcCodeName(int code) {
-  static constexpr const char* kNames[] = {"OK",
-                                           "CANCELLED",
-                                           "UNKNOWN",
-                                           "INVALID_ARGUMENT",
-                                           "DEADLINE_EXCEEDED",
-                                           "NOT_FOUND",
-                                           "ALREADY_EXISTS",
-                                           "PERMISSION_DENIED",
-                                           "RESOURCE_EXHAUSTED",
-                                           "FAILED_PRECONDITION",
-                                           "ABORTED",
-                                           "OUT_OF_RANGE",
-                                           "UNIMPLEMENTED",
-                                           "INTERNAL",
-                                           "UNAVAILABLE",
-                                           "DATA_LOSS",
-                                           "UNAUTHENTICATED"};
-  return code >= 0 && code <= 16 ? kNames[code] : "UNKNOWN";
-}
-
-void Bump(std::atomic<int64_t>& a) { a.fetch_add(1, std::memory_order_relaxed); }
-
 }  // namespace
 
-class GrpcFront::Handler final : public pb::RateLimitService::CallbackService {
+// One thread and its completion queue. Run() on its own thread; Resume from
+// any thread.
+class GrpcFront::Worker {
  public:
-  Handler(GrpcFront* front, envoy::RateLimitService* service, const rls::RequestLimits& limits)
-      : front_(front), service_(service), limits_(limits) {}
+  Worker(int index, RlsService* service, pb::RateLimitService::AsyncService* async,
+         std::unique_ptr<grpc::ServerCompletionQueue> cq, const GrpcFrontOptions& options,
+         RlsMetrics::Block* metrics)
+      : index_(index),
+        service_(service),
+        async_(async),
+        cq_(std::move(cq)),
+        limits_(options.request_limits),
+        metrics_(metrics),
+        batch_(service->limiter().NewBatch(options.max_store_calls_in_flight)) {}
 
-  grpc::ServerUnaryReactor* ShouldRateLimit(grpc::CallbackServerContext* context,
-                                            const pb::RateLimitRequest* request,
-                                            pb::RateLimitResponse* response) override {
-    grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-    envoy::Request decoded;
-    if (Status s = rls::ToRequest(*request, limits_, &decoded); !s.ok()) {
-      front_->CountRequest(grpc::StatusCode::INVALID_ARGUMENT, 0);
-      reactor->Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, s.message()));
-      return reactor;
-    }
-    // The request and response messages live until Finish; the decision may
-    // complete on another thread, which then answers.
-    service_->ShouldRateLimit(
-        decoded, [this, reactor, response](const Status& s, envoy::Response&& r) {
-          if (!s.ok()) {
-            const grpc::StatusCode code = ToGrpcCode(s.code());
-            front_->CountRequest(code, 0);
-            reactor->Finish(grpc::Status(code, s.message()));
-            return;
-          }
-          rls::ToProto(r, response);
-          front_->CountRequest(grpc::StatusCode::OK, static_cast<int>(r.overall_code));
-          reactor->Finish(grpc::Status::OK);
-        });
-    return reactor;
-  }
+  void Run();
+  // After Server::Shutdown has returned: the queue drains, then Run returns.
+  void ShutdownQueue() { cq_->Shutdown(); }
 
  private:
-  GrpcFront* const front_;
-  envoy::RateLimitService* const service_;
+  // One call in progress, or asked of gRPC. Its tag on the queue is itself.
+  struct Slot final : RlsCall::Owner {
+    enum class State { kRequested, kDeciding, kFinishing };
+    explicit Slot(Worker* w) : worker(w) {}
+    void Resume(RlsCall*) override { worker->Resume(this); }
+
+    Worker* const worker;
+    State state = State::kRequested;
+    std::optional<grpc::ServerContext> context;
+    std::optional<grpc::ServerAsyncResponseWriter<pb::RateLimitResponse>> responder;
+    pb::RateLimitRequest request;
+    pb::RateLimitResponse response;
+    rls::Request decoded;
+    RlsCall call{this};
+  };
+
+  void Handle(void* tag, bool ok);
+  void RequestCall(Slot* slot);
+  // The slot's call is over (or never came): its context goes, the slot
+  // waits in free_ for the next RequestCall.
+  void Release(Slot* slot);
+  void Begin(Slot* slot);
+  void Respond(Slot* slot);
+  // Continues calls whose round the store completed; answers those decided.
+  void ContinueAll(std::vector<Slot*>& slots);
+  void EndRound();
+  // Thread-safe: `slot`'s round is complete; continue it on this thread.
+  void Resume(Slot* slot);
+  Slot* NewSlot();
+
+  const int index_;
+  RlsService* const service_;
+  pb::RateLimitService::AsyncService* const async_;
+  const std::unique_ptr<grpc::ServerCompletionQueue> cq_;
   const rls::RequestLimits limits_;
+  RlsMetrics::Block* const metrics_;
+  // Set once the batch has held a decision: the store answers later, so
+  // events already queued join a round to share its flush.
+  bool gathers_ = false;
+  const std::unique_ptr<store::Batch> batch_;
+  std::vector<std::unique_ptr<Slot>> slots_;  // every slot made, for their lifetime
+  std::vector<Slot*> free_;                   // slots neither asked for nor in use
+  std::vector<Slot*> local_;                  // resumed on this thread (inside a flush)
+  std::vector<Slot*> continuing_;             // the worker's, swapped with resumed_
+
+  std::mutex mu_;
+  std::vector<Slot*> resumed_ ABSL_GUARDED_BY(mu_);
+  bool wake_set_ ABSL_GUARDED_BY(mu_) = false;
+  // Set (on the queue, due at once) when resumed_ gains its first slot.
+  grpc::Alarm wake_ ABSL_GUARDED_BY(mu_);
 };
 
+namespace {
+// The worker running on this thread, if any: a resume from inside its own
+// flush is queued without the alarm.
+thread_local const void* t_worker = nullptr;
+}  // namespace
+
+void GrpcFront::Worker::Run() {
+  const std::string name = "fg-grpc-" + std::to_string(index_);
+  pthread_setname_np(pthread_self(), name.c_str());
+  t_worker = this;
+  for (int i = 0; i < kRequestedCalls; ++i) RequestCall(NewSlot());
+  void* tag = nullptr;
+  bool ok = false;
+  while (cq_->Next(&tag, &ok)) {
+    Handle(tag, ok);
+    // With a store that answers later, the events already queued join this
+    // round, so that their decisions go to the store in one flush.
+    gathers_ = gathers_ || batch_->size() > 0;
+    for (int n = 1; gathers_ && n < kEventsPerRound; ++n) {
+      if (cq_->AsyncNext(&tag, &ok, gpr_time_0(GPR_CLOCK_MONOTONIC)) !=
+          grpc::CompletionQueue::GOT_EVENT) {
+        break;
+      }
+      Handle(tag, ok);
+    }
+    EndRound();
+  }
+  batch_->FlushAll();  // empty: every call was answered before the queue shut down
+  t_worker = nullptr;
+}
+
+GrpcFront::Worker::Slot* GrpcFront::Worker::NewSlot() {
+  if (!free_.empty()) {
+    Slot* slot = free_.back();
+    free_.pop_back();
+    return slot;
+  }
+  slots_.push_back(std::make_unique<Slot>(this));
+  return slots_.back().get();
+}
+
+void GrpcFront::Worker::RequestCall(Slot* slot) {
+  slot->state = Slot::State::kRequested;
+  slot->context.emplace();  // gRPC contexts are not reusable: a fresh one per call
+  slot->responder.emplace(&*slot->context);
+  slot->request.Clear();
+  slot->response.Clear();
+  async_->RequestShouldRateLimit(&*slot->context, &slot->request, &*slot->responder, cq_.get(),
+                                 cq_.get(), slot);
+}
+
+void GrpcFront::Worker::Release(Slot* slot) {
+  slot->responder.reset();
+  slot->context.reset();
+  free_.push_back(slot);
+}
+
+void GrpcFront::Worker::Handle(void* tag, bool ok) {
+  if (tag == &wake_) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      continuing_.swap(resumed_);
+      wake_set_ = false;
+    }
+    ContinueAll(continuing_);
+    return;
+  }
+  Slot* slot = static_cast<Slot*>(tag);
+  switch (slot->state) {
+    case Slot::State::kRequested:
+      if (!ok) {
+        // The server is shutting down: no call came, and none will.
+        Release(slot);
+        return;
+      }
+      // Asked before this call can end: a call in progress holds
+      // Server::Shutdown back, so the queue cannot be shut down under
+      // this request.
+      RequestCall(NewSlot());
+      Begin(slot);
+      return;
+    case Slot::State::kFinishing:
+      // Answered (ok false: the client had gone).
+      Release(slot);
+      return;
+    case Slot::State::kDeciding:
+      break;  // not a tag while deciding
+  }
+}
+
+void GrpcFront::Worker::Begin(Slot* slot) {
+  slot->state = Slot::State::kDeciding;
+  if (Status s = rls::ToRequest(slot->request, limits_, &slot->decoded); !s.ok()) {
+    metrics_->CountRequest(grpc::StatusCode::INVALID_ARGUMENT, 0);
+    slot->state = Slot::State::kFinishing;
+    slot->responder->FinishWithError(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, s.message()),
+                                     slot);
+    return;
+  }
+  if (slot->call.Start(*service_, slot->decoded, batch_.get())) Respond(slot);
+}
+
+void GrpcFront::Worker::Respond(Slot* slot) {
+  slot->state = Slot::State::kFinishing;
+  const Status& s = slot->call.status();
+  if (!s.ok()) {
+    const grpc::StatusCode code = ToGrpcCode(s.code());
+    metrics_->CountRequest(code, 0);
+    slot->responder->FinishWithError(grpc::Status(code, s.message()), slot);
+    return;
+  }
+  const rls::Response& r = slot->call.response();
+  metrics_->CountOutcomes(slot->call.domain(), slot->call.outcomes());
+  metrics_->CountRequest(grpc::StatusCode::OK, static_cast<int>(r.overall_code));
+  rls::ToProto(r, &slot->response);
+  slot->responder->Finish(slot->response, grpc::Status::OK, slot);
+}
+
+void GrpcFront::Worker::ContinueAll(std::vector<Slot*>& slots) {
+  for (Slot* slot : slots) {
+    if (slot->call.Continue(batch_.get())) Respond(slot);
+  }
+  slots.clear();
+}
+
+void GrpcFront::Worker::EndRound() {
+  batch_->Flush();
+  // A flush may answer decisions it held past their deadline, here on this
+  // thread; their calls go on now, and what they ask goes out too.
+  while (!local_.empty()) {
+    std::vector<Slot*> slots;
+    slots.swap(local_);
+    ContinueAll(slots);
+    batch_->Flush();
+  }
+}
+
+void GrpcFront::Worker::Resume(Slot* slot) {
+  if (t_worker == this) {
+    local_.push_back(slot);
+    return;
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  resumed_.push_back(slot);
+  if (wake_set_) return;  // set and not yet taken: it brings this slot too
+  wake_set_ = true;
+  // Under the lock: the next Set waits until this one has returned.
+  wake_.Set(cq_.get(), gpr_time_0(GPR_CLOCK_MONOTONIC), &wake_);
+}
+
 Result<std::unique_ptr<GrpcFront>> GrpcFront::Start(const GrpcFrontOptions& options,
-                                                    envoy::RateLimitService* service) {
+                                                    RlsService* service) {
   const size_t colon = options.address.rfind(':');
   if (colon == std::string::npos || colon == 0) {
     return InvalidArgumentError("gRPC address '" + options.address + "' is not host:port");
   }
+  if (options.threads < 1 || options.threads > 256) {
+    return InvalidArgumentError("gRPC threads must be between 1 and 256");
+  }
   std::unique_ptr<GrpcFront> front(new GrpcFront());
   front->service_ = service;
-  front->handler_ = std::make_unique<Handler>(front.get(), service, options.request_limits);
-  service->set_observer([f = front.get()](const envoy::RateLimitService::DescriptorOutcome& o) {
-    f->CountDescriptor(o);
-  });
+  auto async = std::make_unique<pb::RateLimitService::AsyncService>();
+  pb::RateLimitService::AsyncService* async_service = async.get();
+  front->async_service_ = std::move(async);
+  front->metrics_ = std::make_unique<RlsMetrics>(options.threads);
+  // gRPC sets SO_REUSEPORT by default: a second server would then share the
+  // port silently instead of failing to start. On a numeric address the
+  // port is checked first, as the other fronts' are (CheckPortFree), and
+  // SO_REUSEPORT kept: a floodgate started with --replace can then join it
+  // (docs/operations.md, "Graceful restart"). On a host name (which gRPC
+  // resolves) it is left off.
+  auto endpoint = ParseEndpoint(options.address);
+  if (endpoint.ok() && !options.replace) {
+    if (Status s = CheckPortFree(*endpoint, "for gRPC "); !s.ok()) return s;
+  }
   grpc::ServerBuilder builder;
   int port = 0;
   builder.AddListeningPort(options.address, grpc::InsecureServerCredentials(), &port);
-  // gRPC sets SO_REUSEPORT by default: a second server would then share the
-  // port silently instead of failing to start.
-  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, endpoint.ok() ? 1 : 0);
   builder.SetMaxReceiveMessageSize(options.max_message_bytes);
   // Dead peers must not hold connections forever: a client that vanished
   // (a crashed Envoy, a dropped network path) does not answer pings.
@@ -129,18 +337,41 @@ Result<std::unique_ptr<GrpcFront>> GrpcFront::Start(const GrpcFrontOptions& opti
     builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
   }
   front->drain_timeout_ms_ = options.drain_timeout_ms;
-  builder.RegisterService(front->handler_.get());
+  builder.RegisterService(async_service);
+  std::vector<std::unique_ptr<grpc::ServerCompletionQueue>> queues;
+  for (int i = 0; i < options.threads; ++i) queues.push_back(builder.AddCompletionQueue());
   front->server_ = builder.BuildAndStart();
   if (front->server_ == nullptr || port == 0) {
-    service->set_observer(nullptr);
+    front->server_.reset();
+    for (auto& q : queues) {
+      // Never used, but a queue must be shut down and drained before it goes.
+      q->Shutdown();
+      void* tag = nullptr;
+      bool ok = false;
+      while (q->Next(&tag, &ok)) {
+      }
+    }
     return UnavailableError("cannot listen for gRPC on " + options.address +
                             " (address in use or not local?)");
   }
   front->address_ = options.address.substr(0, colon) + ":" + std::to_string(port);
+  for (int i = 0; i < options.threads; ++i) {
+    front->workers_.push_back(std::make_unique<Worker>(
+        i, service, async_service, std::move(queues[i]), options, &front->metrics_->block(i)));
+  }
+  for (auto& w : front->workers_) {
+    front->threads_.emplace_back([worker = w.get()] { worker->Run(); });
+  }
   return front;
 }
 
-GrpcFront::~GrpcFront() { Stop(); }
+GrpcFront::~GrpcFront() {
+  Stop();
+  // The server before the queues it was given (as gRPC's examples order
+  // them), the service it serves last (a member declared before both).
+  server_.reset();
+  workers_.clear();
+}
 
 void GrpcFront::Stop() {
   std::call_once(stopped_, [this] {
@@ -148,67 +379,9 @@ void GrpcFront::Stop() {
     server_->Shutdown(std::chrono::system_clock::now() +
                       std::chrono::milliseconds(drain_timeout_ms_));
     server_->Wait();
-    service_->set_observer(nullptr);
+    for (auto& w : workers_) w->ShutdownQueue();
+    for (auto& t : threads_) t.join();
   });
-}
-
-void GrpcFront::CountRequest(int grpc_code, int overall_code) {
-  if (grpc_code >= 0 && grpc_code <= 16) Bump(requests_by_code_[grpc_code]);
-  if (grpc_code == 0 && overall_code >= 0 && overall_code <= 2) Bump(ok_by_overall_[overall_code]);
-}
-
-void GrpcFront::CountDescriptor(const envoy::RateLimitService::DescriptorOutcome& o) {
-  std::lock_guard<std::mutex> lock(mu_);
-  auto key = std::make_pair(std::string(o.domain), std::string(o.metric_name));
-  auto it = descriptors_.find(key);
-  if (it == descriptors_.end()) {
-    if (descriptors_.size() >= kMaxDescriptorSeries) {
-      ++descriptor_series_dropped_;
-      return;
-    }
-    it = descriptors_.emplace(std::move(key), Outcomes{}).first;
-  }
-  if (o.code == envoy::Code::kOverLimit) {
-    ++it->second.over_limit;
-  } else if (o.shadow_over) {
-    ++it->second.shadow_over_limit;
-  } else {
-    ++it->second.ok;
-  }
-}
-
-void GrpcFront::RenderMetrics(std::string* out) const {
-  AppendMetricHeader(out, "floodgate_grpc_requests_total", "counter",
-                     "ShouldRateLimit calls by gRPC status code and, for OK, overall_code.");
-  static constexpr const char* kOverall[] = {"UNKNOWN", "OK", "OVER_LIMIT"};
-  for (int overall = 1; overall <= 2; ++overall) {
-    AppendMetricSample(out, "floodgate_grpc_requests_total",
-                       "code=\"OK\",overall_code=\"" + std::string(kOverall[overall]) + "\"",
-                       ok_by_overall_[overall].load(std::memory_order_relaxed));
-  }
-  for (int code = 1; code <= 16; ++code) {
-    const int64_t n = requests_by_code_[code].load(std::memory_order_relaxed);
-    // The common error codes always show, the others once they occur.
-    if (n == 0 && code != 3 && code != 8 && code != 13 && code != 14) continue;
-    AppendMetricSample(out, "floodgate_grpc_requests_total",
-                       "code=\"" + std::string(GrpcCodeName(code)) + "\",overall_code=\"\"", n);
-  }
-  AppendMetricHeader(out, "floodgate_envoy_descriptor_decisions_total", "counter",
-                     "Envoy descriptors that matched a limit, by domain, descriptor (as "
-                     "envoyproxy/ratelimit names its stats) and outcome.");
-  std::lock_guard<std::mutex> lock(mu_);
-  for (const auto& [key, o] : descriptors_) {
-    const std::string labels =
-        "domain=\"" + EscapeLabel(key.first) + "\",descriptor=\"" + EscapeLabel(key.second) + "\"";
-    constexpr std::string_view kName = "floodgate_envoy_descriptor_decisions_total";
-    AppendMetricSample(out, kName, labels + ",outcome=\"ok\"", o.ok);
-    AppendMetricSample(out, kName, labels + ",outcome=\"over_limit\"", o.over_limit);
-    AppendMetricSample(out, kName, labels + ",outcome=\"shadow_over_limit\"", o.shadow_over_limit);
-  }
-  AppendMetricHeader(out, "floodgate_envoy_descriptor_series_dropped_total", "counter",
-                     "Descriptor outcomes not shown above: more than 10000 series.");
-  AppendMetricSample(out, "floodgate_envoy_descriptor_series_dropped_total", "",
-                     descriptor_series_dropped_);
 }
 
 }  // namespace floodgate::server

@@ -1,26 +1,33 @@
-// GrpcFront: Envoy's RateLimitService (ShouldRateLimit) over gRPC, served
-// by gRPC's own threads with its callback API. A request is decoded
-// (protocol/grpc), decided by envoy::RateLimitService (which calls the
-// Limiter), and answered from whichever thread the decision completes on:
-// the handler's own for the embedded store, the store's I/O thread for Redis.
-// No thread waits for a store.
+// GrpcFront: Envoy's RateLimitService (ShouldRateLimit) over gRPC, on
+// threads of its own: one completion queue per thread (gRPC's asynchronous
+// API), as many threads as the server runs event loops. A thread takes a
+// call from its queue, decodes it (protocol/grpc), decides it (an RlsCall,
+// through LimiterCore::CheckAsync into the thread's store::Batch, as the
+// event loops decide) and answers it, with no hand-off to another thread
+// when the answer is known at once (the embedded store). Decisions for a
+// remote store are gathered over a round of the queue's events and flushed
+// together, several calls' decisions of one rule in one script call; their
+// answers arrive on the store's I/O thread, which hands the call back to its
+// thread (a gRPC alarm on its queue) to be answered there. No thread waits
+// for a store.
 #pragma once
 
-#include <array>
-#include <atomic>
 #include <cstdint>
-#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "floodgate/status.h"
 #include "protocol/grpc/rls_codec.h"
-#include "service/envoy_rls.h"
+#include "server/rls_metrics.h"
+#include "server/rls_service.h"
 
 namespace grpc {
 class Server;
-}
+class Service;
+}  // namespace grpc
 
 namespace floodgate::server {
 
@@ -35,6 +42,16 @@ struct GrpcFrontOptions {
   int64_t keepalive_timeout_ms = 20'000;
   // Stop() waits this long for calls in flight, then cancels them.
   int64_t drain_timeout_ms = 2'000;
+  // Threads answering calls, each with its own completion queue (`serve`
+  // gives the event loops' count).
+  int threads = 1;
+  // A remote store: script calls one thread keeps in flight before it holds
+  // decisions back to send them together (see LimiterCore::NewBatch); 0: no
+  // bound. As ServerOptions::max_store_calls_in_flight.
+  int max_store_calls_in_flight = 1;
+  // Join a port another floodgate holds (`serve --replace`), as
+  // ServerOptions::replace.
+  bool replace = false;
 };
 
 // Thread-safe.
@@ -43,45 +60,33 @@ class GrpcFront {
   // Binds (a busy port fails here, clearly) and starts serving. `service`
   // must outlive the front.
   static Result<std::unique_ptr<GrpcFront>> Start(const GrpcFrontOptions& options,
-                                                  envoy::RateLimitService* service);
+                                                  RlsService* service);
   ~GrpcFront();  // Stop()
 
   // The address actually bound (port 0 resolved).
   const std::string& address() const { return address_; }
 
   // Stops accepting, waits up to drain_timeout_ms for requests in flight
-  // (a store answers within its timeout), then cancels the rest. Idempotent.
+  // (a store answers within its timeout), then cancels the rest, and joins
+  // the threads. Idempotent.
   void Stop();
 
   // Appends this front's metrics in the Prometheus text format.
-  void RenderMetrics(std::string* out) const;
-
-  class Handler;  // the generated service's implementation
-
-  // Counters, updated by the handler.
-  void CountRequest(int grpc_code, int overall_code);
-  void CountDescriptor(const envoy::RateLimitService::DescriptorOutcome& outcome);
+  void RenderMetrics(std::string* out) const { metrics_->Render(out); }
 
  private:
+  class Worker;
   GrpcFront() = default;
 
-  envoy::RateLimitService* service_ = nullptr;
-  std::unique_ptr<Handler> handler_;
+  RlsService* service_ = nullptr;
+  std::unique_ptr<grpc::Service> async_service_;  // the generated AsyncService
   std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<RlsMetrics> metrics_;
+  std::vector<std::unique_ptr<Worker>> workers_;
+  std::vector<std::thread> threads_;
   std::string address_;
   int64_t drain_timeout_ms_ = 2'000;
   std::once_flag stopped_;
-
-  // Requests by gRPC status code (0..16) and, for OK, by overall code.
-  std::array<std::atomic<int64_t>, 17> requests_by_code_{};
-  std::array<std::atomic<int64_t>, 3> ok_by_overall_{};
-  // Descriptor outcomes by (domain, descriptor): ok, over_limit, shadow_over_limit.
-  struct Outcomes {
-    int64_t ok = 0, over_limit = 0, shadow_over_limit = 0;
-  };
-  mutable std::mutex mu_;
-  std::map<std::pair<std::string, std::string>, Outcomes> descriptors_;  // guarded by mu_
-  int64_t descriptor_series_dropped_ = 0;                                // guarded by mu_
 };
 
 }  // namespace floodgate::server

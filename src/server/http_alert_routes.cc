@@ -1,11 +1,10 @@
 // /v1/alerts/recent: see http_alert_routes.h.
 #include "server/http_alert_routes.h"
 
-#include <charconv>
-
 #include "floodgate/alerts.h"
 #include "protocol/http/query.h"
 #include "protocol/http/response.h"
+#include "server/http_routes.h"
 
 namespace floodgate::server {
 namespace {
@@ -21,8 +20,9 @@ void Problem(LoopContext& loop, const http::Request& req, int status, std::strin
   http::AppendProblem(out, status, http::StatusReason(status), detail, req.keep_alive, headers);
 }
 
-// One record: the event's own JSON with the delivery fields added at its end.
-void AppendRecord(const AlertRecord& r, std::string* out) {
+}  // namespace
+
+void AppendAlertRecordJson(const AlertRecord& r, std::string* out) {
   std::string_view body = r.body;
   if (body.size() >= 2 && body.back() == '}') {
     out->append(body.substr(0, body.size() - 1));
@@ -42,8 +42,6 @@ void AppendRecord(const AlertRecord& r, std::string* out) {
   *out += '}';
 }
 
-}  // namespace
-
 bool IsAlertPath(std::string_view path) { return path == kRecent; }
 
 void HandleAlertRequest(LoopContext& loop, const http::Request& req, std::string_view query,
@@ -57,16 +55,10 @@ void HandleAlertRequest(LoopContext& loop, const http::Request& req, std::string
   const std::optional<std::string> text = http::QueryParam(query, "limit", &error);
   if (!error.empty()) return Problem(loop, req, 400, "bad_request", error, out);
   if (text.has_value()) {
-    int64_t n = 0;
-    const auto r = std::from_chars(text->data(), text->data() + text->size(), n);
-    if (r.ec != std::errc() || r.ptr != text->data() + text->size() || n < 1 ||
-        n > static_cast<int64_t>(kMaxListed)) {
-      return Problem(loop, req, 400, "bad_request",
-                     "'limit' must be an integer between 1 and " + std::to_string(kMaxListed) +
-                         ", not " + http::QuoteForDetail(*text, 32),
-                     out);
-    }
-    limit = static_cast<size_t>(n);
+    const std::optional<int64_t> n =
+        IntParam("limit", *text, 1, static_cast<int64_t>(kMaxListed), &error);
+    if (!n) return Problem(loop, req, 400, "bad_request", error, out);
+    limit = static_cast<size_t>(*n);
   }
   Alerts& alerts = loop.service().limiter->alerts();
   std::string body = "{\"enabled\":";
@@ -76,7 +68,7 @@ void HandleAlertRequest(LoopContext& loop, const http::Request& req, std::string
   for (const AlertRecord& r : alerts.Recent(limit)) {
     if (!first) body += ',';
     first = false;
-    AppendRecord(r, &body);
+    AppendAlertRecordJson(r, &body);
   }
   body += "]}";
   const http::HeaderField json[] = {{"Content-Type", "application/json"},

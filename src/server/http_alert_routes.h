@@ -10,10 +10,15 @@
 #include <string>
 #include <string_view>
 
+#include "floodgate/alerts.h"
 #include "protocol/http/request_parser.h"
 #include "server/service_context.h"
 
 namespace floodgate::server {
+
+// One record as the route lists it: the event's own JSON with the delivery
+// fields added at its end.
+void AppendAlertRecordJson(const AlertRecord& r, std::string* out);
 
 // Whether `path` is an alert route.
 bool IsAlertPath(std::string_view path);

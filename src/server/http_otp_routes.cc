@@ -14,30 +14,16 @@ namespace {
 constexpr std::string_view kIssue = "/v1/otp/issue";
 constexpr std::string_view kVerify = "/v1/otp/verify";
 
-int64_t CeilSeconds(int64_t ms) { return ms <= 0 ? 0 : (ms + 999) / 1000; }
-
-void Problem(LoopContext& loop, bool keep_alive, int status, std::string_view kind,
-             std::string_view detail, std::string* out,
-             std::span<const http::HeaderField> headers = {}) {
-  if (!kind.empty()) loop.service().metrics->CountError(kind);
-  http::AppendProblem(out, status, http::StatusReason(status), detail, keep_alive, headers);
-}
-
-void StatusProblem(LoopContext& loop, bool keep_alive, const Status& s, std::string* out) {
-  const ErrorLabel label = LabelError(Operation::kOtp, s);
-  Problem(loop, keep_alive, label.http_status, label.kind, s.message(), out);
-}
-
 // 429 with Retry-After (whole seconds, rounded up).
 void Limited(LoopContext& loop, bool keep_alive, std::string_view what, std::string_view limit,
              int64_t retry_after_ms, std::string* out) {
   const std::string retry = std::to_string(CeilSeconds(retry_after_ms));
   const http::HeaderField headers[] = {{"Retry-After", retry}};
-  Problem(loop, keep_alive, 429, "",
-          "the OTP " + std::string(what) + " limit (" + std::string(limit) +
-              ") is reached for this subject; retry after " + std::to_string(retry_after_ms) +
-              " ms",
-          out, headers);
+  AppendRouteProblem(loop, keep_alive, 429, "",
+                     "the OTP " + std::string(what) + " limit (" + std::string(limit) +
+                         ") is reached for this subject; retry after " +
+                         std::to_string(retry_after_ms) + " ms",
+                     out, headers);
 }
 
 void Json(int status, std::string_view body, bool keep_alive, std::string* out) {
@@ -54,7 +40,7 @@ std::string SubjectField(std::string_view subject) {
 
 void AnswerIssue(LoopContext& loop, const std::string& subject, bool keep_alive, const Status& s,
                  const OtpIssueResult& r, std::string* out) {
-  if (!s.ok()) return StatusProblem(loop, keep_alive, s, out);
+  if (!s.ok()) return AppendStatusProblem(loop, Operation::kOtp, keep_alive, s, out);
   Otp& otp = loop.service().limiter->otp();
   if (!r.issued)
     return Limited(loop, keep_alive, "issue", otp.IssueLimitText(), r.retry_after_ms, out);
@@ -70,7 +56,7 @@ void AnswerIssue(LoopContext& loop, const std::string& subject, bool keep_alive,
 
 void AnswerVerify(LoopContext& loop, const std::string& subject, bool keep_alive, const Status& s,
                   const OtpVerifyResult& r, std::string* out) {
-  if (!s.ok()) return StatusProblem(loop, keep_alive, s, out);
+  if (!s.ok()) return AppendStatusProblem(loop, Operation::kOtp, keep_alive, s, out);
   Otp& otp = loop.service().limiter->otp();
   if (r.limited) {
     return Limited(loop, keep_alive, "verify", otp.VerifyLimitText(), r.retry_after_ms, out);
@@ -104,7 +90,7 @@ void HandleOtpRequest(LoopContext& loop, const http::Request& req, std::string_v
           req.body, wanted,
           issue ? "{\"subject\":\"+15550100\"}" : "{\"subject\":\"+15550100\",\"code\":\"012345\"}",
           &error)) {
-    return Problem(loop, keep_alive, 400, "bad_request", error, out);
+    return AppendRouteProblem(loop, keep_alive, 400, "bad_request", error, out);
   }
   Otp& otp = loop.service().limiter->otp();
   const ReplyTo to = async.To(out);

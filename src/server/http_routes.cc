@@ -16,9 +16,13 @@
 #include "server/alert_metrics.h"
 #include "server/error_labels.h"
 #include "server/feature_metrics.h"
+#include "server/http_admin_routes.h"
 #include "server/http_alert_routes.h"
+#include "server/http_lease_routes.h"
 #include "server/http_otp_routes.h"
 #include "server/http_set_routes.h"
+#include "server/http_ui_routes.h"
+#include "server/lease_metrics.h"
 
 namespace floodgate::server {
 namespace {
@@ -47,8 +51,6 @@ void AppendStructuredFieldString(std::string& out, std::string_view s) {
   }
 }
 
-int64_t CeilSeconds(int64_t ms) { return ms <= 0 ? 0 : (ms + 999) / 1000; }
-
 void Problem(LoopContext& loop, const http::Request& req, int status, const std::string& detail,
              std::string* out, Headers extra = {}) {
   loop.service().metrics->CountError(status == 401   ? "unauthorized"
@@ -62,13 +64,8 @@ void Problem(LoopContext& loop, const http::Request& req, int status, const std:
 bool Authorized(LoopContext& loop, const http::Request& req) {
   const std::string& token = loop.service().auth_token;
   if (token.empty()) return true;
-  const std::string_view auth = req.Header("authorization");
-  constexpr std::string_view kBearer = "Bearer ";
-  if (auth.size() <= kBearer.size()) return false;
-  for (size_t i = 0; i < kBearer.size(); ++i) {
-    if ((auth[i] | 0x20) != (kBearer[i] | 0x20)) return false;  // scheme is case-insensitive
-  }
-  return ConstantTimeEquals(auth.substr(kBearer.size()), token);
+  const std::string_view presented = BearerToken(req);
+  return !presented.empty() && ConstantTimeEquals(presented, token);
 }
 
 // A check's response, from the limiter's answer.
@@ -81,7 +78,7 @@ void AppendCheckResponse(LoopContext& loop, const http::CheckRequest& cr, bool k
                         keep_alive);
     return;
   }
-  loop.CountDecision(cr.rule, d);
+  loop.CountDecision(cr.rule, cr.key, cr.cost, d);
   // Reused per thread: the hot path builds its reply without allocating.
   thread_local std::string body, policy, state;
   body.clear();
@@ -90,8 +87,8 @@ void AppendCheckResponse(LoopContext& loop, const http::CheckRequest& cr, bool k
   AppendDecisionJson(body, cr.rule, cr.key, d);
   AppendRateLimitFields(policy, state, cr.rule, d);
   char retry[24];
-  http::HeaderField headers[4] = {
-      {"Content-Type", "application/json"}, {"RateLimit-Policy", policy}, {}, {}};
+  http::HeaderField headers[5] = {
+      {"Content-Type", "application/json"}, {"RateLimit-Policy", policy}, {}, {}, {}};
   size_t num_headers = 2;
   // RateLimit is the subject's current state, which a fallback does not
   // know: the field says why instead. The policy is configuration and stays.
@@ -103,6 +100,14 @@ void AppendCheckResponse(LoopContext& loop, const http::CheckRequest& cr, bool k
   if (!d.allowed && d.retry_after_ms >= 0) {
     auto [end, ec] = std::to_chars(retry, retry + sizeof(retry), CeilSeconds(d.retry_after_ms));
     headers[num_headers++] = {"Retry-After", std::string_view(retry, end - retry)};
+  }
+  // Which limit bound a denial, as the rule writes it: "api;3/hour".
+  thread_local std::string bound;
+  if (DeniedByLimit(d)) {
+    bound.assign(cr.rule);
+    bound += ';';
+    bound += d.binding_limit.ToString();
+    headers[num_headers++] = {"Floodgate-Limit", bound};
   }
   const int status = d.allowed ? 200 : cr.deny_status;
   http::AppendResponse(out, status, http::StatusReason(status),
@@ -120,6 +125,20 @@ void Check(LoopContext& loop, const http::Request& req, std::string_view query,
     return;
   }
   const ReplyTo to = async.To(out);
+  if (cr.wait_ms > 0 && async.waits != nullptr) {
+    // Held until it can be admitted or the wait is over: a later answer.
+    loop.service().limiter->CheckWaiting(
+        {cr.rule, cr.key, cr.cost, cr.tier}, {cr.wait_ms, async.waits->Take()},
+        to.Later<Decision>(
+            [loop = &loop, cr, keep_alive = req.keep_alive, head = req.method == "HEAD"](
+                const Status& s, const Decision& d, std::string* reply) {
+              const size_t start = reply->size();
+              AppendCheckResponse(*loop, cr, keep_alive, s, d, reply);
+              if (head) StripBody(reply, start);
+            }),
+        loop.batch());
+    return;
+  }
   Decision d;
   Status s;
   if (loop.service().limiter->Check(
@@ -143,6 +162,20 @@ void Rules(LoopContext& loop, const http::Request& req, std::string* out) {
   for (const Rule& r : loop.service().limiter->config().rules) {
     nlohmann::json j;
     j["algorithm"] = std::string(AlgorithmName(r.algorithm));
+    j["max_waiters"] = r.max_waiters;
+    if (r.is_concurrency()) {
+      // Its fields as written: no rate, no window.
+      j["max_in_flight"] = r.max_in_flight();
+      j["lease_ttl_ms"] = r.lease_ttl_ms();
+      if (!r.tiers.empty()) {
+        j["tiers"] = nlohmann::json::object();
+        for (const auto& [tier, limits] : r.tiers) j["tiers"][tier] = limits.at(0).count;
+      }
+      j["on_backend_error"] = r.on_backend_error == OnBackendError::kAllow ? "allow" : "deny";
+      j["on_store_full"] = r.on_store_full == OnStoreFull::kAllow ? "allow" : "deny";
+      rules[r.name] = std::move(j);
+      continue;
+    }
     j["limits"] = nlohmann::json::array();
     for (const Limit& l : r.limits) j["limits"].push_back(l.ToString());
     if (!r.burst.empty()) j["burst"] = r.burst;
@@ -180,7 +213,11 @@ void Rules(LoopContext& loop, const http::Request& req, std::string* out) {
 void Ready(LoopContext& loop, const http::Request& req, std::string* out) {
   const http::HeaderField json[] = {{"Content-Type", "application/json"},
                                     {"Cache-Control", "no-store"}};
-  const Status health = loop.service().limiter->StoreHealth();
+  // Draining (SIGTERM): a load balancer stops sending here; the process
+  // that replaces this one answers 200 (docs/operations.md).
+  const Status health = loop.service().draining.load(std::memory_order_relaxed)
+                            ? UnavailableError("draining")
+                            : loop.service().limiter->StoreHealth();
   if (health.ok()) {
     http::AppendResponse(out, 200, "OK", json, "{\"status\":\"ready\"}", req.keep_alive);
     return;
@@ -196,34 +233,30 @@ void MetricsPage(LoopContext& loop, const http::Request& req, std::string* out) 
   ServiceContext& s = loop.service();
   s.metrics->Render(&body);
   const Limiter::Stats stats = s.limiter->GetStats();
-  AppendMetricHeader(&body, "floodgate_store_entries", "gauge",
-                     "Live (rule, subject) entries in the embedded store.");
-  body += "floodgate_store_entries " + std::to_string(stats.entries) + "\n";
-  AppendMetricHeader(&body, "floodgate_store_rejected_full_total", "counter",
-                     "New entries the full store could not take (rules: decided by "
-                     "on_store_full; sets and OTP: refused).");
-  body += "floodgate_store_rejected_full_total " + std::to_string(stats.rejected_full) + "\n";
-  AppendMetricHeader(&body, "floodgate_store_expired_total", "counter",
-                     "Entries freed after expiring.");
-  body += "floodgate_store_expired_total " + std::to_string(stats.expired_freed) + "\n";
-  AppendMetricHeader(&body, "floodgate_store_bytes", "gauge",
-                     "Bytes of the embedded store's entries and tables (what engine.max_memory "
-                     "bounds).");
-  AppendMetricSample(&body, "floodgate_store_bytes", "", stats.store_bytes);
-  AppendMetricHeader(&body, "floodgate_fallback_decisions_total", "counter",
-                     "Decisions made without the subject's state, by reason: the rule's "
-                     "on_backend_error (the remote store failed or was late) or on_store_full "
-                     "(no room for a new subject).");
-  AppendMetricSample(&body, "floodgate_fallback_decisions_total", "reason=\"backend_error\"",
-                     stats.fallback_backend_error);
-  AppendMetricSample(&body, "floodgate_fallback_decisions_total", "reason=\"store_full\"",
-                     stats.fallback_store_full);
+  AppendMetric(&body, "floodgate_store_entries", "gauge",
+               "Live (rule, subject) entries in the embedded store.", stats.entries);
+  AppendMetric(&body, "floodgate_store_rejected_full_total", "counter",
+               "New entries the full store could not take (rules: decided by on_store_full; sets "
+               "and OTP: refused).",
+               stats.rejected_full);
+  AppendMetric(&body, "floodgate_store_expired_total", "counter", "Entries freed after expiring.",
+               stats.expired_freed);
+  AppendMetric(&body, "floodgate_store_bytes", "gauge",
+               "Bytes of the embedded store's entries and tables (what engine.max_memory bounds).",
+               stats.store_bytes);
+  AppendMetricFamily(
+      &body, "floodgate_fallback_decisions_total", "counter",
+      "Decisions made without the subject's state, by reason: the rule's "
+      "on_backend_error (the remote store failed or was late) or on_store_full "
+      "(no room for a new subject).",
+      "reason",
+      {{"backend_error", stats.fallback_backend_error}, {"store_full", stats.fallback_store_full}});
   // What only the store in use has (Redis: its errors, circuits, cache).
   for (const store::Metric& m : s.limiter->StoreMetrics()) {
-    AppendMetricHeader(&body, m.name, m.type, m.help);
-    AppendMetricSample(&body, m.name, "", m.value);
+    AppendMetric(&body, m.name, m.type, m.help, m.value);
   }
   AppendFeatureMetrics(*s.limiter, &body);
+  AppendLeaseMetrics(*s.limiter, &body);
   AppendAlertMetrics(s.limiter->alerts(), &body);
   if (s.render_connections) s.render_connections(&body);
   const http::HeaderField text[] = {{"Content-Type", "text/plain; version=0.0.4"}};
@@ -277,12 +310,23 @@ void AppendDecisionJson(std::string& j, std::string_view rule, std::string_view 
     j += FallbackName(d.fallback);
     j += '"';
   }
+  // A block denied it (docs/control-plane.md): say so, and why.
+  if (d.blocked) {
+    j += ",\"blocked\":true,\"reason\":\"";
+    http::AppendJsonEscaped(&j, d.block_reason);
+    j += '"';
+  }
   j += ",\"rule\":\"";
   http::AppendJsonEscaped(&j, rule);
   j += "\",\"key\":\"";
   http::AppendJsonEscaped(&j, key);
   j += '"';
   AppendFigures(j, d.limit, d.remaining, d.retry_after_ms, d.reset_after_ms, fallback);
+  if (DeniedByLimit(d)) {
+    j += ",\"binding\":\"";
+    j += d.binding_limit.ToString();
+    j += '"';
+  }
   j += ",\"limits\":[";
   for (int i = 0; i < d.num_limits; ++i) {
     const LimitStatus& st = d.limits[i];
@@ -323,6 +367,16 @@ void AppendRateLimitFields(std::string& policy, std::string& state, std::string_
     state += ";t=";
     AppendInt(state, CeilSeconds(st.reset_after_ms));
   }
+}
+
+std::string_view BearerToken(const http::Request& req) {
+  const std::string_view auth = req.Header("authorization");
+  constexpr std::string_view kBearer = "Bearer ";
+  if (auth.size() <= kBearer.size()) return {};
+  for (size_t i = 0; i < kBearer.size(); ++i) {
+    if ((auth[i] | 0x20) != (kBearer[i] | 0x20)) return {};  // scheme is case-insensitive
+  }
+  return auth.substr(kBearer.size());
 }
 
 void StripBody(std::string* response, size_t start) {
@@ -381,6 +435,9 @@ constexpr HttpRoute kRoutes[] = {
     {"/metrics", "GET", "use GET", true,
      [](const RouteCall& c) { MetricsPage(c.loop, c.req, c.out); }},
     {"/v1/rules", "GET", "use GET", true, [](const RouteCall& c) { Rules(c.loop, c.req, c.out); }},
+    // /v1/leases and /v1/leases/{rule}/{key}/{lease} (http_lease_routes.h).
+    {"/v1/leases", "POST", "use POST with a JSON body", true,
+     [](const RouteCall& c) { HandleLeaseRequest(c.loop, c.req, c.path, c.async, c.out); }},
 };
 
 // Whether `method` is one of `allow` ("GET, POST"); HEAD goes with GET.
@@ -402,6 +459,15 @@ void HandleHttp(LoopContext& loop, const http::Request& req, const HttpAsync& as
                 std::string* out) {
   const http::Target target = http::SplitTarget(req.target);
   const std::string_view path = target.path, query = target.query;
+  if (IsAdminPath(path)) return HandleAdminRequest(loop, req, path, query, async, out);
+  if (IsUiPath(path)) return HandleUiRequest(loop, req, path, out);
+  if (path.starts_with("/v1/leases/")) {
+    if (!Authorized(loop, req)) {
+      return Problem(loop, req, 401, "a valid 'Authorization: Bearer <token>' header is required",
+                     out, {{"WWW-Authenticate", "Bearer"}});
+    }
+    return HandleLeaseRequest(loop, req, path, async, out);
+  }
   const HttpRoute* route = nullptr;
   std::string segment;
   for (const HttpRoute& r : kRoutes) {
@@ -438,6 +504,31 @@ void HandleHttp(LoopContext& loop, const http::Request& req, const HttpAsync& as
     return Problem(loop, req, 405, route->use, out, {{"Allow", route->allow}});
   }
   route->handler(RouteCall{loop, req, path, query, segment, async, out});
+}
+
+void AppendRouteProblem(LoopContext& loop, bool keep_alive, int status, std::string_view kind,
+                        std::string_view detail, std::string* out,
+                        std::span<const http::HeaderField> headers) {
+  if (!kind.empty()) loop.service().metrics->CountError(kind);
+  http::AppendProblem(out, status, http::StatusReason(status), detail, keep_alive, headers);
+}
+
+void AppendStatusProblem(LoopContext& loop, Operation op, bool keep_alive, const Status& s,
+                         std::string* out) {
+  const ErrorLabel label = LabelError(op, s);
+  AppendRouteProblem(loop, keep_alive, label.http_status, label.kind, s.message(), out);
+}
+
+int64_t CeilSeconds(int64_t ms) { return ms <= 0 ? 0 : (ms + 999) / 1000; }
+
+std::optional<int64_t> IntParam(std::string_view name, std::string_view text, int64_t min,
+                                int64_t max, std::string* error) {
+  int64_t n = 0;
+  const auto r = std::from_chars(text.data(), text.data() + text.size(), n);
+  if (r.ec == std::errc() && r.ptr == text.data() + text.size() && n >= min && n <= max) return n;
+  *error = "'" + std::string(name) + "' must be an integer between " + std::to_string(min) +
+           " and " + std::to_string(max) + ", not " + http::QuoteForDetail(text, 32);
+  return std::nullopt;
 }
 
 }  // namespace floodgate::server

@@ -1,10 +1,17 @@
 // HTTP routes: one function per endpoint, from a parsed request to a response.
 #pragma once
 
+#include <atomic>
+#include <functional>
+
+#include <optional>
+#include <span>
 #include <string>
 
 #include "protocol/http/request_parser.h"
+#include "protocol/http/response.h"
 #include "server/answer.h"
+#include "server/error_labels.h"
 #include "server/reply_queue.h"
 #include "server/service_context.h"
 #include "server/session.h"
@@ -13,9 +20,28 @@ namespace floodgate::server {
 
 // Where a response that completes later (a remote store) waits its turn,
 // and how its completion finds the connection.
+// Names a connection's requests held waiting (wait_ms) for
+// LimiterCore::CancelWaits: an id taken the first time one waits. Not
+// thread-safe: one session's.
+struct WaitOwner {
+  std::atomic<int64_t>& ids;  // ServiceContext::next_client_id
+  uint64_t owner = 0;
+  uint64_t Take() {
+    if (owner == 0) owner = static_cast<uint64_t>(ids.fetch_add(1, std::memory_order_relaxed));
+    return owner;
+  }
+};
+
 struct HttpAsync {
   ReplyQueue* replies = nullptr;
   ConnectionRef self;
+  WaitOwner* waits = nullptr;  // null: this session's requests never wait
+  // Turns the connection into an event stream (GET /v1/admin/events): its
+  // response so far is the stream's head, events follow until it closes,
+  // and the session reads no further request. False (the stream refused:
+  // too many open, or the session cannot stream): answer otherwise. Null:
+  // the session cannot stream.
+  std::function<bool()> start_stream;
 
   // Where this request's response goes, now (`out`) or later.
   ReplyTo To(std::string* out) const { return ReplyTo{replies, self, out}; }
@@ -25,6 +51,30 @@ struct HttpAsync {
 // place in `async.replies` and completing it later.
 void HandleHttp(LoopContext& loop, const http::Request& req, const HttpAsync& async,
                 std::string* out);
+
+// The token of an "Authorization: Bearer <token>" header, or "" (none, or
+// another scheme). The scheme is case-insensitive.
+std::string_view BearerToken(const http::Request& req);
+
+// A feature route's problem+json answer (RFC 9457), counted under `kind` in
+// floodgate_errors_total (not counted when `kind` is empty).
+void AppendRouteProblem(LoopContext& loop, bool keep_alive, int status, std::string_view kind,
+                        std::string_view detail, std::string* out,
+                        std::span<const http::HeaderField> headers = {});
+// A failed `s` of operation `op`, answered and counted as error_labels.h
+// says.
+void AppendStatusProblem(LoopContext& loop, Operation op, bool keep_alive, const Status& s,
+                         std::string* out);
+
+// The value `text` of query parameter `name` as an integer in [min, max];
+// otherwise nullopt, with *error "'name' must be an integer between min
+// and max, not "text"".
+std::optional<int64_t> IntParam(std::string_view name, std::string_view text, int64_t min,
+                                int64_t max, std::string* error);
+
+// Whole seconds, rounded up (Retry-After and the RateLimit fields); 0 for
+// none.
+int64_t CeilSeconds(int64_t ms);
 
 // Cuts a response appended at `start` to its header (HEAD: same header
 // fields as GET, Content-Length included, no body).

@@ -3,20 +3,46 @@
 #include "server/http_session.h"
 
 #include "protocol/http/response.h"
+#include "server/answer.h"
 #include "server/http_routes.h"
+#include "server/visibility.h"
 
 namespace floodgate::server {
 namespace {
 
 constexpr int kMaxBatch = 32;  // requests handled per OnInput call
 
-class HttpSession final : public Session {
+class HttpSession final : public QueuedSession {
  public:
   HttpSession(LoopContext* loop, http::ParserLimits limits, ConnectionRef self)
-      : loop_(loop), parser_(limits), async_{&replies_, self} {}
+      : loop_(loop), parser_(limits), async_{&replies_, self} {
+    async_.waits = &waits_;
+    async_.start_stream = [this] { return StartStream(); };
+  }
+  // A request still held waiting is dropped: nobody is left to answer.
+  ~HttpSession() override {
+    if (waits_.owner != 0) loop_->service().limiter->CancelWaits(waits_.owner);
+    if (streaming_) Streams()->Remove(async_.self);
+  }
+  bool DropOnEof() const override { return waits_.owner != 0 || streaming_; }
+  bool Streaming() const override { return streaming_; }
+  bool DrainClosesAfterReply() const override { return false; }
+
+  // An event stream's events come outside the reply order: the stream is
+  // the connection's last response, and nothing is queued behind it.
+  void OnCompletion(uint64_t tag, Completion completion, std::string* output) override {
+    if (tag == kStreamTag) {
+      if (streaming_) completion(output);
+      return;
+    }
+    QueuedSession::OnCompletion(tag, std::move(completion), output);
+  }
 
   // One batch: up to kMaxBatch requests (Session::OnInput).
   size_t OnInput(std::string_view input, std::string* output, bool* close) override {
+    // A streaming connection reads no further request: what its client
+    // sends is dropped (EventSource sends nothing).
+    if (streaming_) return input.size();
     size_t used = 0;
     for (int handled = 0; handled < kMaxBatch && used < input.size(); ++handled) {
       http::Request req;
@@ -42,15 +68,27 @@ class HttpSession final : public Session {
       }
       used += consumed;
       continue_sent_ = false;
+      // Draining: the answer says "Connection: close" and the connection
+      // closes after it; the client's next request opens a connection to
+      // the process that replaces this one.
+      if (loop_->service().draining.load(std::memory_order_relaxed)) req.keep_alive = false;
       // Sampled (see Metrics); each connection's first request is timed, so
       // short connections are seen too.
       const bool timed = (requests_++ % kLatencySampling) == 0;
-      const int64_t start = timed ? MonotonicNs() : 0;
+      const Clock& clock = *loop_->service().clock;
+      const int64_t start = timed ? clock.MonotonicNs() : 0;
       std::string* out = replies_.Target(output);
       const size_t response_start = out->size();
-      HandleHttp(*loop_, req, async_, out);
+      {
+        const RequestInProgress request(&replies_, output);
+        HandleHttp(*loop_, req, async_, out);
+      }
       if (req.method == "HEAD") StripBody(out, response_start);
-      if (timed) loop_->service().metrics->ObserveLatency(loop_->index(), MonotonicNs() - start);
+      if (timed)
+        loop_->service().metrics->ObserveLatency(loop_->index(), clock.MonotonicNs() - start);
+      // A stream lasts until either side closes, whatever the request said
+      // of keep-alive ("Connection: close", HTTP/1.0).
+      if (streaming_) return input.size();
       if (!req.keep_alive) {
         *close = true;
         return input.size();
@@ -59,19 +97,26 @@ class HttpSession final : public Session {
     return used;
   }
 
-  void OnCompletion(uint64_t tag, Completion completion, std::string* output) override {
-    replies_.Complete(tag, std::move(completion), output);
+ private:
+  EventStreams* Streams() const {
+    Visibility* v = loop_->service().visibility;
+    return v != nullptr ? v->streams() : nullptr;
+  }
+  bool StartStream() {
+    EventStreams* streams = Streams();
+    if (streaming_ || streams == nullptr || replies_.in_flight() > 0) return false;
+    if (!streams->Add(async_.self)) return false;
+    streaming_ = true;
+    return true;
   }
 
-  size_t InFlight() const override { return replies_.in_flight(); }
-
- private:
   LoopContext* loop_;
   http::RequestParser parser_;
   uint64_t requests_ = 0;
   bool continue_sent_ = false;  // "100 Continue" sent for the request in progress
-  ReplyQueue replies_;
+  bool streaming_ = false;      // GET /v1/admin/events: an event stream from here on
   HttpAsync async_;
+  WaitOwner waits_{loop_->service().next_client_id};
 };
 
 }  // namespace

@@ -28,12 +28,6 @@ void AppendString(std::string& out, std::string_view name, std::string_view valu
   out += '"';
 }
 
-void Problem(LoopContext& loop, bool keep_alive, int status, std::string_view kind,
-             std::string_view detail, std::string* out) {
-  loop.service().metrics->CountError(kind);
-  http::AppendProblem(out, status, http::StatusReason(status), detail, keep_alive);
-}
-
 // What the request asked for, owning its strings until the answer.
 struct Asked {
   SetRequest request;
@@ -44,11 +38,7 @@ struct Asked {
 
 void AppendAnswer(LoopContext& loop, const Asked& a, const Status& s, const SetReply& r,
                   std::string* out) {
-  if (!s.ok()) {
-    const ErrorLabel label = LabelError(Operation::kSet, s);
-    Problem(loop, a.keep_alive, label.http_status, label.kind, s.message(), out);
-    return;
-  }
+  if (!s.ok()) return AppendStatusProblem(loop, Operation::kSet, a.keep_alive, s, out);
   std::string body = "{";
   AppendString(body, "key", a.key);
   switch (a.request.op) {
@@ -115,20 +105,20 @@ void HandleSetRequest(LoopContext& loop, const http::Request& req, std::string_v
   std::vector<std::pair<std::string, std::string>> params;
   std::string error;
   if (!http::ParseQuery(query, &params, &error)) {
-    return Problem(loop, a.keep_alive, 400, "bad_request", error, out);
+    return AppendRouteProblem(loop, a.keep_alive, 400, "bad_request", error, out);
   }
   bool has_member = false;
   for (auto& [name, value] : params) {
     if (name != "member" || req.method == "POST") {
-      return Problem(loop, a.keep_alive, 400, "bad_request",
-                     "unknown query parameter " + http::QuoteForDetail(name) +
-                         (req.method == "POST" ? "; POST takes a JSON body"
-                                               : "; the only parameter is member"),
-                     out);
+      return AppendRouteProblem(loop, a.keep_alive, 400, "bad_request",
+                                "unknown query parameter " + http::QuoteForDetail(name) +
+                                    (req.method == "POST" ? "; POST takes a JSON body"
+                                                          : "; the only parameter is member"),
+                                out);
     }
     if (has_member) {
-      return Problem(loop, a.keep_alive, 400, "bad_request",
-                     "query parameter \"member\" is given more than once", out);
+      return AppendRouteProblem(loop, a.keep_alive, 400, "bad_request",
+                                "query parameter \"member\" is given more than once", out);
     }
     has_member = true;
     a.member = std::move(value);
@@ -140,13 +130,14 @@ void HandleSetRequest(LoopContext& loop, const http::Request& req, std::string_v
     };
     if (!http::DecodeJsonFields(req.body, fields, "{\"member\":\"device-1\",\"ttl_ms\":60000}",
                                 &error)) {
-      return Problem(loop, a.keep_alive, 400, "bad_request", error, out);
+      return AppendRouteProblem(loop, a.keep_alive, 400, "bad_request", error, out);
     }
     a.request.op = SetOp::kAdd;
   } else if (req.method == "DELETE") {
     if (!has_member) {
-      return Problem(loop, a.keep_alive, 400, "bad_request",
-                     "DELETE needs the member to remove: /v1/sets/{key}?member=...", out);
+      return AppendRouteProblem(loop, a.keep_alive, 400, "bad_request",
+                                "DELETE needs the member to remove: /v1/sets/{key}?member=...",
+                                out);
     }
     a.request.op = SetOp::kRemove;
   } else {

@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <charconv>
 #include <cstring>
+#include <fstream>
 
 namespace floodgate::server {
 
@@ -71,7 +72,7 @@ socklen_t SockAddr(const Endpoint& endpoint, sockaddr_storage* ss, int* family) 
 
 }  // namespace
 
-Status CheckPortFree(const Endpoint& endpoint) {
+Status CheckPortFree(const Endpoint& endpoint, const std::string& what) {
   if (endpoint.port == 0) return Status::Ok();
   sockaddr_storage ss;
   int family = 0;
@@ -87,9 +88,17 @@ Status CheckPortFree(const Endpoint& endpoint) {
   const int err = errno;
   close(fd);
   if (!ok) {
-    return UnavailableError("cannot listen on " + endpoint.ToString() + ": " + std::strerror(err));
+    return UnavailableError("cannot listen " + what + "on " + endpoint.ToString() + ": " +
+                            std::strerror(err) + (err == EADDRINUSE ? kReplaceHint : ""));
   }
   return Status::Ok();
+}
+
+bool TcpMigrateReq(bool* known) {
+  std::ifstream in("/proc/sys/net/ipv4/tcp_migrate_req");
+  int value = 0;
+  *known = static_cast<bool>(in >> value);
+  return *known && value != 0;
 }
 
 Result<int> Listen(Endpoint* endpoint, int backlog) {

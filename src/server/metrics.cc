@@ -65,6 +65,23 @@ void AppendMetricHeader(std::string* out, std::string_view name, std::string_vie
   *out += '\n';
 }
 
+void AppendMetricFamily(std::string* out, std::string_view name, std::string_view type,
+                        std::string_view help, std::string_view label,
+                        std::initializer_list<MetricSeries> series) {
+  AppendMetricHeader(out, name, type, help);
+  std::string labels;
+  for (const MetricSeries& s : series) {
+    labels.assign(label).append("=\"").append(s.label_value).append("\"");
+    AppendMetricSample(out, name, labels, s.value);
+  }
+}
+
+void AppendMetric(std::string* out, std::string_view name, std::string_view type,
+                  std::string_view help, int64_t value) {
+  AppendMetricHeader(out, name, type, help);
+  AppendMetricSample(out, name, "", value);
+}
+
 std::string EscapeLabel(std::string_view value) {
   std::string out;
   text::AppendBackslashEscaped(out, value);

@@ -10,12 +10,15 @@
 #include <atomic>
 #include <cstdint>
 #include <cstdio>
+#include <initializer_list>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "server/rule_series.h"
 
 namespace floodgate::server {
 
@@ -32,6 +35,7 @@ struct alignas(64) RuleCounters {
   std::atomic<int64_t> allowed{0};
   std::atomic<int64_t> denied{0};
   std::atomic<int64_t> shadow_denied{0};
+  RuleSeries series;  // the same, per second (GET /v1/admin/stats)
 };
 
 // One loop's general counters.
@@ -60,6 +64,15 @@ class Metrics {
   // successful requests.
   void CountError(std::string_view kind);
 
+  // Calls `fn(rule, per_loop, num_loops)` for each rule counted so far, in
+  // name order, under the lock (keep `fn` short).
+  template <typename Fn>
+  void ForEachRule(Fn&& fn) const {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& [rule, per_loop] : rules_) fn(rule, per_loop.get(), num_loops_);
+  }
+  int num_loops() const { return num_loops_; }
+
   // Appends the counters this class owns in the Prometheus text format.
   void Render(std::string* out) const;
 
@@ -79,6 +92,22 @@ void AppendMetricHeader(std::string* out, std::string_view name, std::string_vie
 // `labels` is already in the text format, e.g. reason="queue_full").
 void AppendMetricSample(std::string* out, std::string_view name, std::string_view labels,
                         int64_t value);
+// One series of a family whose series are known up front: its value of the
+// family's one label (text-format-safe as it is, e.g. "queue_full"), and its
+// value.
+struct MetricSeries {
+  std::string_view label_value;
+  int64_t value = 0;
+};
+// Appends a whole family, its header then one series per element of
+// `series` in order, labelled label="label_value", so that its name and its
+// label are written once.
+void AppendMetricFamily(std::string* out, std::string_view name, std::string_view type,
+                        std::string_view help, std::string_view label,
+                        std::initializer_list<MetricSeries> series);
+// Appends a family of one series without labels.
+void AppendMetric(std::string* out, std::string_view name, std::string_view type,
+                  std::string_view help, int64_t value);
 // Escapes a label value (backslash, quote, newline) for the text format.
 std::string EscapeLabel(std::string_view value);
 

@@ -13,7 +13,10 @@
 
 #include "common/text.h"
 #include "protocol/resp/writer.h"
+#include "server/admin_access.h"
 #include "server/error_labels.h"
+#include "server/resp_admin_commands.h"
+#include "server/resp_lease_commands.h"
 #include "server/resp_otp_commands.h"
 #include "server/resp_set_commands.h"
 
@@ -28,13 +31,6 @@ std::string Upper(std::string_view s) {
 
 using text::EqualsIgnoreCase;
 
-// Parses a whole decimal int64 ("-12" ok; " 1", "1.0", "" not).
-bool ParseInt(std::string_view s, int64_t* out) {
-  if (s.empty()) return false;
-  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), *out);
-  return ec == std::errc() && p == s.data() + s.size();
-}
-
 void ReplyStatusError(const Status& s, std::string* out) { resp::AppendError(out, s.message()); }
 
 void CountCheckError(LoopContext& loop, const Status& s) {
@@ -42,18 +38,19 @@ void CountCheckError(LoopContext& loop, const Status& s) {
 }
 
 // FG.CHECK's reply (and its metrics), on the client's loop.
-void ReplyCheck(LoopContext& loop, std::string_view rule, bool verbose, const Status& s,
-                const Decision& d, std::string* out) {
+void ReplyCheck(LoopContext& loop, std::string_view rule, std::string_view key, int64_t cost,
+                bool verbose, const Status& s, const Decision& d, std::string* out) {
   if (!s.ok()) {
     CountCheckError(loop, s);
     ReplyStatusError(s, out);
     return;
   }
-  loop.CountDecision(rule, d);
+  loop.CountDecision(rule, key, cost, d);
   AppendCheckReply(d, verbose, out);
 }
 
-void ReplyThrottle(LoopContext& loop, const Status& s, const ThrottleResult& r, std::string* out) {
+void ReplyThrottle(LoopContext& loop, std::string_view key, int64_t quantity, const Status& s,
+                   const ThrottleResult& r, std::string* out) {
   if (!s.ok()) {
     loop.service().metrics->CountError("bad_request");
     ReplyStatusError(s, out);
@@ -61,13 +58,16 @@ void ReplyThrottle(LoopContext& loop, const Status& s, const ThrottleResult& r, 
   }
   Decision d;  // counted like a rule decision, under the command's name
   d.allowed = !r.limited;
-  loop.CountDecision("CL.THROTTLE", d);
+  d.retry_after_ms = r.retry_after_s < 0 ? -1 : r.retry_after_s * 1000;
+  d.binding_limit = Limit{r.limit, 1, TimeUnit::kSecond};
+  loop.CountDecision("CL.THROTTLE", key, quantity, d);
   AppendThrottleReply(r, out);
 }
 
-// FG.CHECK rule key [COST n] [TIER t] [VERBOSE]
+// FG.CHECK rule key [COST n] [TIER t] [WAIT ms] [VERBOSE]
 void FgCheck(RespClient& c, const Args& a, std::string* out) {
   int64_t cost = 1;
+  int64_t wait_ms = 0;
   std::string_view tier;
   bool verbose = false;
   for (size_t i = 3; i < a.size(); ++i) {
@@ -76,9 +76,10 @@ void FgCheck(RespClient& c, const Args& a, std::string* out) {
       continue;
     }
     const bool is_cost = EqualsIgnoreCase(a[i], "COST");
-    if (!is_cost && !EqualsIgnoreCase(a[i], "TIER")) {
+    const bool is_wait = EqualsIgnoreCase(a[i], "WAIT");
+    if (!is_cost && !is_wait && !EqualsIgnoreCase(a[i], "TIER")) {
       resp::AppendError(out, "syntax error: unknown option '" + std::string(a[i]) +
-                                 "' (expected COST n, TIER t or VERBOSE)");
+                                 "' (expected COST n, TIER t, WAIT ms or VERBOSE)");
       return;
     }
     if (i + 1 >= a.size()) {
@@ -86,27 +87,43 @@ void FgCheck(RespClient& c, const Args& a, std::string* out) {
       return;
     }
     ++i;
-    if (!is_cost) {
+    if (is_wait) {
+      if (!ParseWaitMs(a[i], &wait_ms, out)) return;
+    } else if (!is_cost) {
       tier = a[i];
-    } else if (!ParseInt(a[i], &cost) || cost < 0) {
+    } else if (!ParseRespInt(a[i], &cost) || cost < 0) {
       resp::AppendError(out,
                         "COST must be a non-negative integer, got '" + std::string(a[i]) + "'");
       return;
     }
   }
   const ReplyTo to = c.To(out);
+  if (wait_ms > 0) {
+    // Held until it can be admitted or the wait is over: always a later
+    // answer, in its turn among the connection's replies.
+    c.waited = true;
+    c.loop->service().limiter->CheckWaiting(
+        {a[1], a[2], cost, tier, nullptr, c.now_ms}, {wait_ms, static_cast<uint64_t>(c.id)},
+        to.Later<Decision>([loop = c.loop, rule = std::string(a[1]), key = std::string(a[2]), cost,
+                            verbose](const Status& s, const Decision& d, std::string* reply) {
+          ReplyCheck(*loop, rule, key, cost, verbose, s, d, reply);
+        }),
+        c.loop->batch());
+    return;
+  }
   Decision d;
   Status s;
   if (c.loop->service().limiter->Check(
           {a[1], a[2], cost, tier, nullptr, c.now_ms}, &d, &s,
           [&] {
-            return to.Later<Decision>([loop = c.loop, rule = std::string(a[1]), verbose](
-                                          const Status& s, const Decision& d, std::string* reply) {
-              ReplyCheck(*loop, rule, verbose, s, d, reply);
-            });
+            return to.Later<Decision>(
+                [loop = c.loop, rule = std::string(a[1]), key = std::string(a[2]), cost, verbose](
+                    const Status& s, const Decision& d, std::string* reply) {
+                  ReplyCheck(*loop, rule, key, cost, verbose, s, d, reply);
+                });
           },
           c.loop->batch()) == store::Answer::kNow) {
-    ReplyCheck(*c.loop, a[1], verbose, s, d, out);
+    ReplyCheck(*c.loop, a[1], a[2], cost, verbose, s, d, out);
   }
 }
 
@@ -115,7 +132,7 @@ void ClThrottle(RespClient& c, const Args& a, std::string* out) {
   int64_t v[4] = {0, 0, 0, 1};
   const char* names[4] = {"max_burst", "count", "period", "quantity"};
   for (size_t i = 2; i < a.size(); ++i) {
-    if (!ParseInt(a[i], &v[i - 2])) {
+    if (!ParseRespInt(a[i], &v[i - 2])) {
       resp::AppendError(
           out, std::string(names[i - 2]) + " must be an integer, got '" + std::string(a[i]) + "'");
       return;
@@ -127,11 +144,12 @@ void ClThrottle(RespClient& c, const Args& a, std::string* out) {
   if (c.loop->service().limiter->Throttle(
           {a[1], v[0], v[1], v[2], v[3], nullptr, c.now_ms}, &r, &s, [&] {
             return to.Later<ThrottleResult>(
-                [loop = c.loop](const Status& s, const ThrottleResult& r, std::string* reply) {
-                  ReplyThrottle(*loop, s, r, reply);
+                [loop = c.loop, key = std::string(a[1]), quantity = v[3]](
+                    const Status& s, const ThrottleResult& r, std::string* reply) {
+                  ReplyThrottle(*loop, key, quantity, s, r, reply);
                 });
           }) == store::Answer::kNow) {
-    ReplyThrottle(*c.loop, s, s.ok() ? r : ThrottleResult{}, out);
+    ReplyThrottle(*c.loop, a[1], v[3], s, s.ok() ? r : ThrottleResult{}, out);
   }
 }
 
@@ -166,7 +184,18 @@ void Quit(RespClient& c, const Args&, std::string* out) {
 
 // Checks a password against the configured token; replies on failure.
 bool Authenticate(RespClient& c, std::string_view password, std::string* out) {
-  const std::string& token = c.loop->service().auth_token;
+  const ServiceContext& service = c.loop->service();
+  const std::string& token = service.auth_token;
+  // The control plane's tokens open the admin commands, and the data plane's
+  // too (an operator's session needs both).
+  if (!service.admin_token.empty()) {
+    const AdminAccess access = AdminAccessOf(service, password, {});
+    if (access != AdminAccess::kNone) {
+      c.admin = access;
+      c.authenticated = true;
+      return true;
+    }
+  }
   if (token.empty()) {
     resp::AppendError(out,
                       "AUTH <password> called without any password configured for the default "
@@ -201,7 +230,7 @@ void Auth(RespClient& c, const Args& a, std::string* out) {
 void Hello(RespClient& c, const Args& a, std::string* out) {
   if (a.size() >= 2) {
     int64_t version = 0;
-    if (!ParseInt(a[1], &version)) {
+    if (!ParseRespInt(a[1], &version)) {
       resp::AppendError(out, "Protocol version is not an integer or out of range");
       return;
     }
@@ -325,7 +354,7 @@ void Config(RespClient&, const Args& a, std::string* out) {
 void Info(RespClient& c, const Args&, std::string* out) {
   ServiceContext& s = c.loop->service();
   const Limiter::Stats stats = s.limiter->GetStats();
-  const int64_t uptime_s = (SystemClock().NowMs() - s.started_at_ms) / 1000;
+  const int64_t uptime_s = (s.clock->MonotonicNs() - s.started_at_ns) / 1'000'000'000;
   std::string info;
   info += "# Server\r\n";
   info += "redis_version:7.0.0\r\n";  // what clients parse for feature checks
@@ -368,9 +397,28 @@ constexpr RespCommand kCommands[] = {
     {"FG.SMEMBERS", -2, true, FgSmembers},
     {"FG.OTP.ISSUE", 2, true, FgOtpIssue},
     {"FG.OTP.VERIFY", 3, true, FgOtpVerify},
+    {"FG.ACQUIRE", -3, true, FgAcquire},
+    {"FG.RELEASE", 4, true, FgRelease},
+    {"FG.RENEW", -4, true, FgRenew},
+    // The control plane's (resp_admin_commands.h): they check admin access.
+    {"FG.STATE", -3, false, FgState},
+    {"FG.REFUND", 4, false, FgRefund},
+    {"FG.OVERRIDE", -4, false, FgOverride},
+    {"FG.BLOCK", -3, false, FgBlock},
+    {"FG.UNBLOCK", -2, false, FgUnblock},
 };
 
 }  // namespace
+
+bool ParseWaitMs(std::string_view arg, int64_t* wait_ms, std::string* out) {
+  if (!ParseRespInt(arg, wait_ms) || *wait_ms < 0 || *wait_ms > service::LimiterCore::kMaxWaitMs) {
+    resp::AppendError(out, "WAIT must be an integer from 0 to " +
+                               std::to_string(service::LimiterCore::kMaxWaitMs) + " ms, got '" +
+                               std::string(arg) + "'");
+    return false;
+  }
+  return true;
+}
 
 void AppendCheckReply(const Decision& d, bool verbose, std::string* out) {
   // A fallback does not know the subject's usage: -1, not a made-up figure.
@@ -392,6 +440,12 @@ void AppendThrottleReply(const ThrottleResult& r, std::string* out) {
   resp::AppendInteger(out, fallback ? -1 : r.remaining);
   resp::AppendInteger(out, r.retry_after_s);
   resp::AppendInteger(out, fallback ? -1 : r.reset_after_s);
+}
+
+bool ParseRespInt(std::string_view s, int64_t* out) {
+  if (s.empty()) return false;
+  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), *out);
+  return ec == std::errc() && p == s.data() + s.size();
 }
 
 void PrefetchResp(RespClient& client, const Args& args) {

@@ -7,6 +7,7 @@
 #include <string_view>
 #include <vector>
 
+#include "server/admin_access.h"
 #include "server/answer.h"
 #include "server/reply_queue.h"
 #include "server/service_context.h"
@@ -20,7 +21,12 @@ struct RespClient {
   int64_t now_ms = 0;  // the instant of the batch being executed (read once per pipeline)
   int64_t id = 0;
   bool authenticated = false;
+  // What AUTH with a control-plane token gave (server/admin_access.h).
+  AdminAccess admin = AdminAccess::kNone;
   bool quit = false;  // close after this reply
+  // A request of this connection was held waiting (WAIT): the session
+  // cancels what is still held when it closes.
+  bool waited = false;
   std::string name;
   // For commands answered later (a remote store): where their replies wait
   // their turn, and how the completion finds its way back.
@@ -57,6 +63,13 @@ void AppendCheckReply(const Decision& d, bool verbose, std::string* out);
 // CL.THROTTLE's reply: redis-cell's five integers, remaining and reset -1
 // for a fallback.
 void AppendThrottleReply(const ThrottleResult& r, std::string* out);
+
+// Parses WAIT's argument (ms, 0 to LimiterCore::kMaxWaitMs); false with
+// the error appended to `out` otherwise.
+bool ParseWaitMs(std::string_view arg, int64_t* wait_ms, std::string* out);
+
+// Parses a whole decimal int64 argument ("-12" ok; " 1", "1.0", "" not).
+bool ParseRespInt(std::string_view s, int64_t* out);
 
 // Starts loading the state a command will touch (FG.CHECK, CL.THROTTLE),
 // so that a pipeline's cache misses overlap. Does nothing for others.

@@ -9,6 +9,7 @@
 #include <deque>
 
 #include "protocol/resp/writer.h"
+#include "server/answer.h"
 #include "server/resp_commands.h"
 
 namespace floodgate::server {
@@ -16,7 +17,7 @@ namespace {
 
 constexpr size_t kMaxBatch = 128;  // commands parsed ahead of execution
 
-class RespSession final : public Session {
+class RespSession final : public QueuedSession {
  public:
   RespSession(LoopContext* loop, resp::ParserLimits limits, ConnectionRef self) : parser_(limits) {
     client_.loop = loop;
@@ -25,6 +26,11 @@ class RespSession final : public Session {
     client_.id = loop->service().next_client_id.fetch_add(1, std::memory_order_relaxed);
     client_.authenticated = loop->service().auth_token.empty();
   }
+  // A request still held waiting is dropped: nobody is left to answer.
+  ~RespSession() override {
+    if (client_.waited) client_.loop->service().limiter->CancelWaits(client_.id);
+  }
+  bool DropOnEof() const override { return client_.waited; }
 
   // One batch: up to kMaxBatch commands (Session::OnInput).
   size_t OnInput(std::string_view input, std::string* output, bool* close) override {
@@ -46,12 +52,6 @@ class RespSession final : public Session {
     }
     return used;
   }
-
-  void OnCompletion(uint64_t tag, Completion completion, std::string* output) override {
-    replies_.Complete(tag, std::move(completion), output);
-  }
-
-  size_t InFlight() const override { return replies_.in_flight(); }
 
  private:
   // Parses up to kMaxBatch commands from input[used..]. Sets *more when the
@@ -99,16 +99,19 @@ class RespSession final : public Session {
     // Timing every pipeline would add two clock reads to each request; one
     // pipeline in kLatencySampling is timed (see Metrics).
     const bool timed = (batches_++ % kLatencySampling) == 0;  // the first one too
-    const int64_t start = timed ? MonotonicNs() : 0;
+    const Clock& clock = *client_.loop->service().clock;
+    const int64_t start = timed ? clock.MonotonicNs() : 0;
     size_t executed = 0;
     for (const auto& [first, n] : ranges_) {
-      DispatchResp(client_, Args(&args_[first], n), replies_.Target(output));
+      std::string* out = replies_.Target(output);
+      const RequestInProgress request(&replies_, output);
+      DispatchResp(client_, Args(&args_[first], n), out);
       ++executed;
       if (client_.quit) break;
     }
     if (timed) {  // one timing per pipeline, shared by its commands
       client_.loop->service().metrics->ObserveLatencies(
-          client_.loop->index(), (MonotonicNs() - start) / static_cast<int64_t>(executed),
+          client_.loop->index(), (clock.MonotonicNs() - start) / static_cast<int64_t>(executed),
           executed);
     }
   }
@@ -119,7 +122,6 @@ class RespSession final : public Session {
   std::vector<std::pair<size_t, size_t>> ranges_;  // (first, count) per command
   std::deque<std::string> owned_;                  // copies of inline arguments
   uint64_t batches_ = 0;
-  ReplyQueue replies_;
   RespClient client_;
 };
 

@@ -7,9 +7,12 @@
 #include <algorithm>
 #include <thread>
 
+#include "common/log.h"
 #include "protocol/http/response.h"
 #include "server/http_session.h"
+#include "server/http_visibility_routes.h"
 #include "server/resp_session.h"
+#include "server/visibility.h"
 
 namespace floodgate::server {
 
@@ -22,15 +25,41 @@ int UsableCores() {
 
 int DefaultLoopCount(int cores) { return std::max(1, (cores + 1) / 2); }
 
+void WarnWithoutMigration() {
+  bool known = false;
+  if (TcpMigrateReq(&known)) return;
+  Log(LogLevel::kWarn,
+      known ? "net.ipv4.tcp_migrate_req is 0: when the floodgate being replaced stops "
+              "accepting, the connections waiting in its accept queue are reset"
+            : "this kernel has no net.ipv4.tcp_migrate_req (Linux 5.14+): when the floodgate "
+              "being replaced stops accepting, the connections waiting in its accept queue are "
+              "reset",
+      {{"hint",
+        "sysctl -w net.ipv4.tcp_migrate_req=1 (and keep it in /etc/sysctl.d/); see "
+        "docs/operations.md, Graceful restart"}});
+}
+
 Server::Server(const ServerOptions& options, service::LimiterCore* limiter)
     : options_(options), metrics_(options.threads) {
   context_.limiter = limiter;
   context_.metrics = &metrics_;
+  if (options.clock != nullptr) context_.clock = options.clock;
   context_.auth_token = options.auth_token;
-  context_.started_at_ms = SystemClock().NowMs();
+  context_.admin_token = options.admin_token;
+  context_.read_token = options.read_token;
+  context_.started_at_ns = context_.clock->MonotonicNs();
   context_.threads = options.threads;
+  context_.version = options.version;
   context_.render_connections = [this](std::string* out) { RenderConnections(out); };
   context_.max_store_calls_in_flight = options.max_store_calls_in_flight;
+  context_.connections_json = [this] { return ConnectionsJson(); };
+  visibility_ = std::make_unique<Visibility>(options.visibility, options.redact_keys, limiter,
+                                             options.threads);
+  context_.visibility = visibility_.get();
+  context_.top = visibility_->recorder();
+  context_.denied_log = visibility_->denied_log();
+  context_.redact_keys = options.redact_keys;
+  context_.simulate = options.simulate;
 }
 
 Result<std::unique_ptr<Server>> Server::Start(const ServerOptions& options,
@@ -48,7 +77,15 @@ Result<std::unique_ptr<Server>> Server::Start(const ServerOptions& options,
     contexts.push_back(server->loop_contexts_.back().get());
   }
   server->resp_factory_ = std::make_unique<RespSessionFactory>(contexts, options.resp_limits);
-  server->http_factory_ = std::make_unique<HttpSessionFactory>(contexts, options.http_limits);
+  // POST /v1/admin/simulate takes a traffic log: as large a body as a
+  // connection's pending input may hold.
+  http::ParserLimits http_limits = options.http_limits;
+  http_limits.large_body_path = kSimulatePath;
+  http_limits.large_body_bytes =
+      options.limits.max_pending_input > http_limits.max_header_bytes
+          ? options.limits.max_pending_input - http_limits.max_header_bytes
+          : 0;
+  server->http_factory_ = std::make_unique<HttpSessionFactory>(contexts, http_limits);
 
   // One socket per loop per front, all on the same port (SO_REUSEPORT). A
   // port 0 is resolved by the first bind and reused by the others.
@@ -60,7 +97,9 @@ Result<std::unique_ptr<Server>> Server::Start(const ServerOptions& options,
     if (address.empty()) return Status::Ok();
     auto endpoint = ParseEndpoint(address);
     if (!endpoint.ok()) return endpoint.status();
-    if (Status s = CheckPortFree(*endpoint); !s.ok()) return s;
+    if (!options.replace) {
+      if (Status s = CheckPortFree(*endpoint); !s.ok()) return s;
+    }
     for (int i = 0; i < options.threads; ++i) {
       auto fd = Listen(&*endpoint);
       if (!fd.ok()) {
@@ -109,6 +148,15 @@ Result<std::unique_ptr<Server>> Server::Start(const ServerOptions& options,
     }
     drivers[i] = std::move(*driver);
   }
+  if (options.replace) WarnWithoutMigration();
+  if (options.before_serving) {
+    if (Status s = options.before_serving(); !s.ok()) {
+      for (auto& loop_specs : specs) {
+        for (auto& l : loop_specs) close(l.fd);
+      }
+      return s;
+    }
+  }
   for (int i = 0; i < options.threads; ++i) {
     LoopContext* context = server->loop_contexts_[i].get();
     LoopLimits limits = options.limits;
@@ -122,13 +170,17 @@ Result<std::unique_ptr<Server>> Server::Start(const ServerOptions& options,
     if (options.threads >= options.cores) limits.idle_polls = 0;
     limits.per_ip = server->per_ip_.get();
     LoopHooks hooks;
+    hooks.begin_round = [context] { context->BeginRound(); };
     hooks.end_round = [context] { context->EndRound(); };
     hooks.stop = [context] { context->Stop(); };
     hooks.wait_for_store = [context] { return context->WaitForStoreOnly(); };
     hooks.driver = std::move(drivers[i]);
-    server->loops_.push_back(std::make_unique<EventLoop>(
-        i, std::move(specs[i]), limits, &server->open_connections_, std::move(hooks)));
+    server->loops_.push_back(
+        std::make_unique<EventLoop>(i, std::move(specs[i]), limits, &server->open_connections_,
+                                    *server->context_.clock, std::move(hooks)));
   }
+  // Before the loops run: their sessions read the visibility's streams.
+  server->visibility_->Start(&server->context_);
   for (auto& loop : server->loops_) {
     server->threads_.emplace_back([l = loop.get()] { l->Run(); });
   }
@@ -136,11 +188,33 @@ Result<std::unique_ptr<Server>> Server::Start(const ServerOptions& options,
 }
 
 Server::~Server() {
+  // No event is streamed to a connection from here on; the loops then
+  // close the streams with the other idle connections.
+  visibility_->Stop();
   Stop();
   Wait();
 }
 
+std::string Server::ConnectionsJson() const {
+  std::string out = "{";
+  const std::pair<const char*, const ListenerCounters*> fronts[] = {{"http", &http_counters_},
+                                                                    {"resp", &resp_counters_}};
+  for (size_t i = 0; i < 2; ++i) {
+    if (i > 0) out += ',';
+    out += '"';
+    out += fronts[i].first;
+    out += "\":{\"open\":";
+    out += std::to_string(fronts[i].second->open.load(std::memory_order_relaxed));
+    out += ",\"accepted\":";
+    out += std::to_string(fronts[i].second->accepted.load(std::memory_order_relaxed));
+    out += '}';
+  }
+  out += '}';
+  return out;
+}
+
 void Server::Stop() {
+  context_.draining.store(true, std::memory_order_relaxed);
   for (auto& loop : loops_) loop->Stop();
 }
 
@@ -151,17 +225,13 @@ void Server::Wait() {
 }
 
 void Server::RenderConnections(std::string* out) const {
-  AppendMetricHeader(out, "floodgate_connections", "gauge", "Open client connections.");
-  AppendMetricSample(out, "floodgate_connections", "protocol=\"resp\"",
-                     resp_counters_.open.load(std::memory_order_relaxed));
-  AppendMetricSample(out, "floodgate_connections", "protocol=\"http\"",
-                     http_counters_.open.load(std::memory_order_relaxed));
-  AppendMetricHeader(out, "floodgate_connections_total", "counter",
-                     "Client connections accepted since start.");
-  AppendMetricSample(out, "floodgate_connections_total", "protocol=\"resp\"",
-                     resp_counters_.accepted.load(std::memory_order_relaxed));
-  AppendMetricSample(out, "floodgate_connections_total", "protocol=\"http\"",
-                     http_counters_.accepted.load(std::memory_order_relaxed));
+  AppendMetricFamily(out, "floodgate_connections", "gauge", "Open client connections.", "protocol",
+                     {{"resp", resp_counters_.open.load(std::memory_order_relaxed)},
+                      {"http", http_counters_.open.load(std::memory_order_relaxed)}});
+  AppendMetricFamily(out, "floodgate_connections_total", "counter",
+                     "Client connections accepted since start.", "protocol",
+                     {{"resp", resp_counters_.accepted.load(std::memory_order_relaxed)},
+                      {"http", http_counters_.accepted.load(std::memory_order_relaxed)}});
   const std::pair<const char*, const ListenerCounters*> fronts[] = {{"resp", &resp_counters_},
                                                                     {"http", &http_counters_}};
   AppendMetricHeader(out, "floodgate_connections_refused_total", "counter",

@@ -7,6 +7,7 @@
 #include <thread>
 #include <vector>
 
+#include "floodgate/config.h"
 #include "protocol/http/request_parser.h"
 #include "protocol/resp/parser.h"
 #include "server/event_loop.h"
@@ -24,7 +25,8 @@ struct ServerOptions {
   // CPUs available (UsableCores()): loops poll before sleeping only when
   // they leave at least one of them free (LoopLimits::idle_polls).
   int cores = 1;
-  std::string auth_token;  // empty: no authentication
+  std::string auth_token;               // empty: no authentication
+  std::string admin_token, read_token;  // server/admin_access.h
   LoopLimits limits;
   // The bounds of each front's connections (timeouts, output limits).
   ConnectionPolicy resp_policy;
@@ -38,6 +40,23 @@ struct ServerOptions {
   int max_store_calls_in_flight = 1;
   // Appends more metrics to GET /metrics (the gRPC front's), if set.
   std::function<void(std::string*)> extra_metrics;
+  // Times the loops' connection timers, back-off and drain, and request
+  // latency; must outlive the server. Null: SystemClock::Default().
+  const Clock* clock = nullptr;
+  // Who is being limited (docs/visibility.md).
+  VisibilityConfig visibility;
+  bool redact_keys = false;
+  SimulateFn simulate;  // POST /v1/admin/simulate (null: 501)
+  // Join ports another process holds (the floodgate this one replaces,
+  // `serve --replace`): each front's sockets go into the SO_REUSEPORT group
+  // already there instead of failing as a busy port.
+  bool replace = false;
+  // Called by Start once every socket is bound and before any loop accepts
+  // (e.g. to take over the state of the process being replaced); if it
+  // fails, Start closes the sockets and returns its error. Null: nothing.
+  std::function<Status()> before_serving;
+  // What HELLO, INFO and GET /v1/admin/stats report (serve: the build's).
+  std::string version = "unknown";
 };
 
 // CPUs this process may run on (its affinity mask: a container's cpuset
@@ -52,11 +71,17 @@ int UsableCores();
 // (docs/benchmarks.md, "Default loop count").
 int DefaultLoopCount(int cores);
 
+// Logs a warning when net.ipv4.tcp_migrate_req is not 1 (TcpMigrateReq):
+// a restart with --replace then resets the connections queued on the old
+// process's listeners. Called by Start with ServerOptions::replace.
+void WarnWithoutMigration();
+
 // Thread-safe: Stop() may be called from any thread (e.g. a signal handler thread).
 class Server {
  public:
   // Binds every socket first (so a busy port fails here, with a clear
-  // error), then starts the loops. `limiter` must outlive the server.
+  // error), calls options.before_serving, then starts the loops. `limiter`
+  // must outlive the server.
   static Result<std::unique_ptr<Server>> Start(const ServerOptions& options,
                                                service::LimiterCore* limiter);
   ~Server();  // stops and joins
@@ -65,18 +90,21 @@ class Server {
   const std::string& resp_address() const { return context_.resp_address; }
   const std::string& http_address() const { return context_.http_address; }
 
-  // Stops accepting and drains (LoopLimits::drain_timeout_ms); Wait()
-  // returns when every loop has finished.
+  // Stops accepting and drains (LoopLimits::drain_timeout_ms, EventLoop::
+  // Stop); from here on /readyz answers 503 and HTTP responses close their
+  // connection. Wait() returns when every loop has finished.
   void Stop();
   void Wait();
 
  private:
   Server(const ServerOptions& options, service::LimiterCore* limiter);
   void RenderConnections(std::string* out) const;
+  std::string ConnectionsJson() const;
 
   ServerOptions options_;
   Metrics metrics_;
   ServiceContext context_;
+  std::unique_ptr<Visibility> visibility_;
   std::vector<std::unique_ptr<LoopContext>> loop_contexts_;
   std::unique_ptr<SessionFactory> resp_factory_, http_factory_;
   ListenerCounters resp_counters_, http_counters_;

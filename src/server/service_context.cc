@@ -1,8 +1,6 @@
 // Helpers shared by the protocol sessions.
 #include "server/service_context.h"
 
-#include <time.h>
-
 namespace floodgate::server {
 
 bool ConstantTimeEquals(std::string_view a, std::string_view b) {
@@ -14,12 +12,6 @@ bool ConstantTimeEquals(std::string_view a, std::string_view b) {
     diff |= static_cast<unsigned char>(a[i]) ^ static_cast<unsigned char>(b[i]);
   }
   return diff == 0;
-}
-
-int64_t MonotonicNs() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
 }
 
 }  // namespace floodgate::server

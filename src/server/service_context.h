@@ -12,21 +12,38 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "floodgate/clock.h"
+#include "server/denied_log.h"
 #include "server/metrics.h"
+#include "server/top_recorder.h"
 #include "service/limiter_core.h"
 #include "store/store.h"
 
 namespace floodgate::server {
 
+class Visibility;
+
+// Replays `log` through `rule` (and `tier`) of `config` and writes the
+// answer's JSON (api/simulation.h); INVALID_ARGUMENT naming the line.
+using SimulateFn =
+    std::function<Status(const Config& config, std::string_view rule, std::string_view tier,
+                         std::string_view log, std::string* json)>;
+
 // Thread-safe (every member is, or is immutable after start).
 struct ServiceContext {
   service::LimiterCore* limiter = nullptr;
   Metrics* metrics = nullptr;
+  // Times request latency and the uptime (MonotonicNs); the loops time
+  // their connections' timers on it too. Never null.
+  const Clock* clock = &SystemClock::Default();
   // Empty: no authentication. Else RESP AUTH / HTTP "Bearer" must match.
   std::string auth_token;
-  int64_t started_at_ms = 0;
+  // The control plane's tokens (server/admin_access.h); empty admin_token:
+  // loopback clients only.
+  std::string admin_token;
+  std::string read_token;
+  int64_t started_at_ns = 0;  // clock->MonotonicNs() when the server started
   int threads = 1;
-  std::string version = "0.1.0";
+  std::string version;                     // as ServerOptions::version
   std::string resp_address, http_address;  // as bound
   // Per loop: remote store calls sent and not answered before the loop holds
   // further decisions back to send them together (0: no bound).
@@ -34,11 +51,19 @@ struct ServiceContext {
   std::atomic<int64_t> next_client_id{1};
   // Appends connection metrics (the server's listeners) to a /metrics page.
   std::function<void(std::string*)> render_connections;
+  // The open connections per front as JSON: {"http":{"open":N,"accepted":N},…}.
+  std::function<std::string()> connections_json;
+  // POST /v1/admin/simulate's replay (api::SimulateToJson); null: none.
+  SimulateFn simulate;
+  // Who is being limited (docs/visibility.md); `top` null: not kept.
+  Visibility* visibility = nullptr;
+  TopRecorder* top = nullptr;
+  DeniedLog* denied_log = nullptr;
+  bool redact_keys = false;
+  // Set once Server::Stop has begun the drain: /readyz answers 503 and HTTP
+  // responses say "Connection: close" (docs/operations.md, "Graceful restart").
+  std::atomic<bool> draining{false};
 };
-
-// Monotonic nanoseconds (CLOCK_MONOTONIC), for request latency and the
-// store's deadlines.
-int64_t MonotonicNs();
 
 // What one event loop keeps for its sessions. Not thread-safe: one loop only.
 class LoopContext {
@@ -46,7 +71,8 @@ class LoopContext {
   LoopContext(ServiceContext* service, int index)
       : service_(service),
         index_(index),
-        batch_(service->limiter->NewBatch(service->max_store_calls_in_flight)) {}
+        batch_(service->limiter->NewBatch(service->max_store_calls_in_flight)),
+        now_ms_(service->clock->NowMs()) {}
   ServiceContext& service() { return *service_; }
   int index() const { return index_; }
 
@@ -60,8 +86,9 @@ class LoopContext {
     const size_t added = batch_->size() - held_;
     // The round's input has been read: what clients send from here on is
     // read in a later round (see WaitForStoreOnly). Only a batch holding
-    // decisions can keep any back, so only then is the clock read.
-    round_read_ns_ = batch_->size() == 0 ? 0 : MonotonicNs();
+    // decisions can keep any back, so only then is the clock read: the
+    // clock of the store's deadlines, the limiter's.
+    round_read_ns_ = batch_->size() == 0 ? 0 : service_->limiter->clock().MonotonicNs();
     batch_->Flush();
     held_ = batch_->size();
     few_held_ = held_ > 0 && added < kFewDecisions;
@@ -97,18 +124,35 @@ class LoopContext {
     return c;
   }
 
-  // Counts a decision's outcome for its rule.
-  void CountDecision(std::string_view rule, const Decision& d) {
+  // A round of the loop begins: the time its decisions are counted at
+  // (one clock reading per round, not per decision).
+  void BeginRound() { now_ms_ = service_->clock->NowMs(); }
+
+  // Counts a decision's outcome for its rule: the totals, the per-second
+  // series, the top subjects (`cost` units of `key`) and the sampled log
+  // of denials.
+  void CountDecision(std::string_view rule, std::string_view key, int64_t cost, const Decision& d) {
     RuleCounters* c = CountersFor(rule);
     auto bump = [](std::atomic<int64_t>& a) {
       a.store(a.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
     };
+    const int64_t now_s = now_ms_ / 1000;
     if (d.shadow_denied) {
       bump(c->shadow_denied);
+      c->series.Add(now_s, SeriesOutcome::kShadowDenied);
     } else if (d.allowed) {
       bump(c->allowed);
+      c->series.Add(now_s, SeriesOutcome::kAdmitted);
     } else {
       bump(c->denied);
+      c->series.Add(now_s, SeriesOutcome::kDenied);
+    }
+    const bool denied = !d.allowed || d.shadow_denied;
+    if (service_->top != nullptr && cost > 0) {
+      service_->top->Record(index_, rule, key, cost, denied, now_ms_);
+    }
+    if (denied && service_->denied_log != nullptr) {
+      service_->denied_log->Denied(rule, key, d, now_ms_);
     }
   }
 
@@ -122,6 +166,7 @@ class LoopContext {
   bool few_held_ = false;
   int64_t round_read_ns_ = 0;  // when the last round's input had been read (if it held any)
   absl::flat_hash_map<std::string, RuleCounters*> counters_;
+  int64_t now_ms_;  // unix ms, read when the loop's round began
 };
 
 // Compares secrets in time independent of where they differ.

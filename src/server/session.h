@@ -10,6 +10,8 @@
 
 #include "absl/functional/any_invocable.h"
 
+#include "server/peer_address.h"
+
 namespace floodgate::server {
 
 class EventLoop;
@@ -26,12 +28,17 @@ struct ConnectionRef {
   uint64_t generation = 0;  // tells a connection from a later one on the same fd
 
   // Thread-safe: runs `completion` for request `tag` of this connection on
-  // its loop (Session::OnCompletion), unless the connection has closed. On
-  // the loop's own thread (an answer read by its store driver, or one known
-  // at once) it is queued without a lock or a wake-up and delivered before
-  // the round's replies are written, never from inside a session's OnInput;
-  // from another thread it is posted (EventLoop::Post).
+  // its loop (Session::OnCompletion), unless the connection has closed or
+  // no loop serves it. On the loop's own thread (an answer read by its
+  // store driver) it is queued without a lock or a wake-up and delivered
+  // before the round's replies are written, never from inside a session's
+  // OnInput; from another thread it is posted (EventLoop::Post). An answer
+  // given while its own request is still in progress does not come here:
+  // it fills its place at once (RequestInProgress, answer.h).
   void Complete(uint64_t tag, Completion completion) const;
+  // The client's address; unknown (family 0) when no loop serves it. On
+  // the connection's loop only.
+  PeerAddress Peer() const;
 };
 
 // Not thread-safe: a session lives on one event loop thread.
@@ -58,6 +65,23 @@ class Session {
   // Requests started and not yet completed. The loop stops reading from a
   // connection with too many, and closes one only when none is left.
   virtual size_t InFlight() const { return 0; }
+
+  // Whether a connection whose peer has stopped sending (EOF) should be
+  // closed at once, its requests in flight dropped, rather than once they
+  // are answered: true while some are held waiting for room, which could
+  // take long and must not be admitted for a client that has gone.
+  virtual bool DropOnEof() const { return false; }
+
+  // Whether the connection takes no further request (an HTTP event
+  // stream): the drain closes it at once instead of waiting for one.
+  virtual bool Streaming() const { return false; }
+
+  // Whether the drain closes the connection after a reply with nothing
+  // behind it (RESP: the protocol has no way to say so first; the client
+  // sees the close before its next command). False for a session that says
+  // so in its next reply (HTTP "Connection: close"): a reply it made before
+  // the drain promised the connection stays open.
+  virtual bool DrainClosesAfterReply() const { return true; }
 };
 
 // Makes a session for each accepted connection of one listener.

@@ -2,10 +2,10 @@
 //
 // Events live in one map (so a snapshot sees those being sent too) and,
 // while not being sent, in a set ordered by when they are due; workers
-// sleep until the earliest is due. Scheduling uses the steady clock (a
-// wall-clock step must not make a retry storm), the give-up time the wall
-// clock (it counts from the emission, possibly on another server or before
-// a restart).
+// sleep until the earliest is due. Scheduling uses the clock's monotonic
+// reading (a wall-clock step must not make a retry storm), the give-up time
+// its wall-clock reading (it counts from the emission, possibly on another
+// server or before a restart).
 #include "service/alert_delivery.h"
 
 #include <algorithm>
@@ -17,47 +17,25 @@
 #include "service/http_post.h"
 
 namespace floodgate::service {
-namespace {
 
-int64_t WallMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
+void AlertDelivery::FailureLog::Note(const PendingAlert& alert, const std::string& error,
+                                     bool given_up, int64_t now_ns) {
+  std::lock_guard<std::mutex> lock(mu_);
+  ++since_last_;
+  if (!given_up && now_ns < next_line_ns_) return;
+  next_line_ns_ = now_ns + 1'000'000'000;
+  Log(LogLevel::kWarn, given_up ? "alert given up" : "alert delivery failed",
+      {{"event_id", alert.event_id},
+       {"webhook", alert.url},
+       {"attempts", std::to_string(alert.attempts)},
+       {"error", error},
+       {"failures_since_last_line", std::to_string(since_last_)}});
+  since_last_ = 0;
 }
 
-// At most one failure line per second, however many events fail: a dead
-// webhook with thousands of events waiting must not flood the log.
-class FailureLog {
- public:
-  void Note(const PendingAlert& alert, const std::string& error, bool given_up) {
-    std::lock_guard<std::mutex> lock(mu_);
-    ++since_last_;
-    const auto now = std::chrono::steady_clock::now();
-    if (!given_up && now - last_ < std::chrono::seconds(1)) return;
-    last_ = now;
-    Log(LogLevel::kWarn, given_up ? "alert given up" : "alert delivery failed",
-        {{"event_id", alert.event_id},
-         {"webhook", alert.url},
-         {"attempts", std::to_string(alert.attempts)},
-         {"error", error},
-         {"failures_since_last_line", std::to_string(since_last_)}});
-    since_last_ = 0;
-  }
-
- private:
-  std::mutex mu_;
-  std::chrono::steady_clock::time_point last_{};
-  int64_t since_last_ = 0;
-};
-
-FailureLog& Failures() {
-  static FailureLog* const log = new FailureLog();  // used by workers until exit
-  return *log;
-}
-
-}  // namespace
-
-AlertDelivery::AlertDelivery(Options options) : options_(std::move(options)) {
+AlertDelivery::AlertDelivery(Options options)
+    : options_(std::move(options)),
+      clock_(options_.clock != nullptr ? *options_.clock : SystemClock::Default()) {
   for (int i = 0; i < std::max(1, options_.workers); ++i) {
     workers_.emplace_back([this] { Run(); });
   }
@@ -66,14 +44,15 @@ AlertDelivery::AlertDelivery(Options options) : options_(std::move(options)) {
 AlertDelivery::~AlertDelivery() { Stop(); }
 
 bool AlertDelivery::Add(PendingAlert alert) {
-  if (WallMs() > alert.created_ms + options_.retry_for_ms) {
+  if (clock_.NowMs() > alert.created_ms + options_.retry_for_ms) {
     // Kept too long elsewhere (a spool, the stream): given up untried.
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (stop_) return false;
       ++stats_.expired;
     }
-    Failures().Note(alert, "older than alert_delivery.retry_for", /*given_up=*/true);
+    failures_.Note(alert, "older than alert_delivery.retry_for", /*given_up=*/true,
+                   clock_.MonotonicNs());
     if (options_.on_finished) options_.on_finished(alert, Outcome::kExpired);
     return true;
   }
@@ -81,7 +60,7 @@ bool AlertDelivery::Add(PendingAlert alert) {
     std::lock_guard<std::mutex> lock(mu_);
     if (stop_ || items_.size() >= options_.capacity) return false;
     const uint64_t id = next_id_++;
-    const auto due = std::chrono::steady_clock::now();
+    const int64_t due = clock_.MonotonicNs();
     items_.emplace(id, Item{std::move(alert), due, false});
     queue_.emplace(due, id);
     ++version_;
@@ -160,8 +139,10 @@ void AlertDelivery::Run() {
       continue;
     }
     const auto [due, id] = *queue_.begin();
-    if (due > std::chrono::steady_clock::now()) {
-      wake_.wait_until(lock, due);
+    if (const int64_t now = clock_.MonotonicNs(); due > now) {
+      // Woken early (an Add, a bounded sleep on a manual clock): the loop
+      // reads the clock again.
+      wake_.wait_for(lock, std::chrono::nanoseconds(clock_.SleepNs(now, due)));
       continue;
     }
     queue_.erase(queue_.begin());
@@ -179,7 +160,8 @@ void AlertDelivery::Run() {
           {"X-Floodgate-Signature", alert.signature},
           {"Idempotency-Key", alert.event_id},
           {"X-Floodgate-Event-Id", alert.event_id}};
-      const Result<HttpPostResult> r = HttpPost(*url, alert.body, headers, options_.timeout_ms);
+      const Result<HttpPostResult> r =
+          HttpPost(*url, alert.body, headers, options_.timeout_ms, clock_);
       if (!r.ok()) {
         error = r.status().message();
       } else if (r->status < 200 || r->status > 299) {
@@ -197,7 +179,7 @@ void AlertDelivery::Run() {
       finished = Outcome::kDelivered;
       ++stats_.delivered;
     } else {
-      const int64_t wall = WallMs();
+      const int64_t wall = clock_.NowMs();
       const int64_t deadline = alert.created_ms + options_.retry_for_ms;
       // A bad URL (a spool or stream entry written by another version) will
       // not get better: given up at once.
@@ -207,8 +189,8 @@ void AlertDelivery::Run() {
       } else {
         ++stats_.retried;
         const int64_t wait = std::min(BackoffMs(alert.attempts), deadline - wall);
-        after.due = std::chrono::steady_clock::now() + std::chrono::milliseconds(wait);
-        queue_.emplace(after.due, id);
+        after.due_ns = clock_.MonotonicNs() + wait * 1'000'000;
+        queue_.emplace(after.due_ns, id);
       }
     }
     if (finished.has_value()) {
@@ -218,7 +200,7 @@ void AlertDelivery::Run() {
     }
     lock.unlock();
     if (!error.empty()) {
-      Failures().Note(alert, error, /*given_up=*/finished.has_value());
+      failures_.Note(alert, error, /*given_up=*/finished.has_value(), clock_.MonotonicNs());
       if (options_.on_failed) options_.on_failed(alert, error);
     }
     if (finished.has_value() && options_.on_finished) options_.on_finished(alert, *finished);

@@ -14,6 +14,12 @@
 //    events failed together do not come back together. An event is given
 //    up once retry_for_ms have passed since it was emitted (its last try
 //    comes at that instant).
+//  - Time comes from the Clock in Options: the back-off and the POST
+//    timeout on its MonotonicNs (a wall-clock step cannot bring retries
+//    forward), the give-up time on its NowMs (it counts from the emission,
+//    possibly on another server or before a restart). Workers sleeping
+//    until the next event is due wake at least every MaxSleepNs to read
+//    the clock again, so on a ManualClock retries come when a test moves it.
 //  - Stop hands back what was not finished, for the caller to keep (a
 //    spool file, the Redis stream).
 //
@@ -38,6 +44,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "common/pending_alert.h"
+#include "floodgate/clock.h"
 
 namespace floodgate::service {
 
@@ -59,6 +66,8 @@ class AlertDelivery {
     // Called after each failed POST, before the event waits for its next
     // try (or is given up), with what went wrong. Same thread rules.
     std::function<void(const PendingAlert&, const std::string& error)> on_failed;
+    // Must outlive the delivery. Null: SystemClock::Default().
+    const Clock* clock = nullptr;
   };
 
   struct Stats {
@@ -90,17 +99,29 @@ class AlertDelivery {
   // compares it to know whether to write.
   uint64_t version() const;
 
-  // Waits until no event is left; false if that takes longer than `timeout`.
+  // Waits until no event is left; false if that takes longer than `timeout`
+  // (real time: how long the caller will block, whatever the clock).
   bool WaitIdle(std::chrono::milliseconds timeout);
 
   Stats GetStats() const;
 
  private:
-  using SteadyTime = std::chrono::steady_clock::time_point;
   struct Item {
     PendingAlert alert;
-    SteadyTime due;
+    int64_t due_ns;  // clock_.MonotonicNs()
     bool sending = false;
+  };
+
+  // At most one failure line per second, however many events fail: a dead
+  // webhook with thousands of events waiting must not flood the log.
+  class FailureLog {
+   public:
+    void Note(const PendingAlert& alert, const std::string& error, bool given_up, int64_t now_ns);
+
+   private:
+    std::mutex mu_;
+    int64_t next_line_ns_ ABSL_GUARDED_BY(mu_) = 0;  // a line before this waits
+    int64_t since_last_ ABSL_GUARDED_BY(mu_) = 0;
   };
 
   void Run();
@@ -108,11 +129,13 @@ class AlertDelivery {
   int64_t BackoffMs(int attempts);
 
   const Options options_;
+  const Clock& clock_;
+  FailureLog failures_;
   mutable std::mutex mu_;
   std::condition_variable wake_;  // workers: an event is due, or stop
   std::condition_variable idle_;  // WaitIdle: nothing left
   std::map<uint64_t, Item> items_ ABSL_GUARDED_BY(mu_);
-  std::set<std::pair<SteadyTime, uint64_t>> queue_ ABSL_GUARDED_BY(mu_);  // not being sent, by due
+  std::set<std::pair<int64_t, uint64_t>> queue_ ABSL_GUARDED_BY(mu_);  // not being sent, by due_ns
   uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t version_ ABSL_GUARDED_BY(mu_) = 0;
   bool stop_ ABSL_GUARDED_BY(mu_) = false;

@@ -5,6 +5,7 @@
 #include <openssl/hmac.h>
 
 #include <charconv>
+#include <utility>
 
 #include "common/json_text.h"
 
@@ -36,18 +37,23 @@ void AppendInt(std::string* out, int64_t v) {
   out->append(buf, r.ptr);
 }
 
-void AppendString(std::string* out, std::string_view name, std::string_view value) {
+// `"name":`, after a comma unless it is the object's first member.
+void AppendName(std::string* out, std::string_view name) {
+  if (out->back() != '{') *out += ',';
   *out += '"';
   out->append(name);
-  *out += "\":\"";
+  *out += "\":";
+}
+
+void AppendString(std::string* out, std::string_view name, std::string_view value) {
+  AppendName(out, name);
+  *out += '"';
   json::AppendEscaped(out, value);
   *out += '"';
 }
 
 void AppendNumber(std::string* out, std::string_view name, int64_t value) {
-  *out += '"';
-  out->append(name);
-  *out += "\":";
+  AppendName(out, name);
   AppendInt(out, value);
 }
 
@@ -77,32 +83,23 @@ std::string AlertEventJson(const AlertEvent& e) {
   out.reserve(256 + e.key.size() + e.rule.size());
   out += '{';
   AppendString(&out, "event_id", e.event_id);
-  out += ',';
   AppendString(&out, "rule", e.rule);
-  out += ',';
   AppendString(&out, "key", e.key);
-  out += ',';
   if (e.tier.empty()) {
-    out += "\"tier\":null";
+    AppendName(&out, "tier");
+    out += "null";
   } else {
     AppendString(&out, "tier", e.tier);
   }
-  out += ',';
   AppendString(&out, "limit", e.limit);
-  out += ',';
-  AppendNumber(&out, "limit_index", e.limit_index);
-  out += ',';
-  AppendNumber(&out, "capacity", e.capacity);
-  out += ',';
-  AppendNumber(&out, "threshold", e.threshold);
-  out += ',';
-  AppendNumber(&out, "used", e.used);
-  out += ',';
-  AppendNumber(&out, "window_start", e.window_start_ms);
-  out += ',';
-  AppendNumber(&out, "window_end", e.window_end_ms);
-  out += ',';
-  AppendNumber(&out, "at", e.at_ms);
+  const std::pair<std::string_view, int64_t> figures[] = {{"limit_index", e.limit_index},
+                                                          {"capacity", e.capacity},
+                                                          {"threshold", e.threshold},
+                                                          {"used", e.used},
+                                                          {"window_start", e.window_start_ms},
+                                                          {"window_end", e.window_end_ms},
+                                                          {"at", e.at_ms}};
+  for (const auto& [name, value] : figures) AppendNumber(&out, name, value);
   out += '}';
   return out;
 }

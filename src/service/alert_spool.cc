@@ -11,6 +11,9 @@
 #include <cstring>
 #include <fstream>
 #include <sstream>
+#include <string_view>
+
+#include "common/file_replacement.h"
 
 namespace floodgate::service {
 namespace {
@@ -37,18 +40,6 @@ bool MakeDirectories(const std::string& dir) {
   if (::stat(dir.c_str(), &st) == 0) return S_ISDIR(st.st_mode);
   if (!MakeDirectories(DirectoryOf(dir))) return false;
   return ::mkdir(dir.c_str(), 0700) == 0 || errno == EEXIST;
-}
-
-bool WriteAll(int fd, std::string_view data) {
-  while (!data.empty()) {
-    const ssize_t n = ::write(fd, data.data(), data.size());
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return false;
-    }
-    data.remove_prefix(static_cast<size_t>(n));
-  }
-  return true;
 }
 
 // fsync of the directory, so that a rename or unlink survives a crash.
@@ -99,12 +90,11 @@ Status PrepareAlertSpool(const std::string& path) {
 }
 
 Status WriteAlertSpool(const std::string& path, const std::vector<PendingAlert>& alerts) {
-  const std::string dir = DirectoryOf(path);
   if (alerts.empty()) {
     if (::unlink(path.c_str()) != 0 && errno != ENOENT) {
       return UnavailableError(Errno("cannot remove the alert spool", path));
     }
-    SyncDirectory(dir);
+    SyncDirectory(DirectoryOf(path));
     return Status::Ok();
   }
   std::string data(kHeader);
@@ -118,23 +108,14 @@ Status WriteAlertSpool(const std::string& path, const std::vector<PendingAlert>&
     data += a.signature;
     data += '\n';
   }
-  const std::string tmp = path + ".tmp";
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  if (fd < 0) return UnavailableError(Errno("cannot write the alert spool", tmp));
-  const bool written = WriteAll(fd, data) && ::fsync(fd) == 0;
-  const int error = errno;
-  ::close(fd);
-  if (!written) {
-    ::unlink(tmp.c_str());
-    errno = error;
-    return UnavailableError(Errno("cannot write the alert spool", tmp));
+  FileReplacement file(path);
+  if (!file.Append(data) || !file.Commit()) {
+    errno = file.error();
+    if (std::string_view(file.failed_step()) == "rename") {
+      return UnavailableError(Errno("cannot replace the alert spool", path));
+    }
+    return UnavailableError(Errno("cannot write the alert spool", file.tmp_path()));
   }
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    const std::string message = Errno("cannot replace the alert spool", path);
-    ::unlink(tmp.c_str());
-    return UnavailableError(message);
-  }
-  SyncDirectory(dir);
   return Status::Ok();
 }
 

@@ -30,7 +30,10 @@ Status InChunks(const std::vector<T>& items, size_t chunk, F call, size_t* done)
 
 AlertStreamRelay::AlertStreamRelay(store::AlertLog& stream, AlertDelivery& delivery,
                                    Options options)
-    : stream_(stream), delivery_(delivery), options_(std::move(options)) {}
+    : stream_(stream),
+      delivery_(delivery),
+      options_(std::move(options)),
+      clock_(options_.clock != nullptr ? *options_.clock : SystemClock::Default()) {}
 
 void AlertStreamRelay::Start() {
   if (!thread_.joinable()) thread_ = std::thread([this] { Run(); });
@@ -74,28 +77,35 @@ bool AlertStreamRelay::WaitFlushed(std::chrono::milliseconds timeout) {
 void AlertStreamRelay::NoteFailure(const char* what, const Status& status) {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    const auto now = std::chrono::steady_clock::now();
-    if (now - last_failure_log_ < std::chrono::seconds(10)) return;
-    last_failure_log_ = now;
+    const int64_t now = clock_.MonotonicNs();
+    if (now < next_failure_log_ns_) return;
+    next_failure_log_ns_ = now + int64_t{10} * 1'000'000'000;
   }
   Log(LogLevel::kWarn, "alert stream unavailable; retrying",
       {{"step", what}, {"error", status.message()}});
 }
 
 void AlertStreamRelay::Run() {
-  const auto touch_every =
-      std::chrono::milliseconds(std::max<int64_t>(1, options_.claim_after_ms / 3));
-  auto next_touch = std::chrono::steady_clock::now() + touch_every;
+  const int64_t touch_every_ns = std::max<int64_t>(1, options_.claim_after_ms / 3) * 1'000'000;
+  const int64_t poll_ns = options_.poll_ms * 1'000'000;
+  const int64_t start = clock_.MonotonicNs();
+  int64_t next_touch = start + touch_every_ns;
+  int64_t next_round = start + poll_ns;
   std::unique_lock<std::mutex> lock(mu_);
   while (true) {
-    wake_.wait_for(lock, std::chrono::milliseconds(options_.poll_ms),
-                   [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return kick_ || stop_; });
     if (stop_) return;
+    // A round when something was published or finished, or every poll_ms.
+    if (const int64_t now = clock_.MonotonicNs(); !kick_ && now < next_round) {
+      wake_.wait_for(lock, std::chrono::nanoseconds(clock_.SleepNs(now, next_round)),
+                     [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return kick_ || stop_; });
+      continue;
+    }
     kick_ = false;
     lock.unlock();
-    const auto now = std::chrono::steady_clock::now();
+    const int64_t now = clock_.MonotonicNs();
     const bool touch = now >= next_touch;
-    if (touch) next_touch = now + touch_every;
+    if (touch) next_touch = now + touch_every_ns;
+    next_round = now + poll_ns;
     const bool more = Round(touch);
     lock.lock();
     if (more) kick_ = true;
@@ -153,6 +163,13 @@ bool AlertStreamRelay::Round(bool touch) {
             &touched);
         !t.ok()) {
       NoteFailure("touch", t);
+    }
+    auto forgot = stream_.Forget(kForgetAfterClaims * options_.claim_after_ms);
+    if (!forgot.ok()) {
+      NoteFailure("forget", forgot.status());
+    } else if (*forgot > 0) {
+      Log(LogLevel::kInfo, "alert stream: forgot the consumers of stopped servers",
+          {{"consumers", std::to_string(*forgot)}});
     }
   }
 
@@ -227,6 +244,12 @@ int64_t AlertStreamRelay::Stop(std::vector<PendingAlert> unfinished) {
         "pending alert events not handed back; they stay claimed by this server and are "
         "taken over after alert_delivery.claim_after",
         {{"events", std::to_string(claimed.size() - done)}, {"error", s.message()}});
+  }
+  // Holding nothing now (normally), this server's name leaves the group.
+  if (Status s = stream_.Leave(); !s.ok()) {
+    Log(LogLevel::kWarn,
+        "alert stream: this server's consumer stays in the group; the other servers forget it",
+        {{"error", s.message()}});
   }
   return lost;
 }

@@ -11,8 +11,17 @@
 //    that claimed it;
 //  - it acknowledges finished events, and tells the group every third of
 //    claim_after_ms that it still works on those it holds (retrying);
+//  - with the touches, it forgets the group's consumers that hold nothing
+//    and have been idle for kForgetAfterClaims * claim_after_ms (servers
+//    gone without leaving: what they held was claimed first);
 //  - Stop hands unfinished events back to the stream, where any server
-//    (this one after a restart) takes them at once.
+//    (this one after a restart) takes them at once, and leaves the group
+//    if this server then holds nothing.
+//
+// Its rounds (poll_ms) and touches (claim_after_ms / 3) are timed on the
+// Clock in Options (MonotonicNs); between them the thread sleeps at most
+// the clock's MaxSleepNs, so on a ManualClock rounds come when it is moved
+// (or when something is published or finished).
 //
 // Thread-safe.
 #pragma once
@@ -28,6 +37,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "common/pending_alert.h"
+#include "floodgate/clock.h"
 #include "service/alert_delivery.h"
 #include "store/store.h"
 
@@ -35,6 +45,10 @@ namespace floodgate::service {
 
 class AlertStreamRelay {
  public:
+  // A consumer idle this many claim_after_ms and holding nothing is
+  // forgotten. Never one holding entries, so never an event.
+  static constexpr int64_t kForgetAfterClaims = 3;
+
   struct Options {
     size_t outbox_capacity = 10'000;
     int64_t claim_after_ms = 60'000;
@@ -45,6 +59,8 @@ class AlertStreamRelay {
     // when the stream's length bound trimmed entries (how many).
     std::function<void(const std::vector<std::string>& event_ids)> on_queued;
     std::function<void(int64_t trimmed)> on_trimmed;
+    // Must outlive the relay. Null: SystemClock::Default().
+    const Clock* clock = nullptr;
   };
 
   // `stream` and `delivery` must outlive the relay. Nothing runs before
@@ -74,7 +90,8 @@ class AlertStreamRelay {
   size_t outbox_size() const;
 
   // Waits until the outbox is empty and every finished event is
-  // acknowledged; false on timeout. For tests.
+  // acknowledged; false on timeout (real time: how long the caller will
+  // block, whatever the clock). For tests.
   bool WaitFlushed(std::chrono::milliseconds timeout);
 
  private:
@@ -88,6 +105,7 @@ class AlertStreamRelay {
   store::AlertLog& stream_;
   AlertDelivery& delivery_;
   const Options options_;
+  const Clock& clock_;
 
   mutable std::mutex mu_;
   std::condition_variable wake_;
@@ -97,7 +115,7 @@ class AlertStreamRelay {
   bool kick_ ABSL_GUARDED_BY(mu_) = false;
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   bool stopped_ ABSL_GUARDED_BY(mu_) = false;
-  std::chrono::steady_clock::time_point last_failure_log_ ABSL_GUARDED_BY(mu_){};
+  int64_t next_failure_log_ns_ ABSL_GUARDED_BY(mu_) = 0;  // a line before this is dropped
   std::thread thread_;
 };
 

@@ -36,11 +36,7 @@ namespace {
 // alert_delivery.spool's value for "keep no spool".
 constexpr std::string_view kNoSpool = "off";
 
-int64_t WallMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
+constexpr int64_t kNsPerSecond = 1'000'000'000;
 
 // This process's name in the stream's consumer group: unique per process
 // (a restarted server is a new consumer; what the old one held is handed
@@ -84,9 +80,10 @@ Result<AlertTarget> MakeAlertTarget(const Rule& rule, const core::CompiledRule& 
   return t;
 }
 
-AlertsImpl::AlertsImpl(const AlertDeliveryConfig& config, store::Store& store)
+AlertsImpl::AlertsImpl(const AlertDeliveryConfig& config, store::Store& store, const Clock& clock)
     : config_(config),
       store_(store),
+      clock_(clock),
       spool_path_(config.spool.empty() ? DefaultAlertSpoolPath() : config.spool) {}
 
 AlertsImpl::~AlertsImpl() { Shutdown(); }
@@ -151,6 +148,7 @@ Status AlertsImpl::Start() {
   o.backoff_initial_ms = config_.backoff_initial_ms;
   o.backoff_max_ms = config_.backoff_max_ms;
   o.capacity = static_cast<size_t>(config_.queue_size);
+  o.clock = &clock_;
   o.on_finished = [this](const PendingAlert& a, AlertDelivery::Outcome outcome) {
     SetStatus(a.event_id,
               outcome == AlertDelivery::Outcome::kDelivered ? AlertStatus::kDelivered
@@ -167,6 +165,7 @@ Status AlertsImpl::Start() {
     AlertStreamRelay::Options ro;
     ro.outbox_capacity = static_cast<size_t>(config_.queue_size);
     ro.claim_after_ms = config_.claim_after_ms;
+    ro.clock = &clock_;
     ro.on_queued = [this](const std::vector<std::string>& ids) {
       for (const std::string& id : ids) SetStatus(id, AlertStatus::kQueued, -1, nullptr, nullptr);
     };
@@ -203,18 +202,23 @@ Status AlertsImpl::Start() {
 
 void AlertsImpl::SpoolLoop() {
   uint64_t written = ~uint64_t{0};
-  std::chrono::steady_clock::time_point last_error{};
+  int64_t next_error_log = 0;  // an error line before this is dropped
+  int64_t next_check = clock_.MonotonicNs() + kNsPerSecond;
   std::unique_lock<std::mutex> lock(mu_);
   while (!stopping_) {
-    spool_wake_.wait_for(lock, std::chrono::seconds(1));
-    if (stopping_) return;
+    if (const int64_t now = clock_.MonotonicNs(); now < next_check) {
+      spool_wake_.wait_for(lock, std::chrono::nanoseconds(clock_.SleepNs(now, next_check)));
+      continue;
+    }
     lock.unlock();
+    const int64_t now = clock_.MonotonicNs();
+    next_check = now + kNsPerSecond;
     const uint64_t version = delivery_->version();
     if (version != written) {
       if (Status s = WriteAlertSpool(spool_path_, delivery_->Snapshot()); s.ok()) {
         written = version;
-      } else if (std::chrono::steady_clock::now() - last_error > std::chrono::seconds(60)) {
-        last_error = std::chrono::steady_clock::now();
+      } else if (now >= next_error_log) {
+        next_error_log = now + 60 * kNsPerSecond;
         Log(LogLevel::kError, "cannot write the alert spool; retrying",
             {{"spool", spool_path_}, {"error", s.message()}});
       }
@@ -227,7 +231,7 @@ void AlertsImpl::Emit(const core::CompiledRule& rule, const AlertTarget& target,
                       std::string_view subject, const core::AlertOutcome& outcome, int64_t at_ms) {
   if (!started_.load(std::memory_order_acquire)) return;
   const core::AlertPolicy& policy = rule.alerts;
-  const int64_t now = WallMs();
+  const int64_t now = clock_.NowMs();
   for (int i = 0; i < outcome.num_limits; ++i) {
     for (int j = 0; j < policy.num_thresholds; ++j) {
       if ((outcome.fired[i] & (1u << j)) == 0) continue;
@@ -274,12 +278,12 @@ void AlertsImpl::NoteDropped(const std::string& event_id, const char* why, int64
     std::lock_guard<std::mutex> lock(mu_);
     ++*counter;
     ++drops_since_log_;
-    const auto now = std::chrono::steady_clock::now();
-    if (now - last_drop_log_ >= std::chrono::seconds(1)) {
+    const int64_t now = clock_.MonotonicNs();
+    if (now >= next_drop_log_ns_) {
       log = true;
       drops = drops_since_log_;
       drops_since_log_ = 0;
-      last_drop_log_ = now;
+      next_drop_log_ns_ = now + kNsPerSecond;
     }
   }
   // At most a line per second, whatever the rate of drops.
@@ -291,11 +295,26 @@ void AlertsImpl::NoteDropped(const std::string& event_id, const char* why, int64
   }
 }
 
+void InsertRecent(std::deque<AlertRecord>* recent, AlertRecord record, size_t max) {
+  // Newest first. Two loops can emit one window's thresholds in either
+  // order (both crossings decided in the same instant on Redis), so an
+  // event goes after those of its own window that counted more: the list
+  // then reads 100 % before 80 % however the loops raced.
+  const AlertEvent& e = record.event;
+  auto at = recent->begin();
+  while (at != recent->end() && at->event.rule == e.rule && at->event.key == e.key &&
+         at->event.tier == e.tier && at->event.window_start_ms == e.window_start_ms &&
+         at->event.used > e.used) {
+    ++at;
+  }
+  recent->insert(at, std::move(record));
+  while (recent->size() > max) recent->pop_back();
+}
+
 void AlertsImpl::Record(AlertRecord record) {
   std::lock_guard<std::mutex> lock(mu_);
   ++stats_.emitted;
-  recent_.push_front(std::move(record));
-  while (recent_.size() > static_cast<size_t>(config_.recent)) recent_.pop_back();
+  InsertRecent(&recent_, std::move(record), static_cast<size_t>(config_.recent));
 }
 
 void AlertsImpl::SetStatus(const std::string& event_id, AlertStatus status, int attempts,
@@ -349,6 +368,8 @@ Alerts::Stats AlertsImpl::GetStats() const {
 
 bool AlertsImpl::WaitIdle(std::chrono::milliseconds timeout) {
   if (!started_.load()) return true;
+  // Real time, not clock_: how long the caller will block (a test on a
+  // ManualClock still gets its answer within `timeout`).
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   auto left = [&] {
     return std::chrono::duration_cast<std::chrono::milliseconds>(deadline -

@@ -24,6 +24,7 @@
 #include "core/alerts.h"
 #include "core/rule_eval.h"
 #include "floodgate/alerts.h"
+#include "floodgate/clock.h"
 #include "floodgate/config.h"
 #include "store/store.h"
 
@@ -48,13 +49,21 @@ struct AlertTarget {
 // the rule when the URL is bad or the secret missing.
 Result<AlertTarget> MakeAlertTarget(const Rule& rule, const core::CompiledRule& compiled);
 
+// Puts a newly emitted event at the front of `recent` (newest first), after
+// the events of its own subject's window that counted more, and keeps at
+// most `max`. Not thread-safe: AlertsImpl holds its lock.
+void InsertRecent(std::deque<AlertRecord>* recent, AlertRecord record, size_t max);
+
 // Thread-safe.
 class AlertsImpl final : public Alerts {
  public:
   // Pending events go to `store`'s alert log when it has one (Redis: one
   // stream for every server), else to a spool file. `store` must outlive
-  // Shutdown (or this, without one).
-  AlertsImpl(const AlertDeliveryConfig& config, store::Store& store);
+  // Shutdown (or this, without one). `clock` dates the events (NowMs) and
+  // times delivery, its retries and the spool writes (MonotonicNs); it
+  // must outlive this.
+  AlertsImpl(const AlertDeliveryConfig& config, store::Store& store,
+             const Clock& clock = SystemClock::Default());
   // Shutdown(), if not done.
   ~AlertsImpl() override;
 
@@ -89,14 +98,15 @@ class AlertsImpl final : public Alerts {
   void SetStatus(const std::string& event_id, AlertStatus status, int attempts,
                  const std::string* error, const PendingAlert* alert);
   // Embedded store: writes the spool whenever the pending events changed,
-  // at most once per second, until stopped.
+  // at most once per second (on clock_), until stopped.
   void SpoolLoop();
   // Marks an event dropped, bumps *counter (a member of stats_) under the
-  // lock, logs at most once a second.
+  // lock, logs at most once a second (on clock_).
   void NoteDropped(const std::string& event_id, const char* why, int64_t* counter);
 
   const AlertDeliveryConfig config_;
   store::Store& store_;
+  const Clock& clock_;
   std::string spool_path_;
 
   std::mutex start_mu_;  // serialises Start and Shutdown
@@ -112,7 +122,7 @@ class AlertsImpl final : public Alerts {
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::deque<AlertRecord> recent_ ABSL_GUARDED_BY(mu_);  // newest at the front
   Stats stats_ ABSL_GUARDED_BY(mu_);
-  std::chrono::steady_clock::time_point last_drop_log_ ABSL_GUARDED_BY(mu_){};
+  int64_t next_drop_log_ns_ ABSL_GUARDED_BY(mu_) = 0;  // a line before this is held back
   int64_t drops_since_log_ ABSL_GUARDED_BY(mu_) = 0;
 };
 

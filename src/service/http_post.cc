@@ -1,5 +1,6 @@
-// HttpPost: a non-blocking socket driven by poll() against one deadline, so
-// a gateway that accepts and then says nothing costs at most timeout_ms.
+// HttpPost: a non-blocking socket driven by poll() against one deadline (on
+// the caller's Clock), so a gateway that accepts and then says nothing costs
+// at most timeout_ms.
 // Name resolution (getaddrinfo) has no deadline of its own: numeric
 // addresses need none, and a worker thread can afford a slow resolver.
 #include "service/http_post.h"
@@ -10,14 +11,12 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
-#include <chrono>
 #include <cstring>
 
 namespace floodgate::service {
 namespace {
-
-using Clock = std::chrono::steady_clock;
 
 // A line of the request must not be split by a header's value.
 std::string Clean(std::string_view s) {
@@ -42,14 +41,17 @@ class Socket {
   int fd_;
 };
 
-// Waits for `events` on `fd` until `deadline`. False on timeout.
-bool Wait(int fd, short events, Clock::time_point deadline) {
+// Waits for `events` on `fd` until `deadline_ns` on `clock`. False on timeout.
+bool Wait(int fd, short events, const Clock& clock, int64_t deadline_ns) {
   while (true) {
-    const auto left =
-        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
-    if (left <= 0) return false;
+    const int64_t now = clock.MonotonicNs();
+    if (now >= deadline_ns) return false;
+    // Rounded up to poll's whole milliseconds: waking before the deadline
+    // would only spin.
+    const int64_t sleep_ns = clock.SleepNs(now, deadline_ns);
+    const int ms = static_cast<int>(std::min<int64_t>((sleep_ns + 999'999) / 1'000'000, 3'600'000));
     pollfd p{fd, events, 0};
-    const int n = ::poll(&p, 1, static_cast<int>(left));
+    const int n = ::poll(&p, 1, ms);
     if (n > 0) return true;
     if (n < 0 && errno != EINTR) return true;  // the next call reports the error
   }
@@ -59,8 +61,8 @@ bool Wait(int fd, short events, Clock::time_point deadline) {
 
 Result<HttpPostResult> HttpPost(const HttpUrl& url, std::string_view body,
                                 const std::vector<std::pair<std::string, std::string>>& headers,
-                                int64_t timeout_ms) {
-  const auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
+                                int64_t timeout_ms, const Clock& clock) {
+  const int64_t deadline = clock.MonotonicNs() + timeout_ms * 1'000'000;
   const std::string where = url.HostHeader();
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
@@ -84,7 +86,7 @@ Result<HttpPostResult> HttpPost(const HttpUrl& url, std::string_view body,
       ::close(s);
       continue;
     }
-    if (!Wait(s, POLLOUT, deadline)) {
+    if (!Wait(s, POLLOUT, clock, deadline)) {
       ::close(s);
       ::freeaddrinfo(found);
       return Status(StatusCode::kDeadlineExceeded, "connect to " + where + ": timed out");
@@ -117,7 +119,7 @@ Result<HttpPostResult> HttpPost(const HttpUrl& url, std::string_view body,
     if (n < 0 && errno != EAGAIN && errno != EINTR) {
       return UnavailableError("send to " + where + ": " + std::strerror(errno));
     }
-    if (!Wait(fd, POLLOUT, deadline)) {
+    if (!Wait(fd, POLLOUT, clock, deadline)) {
       return Status(StatusCode::kDeadlineExceeded, "send to " + where + ": timed out");
     }
   }
@@ -135,7 +137,7 @@ Result<HttpPostResult> HttpPost(const HttpUrl& url, std::string_view body,
     if (errno != EAGAIN && errno != EINTR) {
       return UnavailableError("read from " + where + ": " + std::strerror(errno));
     }
-    if (!Wait(fd, POLLIN, deadline)) {
+    if (!Wait(fd, POLLIN, clock, deadline)) {
       return Status(StatusCode::kDeadlineExceeded, "no answer from " + where + " in time");
     }
   }

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "common/http_url.h"
+#include "floodgate/clock.h"
 #include "floodgate/status.h"
 
 namespace floodgate::service {
@@ -20,12 +21,14 @@ struct HttpPostResult {
 
 // POSTs `body` (Content-Type: application/json, plus `headers`) to `url`
 // and reads the response's status line; everything, name resolution
-// excepted, within `timeout_ms`. OK with the status for any response
+// excepted, within `timeout_ms` on `clock` (its MonotonicNs: on a
+// ManualClock the POST times out only once the clock is moved; meanwhile
+// it waits in slices of the clock's MaxSleepNs). OK with the status for any response
 // (the caller decides what 4xx/5xx mean); UNAVAILABLE when nothing could be
 // sent or no status line arrived ("connect to 127.0.0.1:9: Connection
 // refused"); DEADLINE_EXCEEDED past the deadline. Thread-safe.
 Result<HttpPostResult> HttpPost(const HttpUrl& url, std::string_view body,
                                 const std::vector<std::pair<std::string, std::string>>& headers,
-                                int64_t timeout_ms);
+                                int64_t timeout_ms, const Clock& clock);
 
 }  // namespace floodgate::service

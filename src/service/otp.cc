@@ -253,7 +253,8 @@ std::string Getenv(const std::string& name) {
 
 }  // namespace
 
-Result<std::unique_ptr<Otp>> MakeOtp(const OtpConfig& config, store::Store& store) {
+Result<std::unique_ptr<Otp>> MakeOtp(const OtpConfig& config, store::Store& store,
+                                     const Clock& clock) {
   auto impl = std::make_unique<Otp::Impl>(config, store);
   if (!config.enabled) return std::make_unique<Otp>(std::move(impl));
   // Messages name the variable, never the secret.
@@ -278,6 +279,7 @@ Result<std::unique_ptr<Otp>> MakeOtp(const OtpConfig& config, store::Store& stor
     options.timeout_ms = config.delivery.timeout_ms;
     options.capacity = static_cast<size_t>(config.delivery.queue_size);
     options.what = "otp gateway " + options.url.HostHeader();
+    options.clock = &clock;
     if (!config.delivery.auth_header_env.empty()) {
       const std::string auth = Getenv(config.delivery.auth_header_env);
       if (auth.empty()) {

@@ -4,6 +4,7 @@
 
 #include <memory>
 
+#include "floodgate/clock.h"
 #include "floodgate/config.h"
 #include "floodgate/otp.h"
 #include "store/store.h"
@@ -15,7 +16,9 @@ namespace floodgate::service {
 // names; INVALID_ARGUMENT when it is missing or shorter than 16 bytes (OTP
 // never runs with a default secret), or when the delivery's
 // auth_header_env names an unset variable. Without the section, a disabled
-// Otp.
-Result<std::unique_ptr<Otp>> MakeOtp(const OtpConfig& config, store::Store& store);
+// Otp. `clock` times the delivery webhook's requests; it must outlive the
+// result.
+Result<std::unique_ptr<Otp>> MakeOtp(const OtpConfig& config, store::Store& store,
+                                     const Clock& clock = SystemClock::Default());
 
 }  // namespace floodgate::service

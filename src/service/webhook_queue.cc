@@ -8,7 +8,9 @@
 
 namespace floodgate::service {
 
-WebhookQueue::WebhookQueue(Options options) : options_(std::move(options)) {
+WebhookQueue::WebhookQueue(Options options)
+    : options_(std::move(options)),
+      clock_(options_.clock != nullptr ? *options_.clock : SystemClock::Default()) {
   worker_ = std::thread([this] { Run(); });
 }
 
@@ -75,7 +77,7 @@ void WebhookQueue::Run() {
     sending_ = true;
     lock.unlock();
     const Result<HttpPostResult> r =
-        HttpPost(options_.url, body, options_.headers, options_.timeout_ms);
+        HttpPost(options_.url, body, options_.headers, options_.timeout_ms, clock_);
     // The body may hold a secret: wipe it before its memory is reused.
     std::fill(body.begin(), body.end(), '\0');
     const bool ok = r.ok() && r->status >= 200 && r->status < 300;

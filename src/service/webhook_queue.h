@@ -22,6 +22,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "common/http_url.h"
+#include "floodgate/clock.h"
 
 namespace floodgate::service {
 
@@ -33,6 +34,9 @@ class WebhookQueue {
     size_t capacity = 1000;
     std::vector<std::pair<std::string, std::string>> headers;  // e.g. Authorization
     std::string what = "webhook";                              // names it in log lines
+    // Times each POST's timeout; must outlive the queue. Null:
+    // SystemClock::Default().
+    const Clock* clock = nullptr;
   };
   struct Stats {
     int64_t sent = 0;     // answered 2xx
@@ -56,7 +60,8 @@ class WebhookQueue {
   void Unreserve();
 
   // Waits until every body queued so far has been attempted; false if that
-  // takes longer than `timeout`. For tests and orderly shutdowns.
+  // takes longer than `timeout`, in real time (how long the caller will
+  // block, whatever the clock). For tests and orderly shutdowns.
   bool WaitIdle(std::chrono::milliseconds timeout);
 
   Stats GetStats() const;
@@ -65,6 +70,7 @@ class WebhookQueue {
   void Run();
 
   const Options options_;
+  const Clock& clock_;
   mutable std::mutex mu_;
   std::condition_variable wake_;  // the worker: a body or stop
   std::condition_variable idle_;  // WaitIdle: the queue drained

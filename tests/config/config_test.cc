@@ -271,8 +271,9 @@ TEST(ParseConfigErrorTest, UnknownUnit) {
       Error("rules:\n"
             "  api:\n"
             "    limits: 10/fortnight\n"),
-      "test.yaml:3:13: limit \"10/fortnight\": unknown unit \"fortnight\" (expected ms, s, m, "
-      "h, d, w, month or year) (near '10/fortnight')");
+      "test.yaml:3:13: limit \"10/fortnight\": unknown unit \"fortnight\" (expected ms, s (sec, "
+      "second), m (min, minute), h (hr, hour), d (day), w (wk, week), mo (month) or y (yr, "
+      "year); plurals accepted) (near '10/fortnight')");
 }
 
 TEST(ParseConfigErrorTest, BadLimitInTier) {
@@ -281,8 +282,9 @@ TEST(ParseConfigErrorTest, BadLimitInTier) {
                   "    limits: 10/s\n"
                   "    tiers:\n"
                   "      pro: [100/s, 10/parsec]\n"),
-            "test.yaml:5:20: limit \"10/parsec\": unknown unit \"parsec\" (expected ms, s, m, h, "
-            "d, w, month or year) (near '10/parsec')");
+            "test.yaml:5:20: limit \"10/parsec\": unknown unit \"parsec\" (expected ms, s (sec, "
+            "second), m (min, minute), h (hr, hour), d (day), w (wk, week), mo (month) or y (yr, "
+            "year); plurals accepted) (near '10/parsec')");
 }
 
 TEST(ParseConfigErrorTest, UnknownAlgorithm) {
@@ -354,13 +356,29 @@ TEST(ParseConfigErrorTest, KeysMustBeStrings) {
   EXPECT_EQ(Error("rules:\n  ~: {limits: 1/s}\n"), "test.yaml:2:3: empty key (near '')");
 }
 
+TEST(ParseConfigTest, SnapshotInterval) {
+  auto c = ParseConfig("data_dir: /var/lib/floodgate\n", "test.yaml");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c->snapshot_interval_ms, 30'000);  // the default
+  c = ParseConfig("snapshot_interval: 5s\n", "test.yaml");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c->snapshot_interval_ms, 5'000);
+  c = ParseConfig("snapshot_interval: off\n", "test.yaml");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c->snapshot_interval_ms, 0);
+  EXPECT_NE(Error("snapshot_interval: 30\n").find("snapshot_interval"), std::string::npos);
+}
+
 TEST(ParseConfigErrorTest, UnknownKeys) {
   EXPECT_EQ(Error("store: memory\nstorage: memory\n"),
             "test.yaml:2:1: unknown key 'storage' at top level; expected store, listen, engine, "
-            "redis, server, rules, sets, otp, alert_delivery or envoy_ratelimit (near 'storage')");
+            "redis, server, rules, sets, otp, alert_delivery, envoy_ratelimit, admin, visibility, "
+            "redact_keys, data_dir or snapshot_interval (near 'storage')");
   EXPECT_EQ(Error("rules:\n  api:\n    limits: 10/s\n    limit: 10/s\n"),
             "test.yaml:4:5: unknown key 'limit' in rule 'api'; expected algorithm, limits, burst, "
-            "tiers, timezone, shadow, on_backend_error, on_store_full or alerts (near 'limit')");
+            "tiers, timezone, shadow, on_backend_error, on_store_full, alerts, block_for, "
+            "max_waiters, max_in_flight or lease_ttl (near "
+            "'limit')");
   EXPECT_EQ(Error("listen:\n  https: 0.0.0.0:443\n"),
             "test.yaml:2:3: unknown key 'https' in listen; expected http, resp or grpc "
             "(near 'https')");
@@ -533,12 +551,32 @@ TEST(ParseConfigErrorTest, ListenAddresses) {
   for (const char* bad :
        {"8080", ":8080", "host:", "host:65536", "host:80a", "a b:80", "[::1:80", "[zz]:80"}) {
     EXPECT_EQ(Error(std::string("listen:\n  resp: \"") + bad + "\"\n"),
-              std::string("test.yaml:2:9: 'listen.resp' must be host:port, e.g. 127.0.0.1:8080 "
-                          "(near '") +
+              std::string("test.yaml:2:9: 'listen.resp' must be host:port, e.g. 127.0.0.1:8080, "
+                          "or off (near '") +
                   bad + "')")
         << bad;
   }
   EXPECT_EQ(Parse("listen: {grpc: \"h:65535\"}\n").listen.grpc, "h:65535");
+  EXPECT_EQ(Error("listen:\n  http:\n"),
+            "test.yaml:2:3: 'listen.http' must be a string, not empty (near 'http')");
+}
+
+TEST(ParseConfigTest, ListenOffTurnsAFrontOff) {
+  // As --http off on the command line; false too, quoted or not.
+  for (const char* off : {"off", "OFF", "\"off\"", "false", "False"}) {
+    SCOPED_TRACE(off);
+    const Config c = Parse(std::string("listen:\n  http: ") + off + "\n  resp: " + off +
+                           "\n  grpc: " + off + "\n");
+    EXPECT_EQ(c.listen.http, "off");
+    EXPECT_EQ(c.listen.resp, "off");
+    EXPECT_EQ(c.listen.grpc, "off");
+  }
+  const Config one = Parse("listen: { http: off }\n");
+  EXPECT_EQ(one.listen.http, "off");
+  EXPECT_EQ(one.listen.resp, "127.0.0.1:6479");
+  EXPECT_EQ(Error("listen: { http: no }\n"),
+            "test.yaml:1:17: 'listen.http' must be host:port, e.g. 127.0.0.1:8080, or off (near "
+            "'no')");
 }
 
 TEST(ParseConfigTest, ServerSection) {
@@ -808,7 +846,7 @@ TEST(LoadConfigFileTest, ExampleConfigLoads) {
   const Config& c = *r;
   EXPECT_EQ(c.source, kExamples + "/floodgate.yaml");
   EXPECT_EQ(c.store, "memory");
-  ASSERT_EQ(c.rules.size(), 6u);
+  ASSERT_EQ(c.rules.size(), 7u);
   EXPECT_EQ(c.rules[0].name, "api");
   EXPECT_EQ(c.rules[0].algorithm, Algorithm::kSlidingWindow);
   EXPECT_THAT(c.rules[0].limits,
@@ -830,10 +868,15 @@ TEST(LoadConfigFileTest, ExampleConfigLoads) {
   EXPECT_EQ(c.rules[4].algorithm, Algorithm::kTokenBucket);
   EXPECT_THAT(c.rules[4].limits, ElementsAre(L(100, 1, TimeUnit::kMinute)));
   EXPECT_THAT(c.rules[4].burst, ElementsAre(20));
-  EXPECT_EQ(c.rules[5].name, "reports");
-  EXPECT_EQ(c.rules[5].algorithm, Algorithm::kFixedWindow);
-  EXPECT_THAT(c.rules[5].limits, ElementsAre(L(1000, 1, TimeUnit::kMonth)));
-  EXPECT_EQ(c.rules[5].timezone, "Europe/Berlin");
+  EXPECT_EQ(c.rules[5].name, "exports");
+  EXPECT_TRUE(c.rules[5].is_concurrency());
+  EXPECT_EQ(c.rules[5].max_in_flight(), 10);
+  EXPECT_EQ(c.rules[5].lease_ttl_ms(), 30'000);
+  EXPECT_EQ(c.rules[5].tiers.at("pro").at(0).count, 25);
+  EXPECT_EQ(c.rules[6].name, "reports");
+  EXPECT_EQ(c.rules[6].algorithm, Algorithm::kFixedWindow);
+  EXPECT_THAT(c.rules[6].limits, ElementsAre(L(1000, 1, TimeUnit::kMonth)));
+  EXPECT_EQ(c.rules[6].timezone, "Europe/Berlin");
   EXPECT_EQ(c.sets.max_members, 1000);
   EXPECT_TRUE(c.otp.enabled);
   EXPECT_EQ(c.otp.issue_limit, L(3, 5, TimeUnit::kMinute));
@@ -964,8 +1007,9 @@ TEST(ParseConfigErrorTest, SetsAndOtp) {
             "test.yaml:2:8: 'otp.ttl' must be a number and a unit, e.g. 500ms, 30s, 5m, 1h or 7d "
             "(near '5 minutes')");
   EXPECT_EQ(Error("otp:\n  issue_limit: 3/5x\n"),
-            "test.yaml:2:16: limit \"3/5x\": unknown unit \"x\" (expected ms, s, m, h, d, w, "
-            "month or year) (near '3/5x')");
+            "test.yaml:2:16: limit \"3/5x\": unknown unit \"x\" (expected ms, s (sec, second), m "
+            "(min, minute), h (hr, hour), d (day), w (wk, week), mo (month) or y (yr, year); "
+            "plurals accepted) (near '3/5x')");
   EXPECT_EQ(Error("otp:\n  verify_limit: 5000/m\n"),
             "test.yaml:2:17: 'otp.verify_limit' must allow at most 1000 per period of at most 366 "
             "days (each one is kept until it ages out) (near '5000/m')");
@@ -1205,6 +1249,55 @@ TEST(ParseConfigTest, BadAlertsAreRefusedWithTheirPlace) {
             "test.yaml:1:19: unknown key 'retries' in alert_delivery; expected queue_size, "
             "workers, timeout_ms, retry_for, backoff_initial, backoff_max, spool, recent, "
             "stream_max_len or claim_after (near 'retries')");
+}
+
+}  // namespace
+}  // namespace floodgate
+
+namespace floodgate {
+namespace {
+
+TEST(VisibilityConfigTest, KeysAndDefaults) {
+  auto c = ParseConfig("rules: { api: { limits: [1/s] } }\n", "t.yaml");
+  ASSERT_TRUE(c.ok());
+  EXPECT_TRUE(c->visibility.top_subjects);
+  EXPECT_EQ(c->visibility.top_capacity, 256);
+  EXPECT_EQ(c->visibility.denied_log_interval_ms, 60'000);
+  EXPECT_EQ(c->visibility.publish_interval_ms, 5'000);
+  EXPECT_FALSE(c->redact_keys);
+  c = ParseConfig(
+      "redact_keys: true\n"
+      "visibility: { top_subjects: off, top_capacity: 50, denied_log_interval: off, "
+      "publish_interval: 2s }\n",
+      "t.yaml");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_TRUE(c->redact_keys);
+  EXPECT_FALSE(c->visibility.top_subjects);
+  EXPECT_EQ(c->visibility.top_capacity, 50);
+  EXPECT_EQ(c->visibility.denied_log_interval_ms, 0);
+  EXPECT_EQ(c->visibility.publish_interval_ms, 2'000);
+}
+
+TEST(VisibilityConfigTest, BadValuesAreNamed) {
+  struct Case {
+    const char* yaml;
+    const char* needle;
+  } cases[] = {
+      {"visibility: { top_capacity: 5 }\n",
+       "'visibility.top_capacity' must be an integer between 10 and 65536"},
+      {"visibility: { publish_interval: 10 }\n",
+       "'visibility.publish_interval' must be a number and a unit"},
+      {"visibility: { publish_interval: 50ms }\n", "must be between 100 ms and 600000 ms"},
+      {"visibility: { top: 3 }\n", "unknown key 'top' in visibility; expected top_subjects"},
+      {"visibility: [1]\n", "visibility"},
+      {"redact_keys: maybe\n", "'redact_keys' must be true or false"},
+  };
+  for (const Case& c : cases) {
+    auto parsed = ParseConfig(c.yaml, "t.yaml");
+    ASSERT_FALSE(parsed.ok()) << c.yaml;
+    EXPECT_NE(parsed.status().message().find(c.needle), std::string::npos)
+        << parsed.status().message();
+  }
 }
 
 }  // namespace

@@ -2,6 +2,8 @@
 // spelling, the bounds, the refusals and their messages.
 #include <gtest/gtest.h>
 
+#include <cctype>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -80,6 +82,25 @@ TEST(ParseLimitTest, EveryUnitSpelling) {
     for (char& ch : upper) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
     EXPECT_EQ(Parsed(upper), (Limit{7, 1, c.unit})) << upper;
   }
+  // The refusal of an unknown unit names every spelling (a plural by its
+  // singular).
+  const std::string refusal = Refusal("7/fortnight");
+  std::set<std::string> named;
+  std::string word;
+  for (char ch : refusal.substr(refusal.find("(expected"))) {
+    if (std::isalpha(static_cast<unsigned char>(ch))) {
+      word += ch;
+    } else if (!word.empty()) {
+      named.insert(word);
+      word.clear();
+    }
+  }
+  for (const UnitCase& c : cases) {
+    const std::string spelling = c.spelling;
+    const bool plural = spelling.size() > 3 && spelling.back() == 's';
+    EXPECT_TRUE(named.contains(plural ? spelling.substr(0, spelling.size() - 1) : spelling))
+        << spelling << " is not named in: " << refusal;
+  }
 }
 
 TEST(ParseLimitTest, CaseInsensitiveMixedCase) {
@@ -151,19 +172,20 @@ TEST(ParseLimitTest, RefusalsQuoteTheTextAndSayWhatIsWrong) {
   EXPECT_EQ(Refusal("5/-1s"), "limit \"5/-1s\": multiplier must be a positive integer");
   EXPECT_EQ(Refusal("5/1.5s"), "limit \"5/1.5s\": multiplier must be a positive integer");
   EXPECT_EQ(Refusal("5/+2s"), "limit \"5/+2s\": multiplier must be a positive integer");
+  // The message names every unit, with each spelling it accepts.
+  constexpr std::string_view kUnits =
+      " (expected ms, s (sec, second), m (min, minute), h (hr, hour), d (day), w (wk, week), "
+      "mo (month) or y (yr, year); plurals accepted)";
   EXPECT_EQ(Refusal("10/fortnight"),
-            "limit \"10/fortnight\": unknown unit \"fortnight\" (expected ms, s, m, h, d, w, "
-            "month or year)");
+            "limit \"10/fortnight\": unknown unit \"fortnight\"" + std::string(kUnits));
   EXPECT_EQ(Refusal("10/5fortnights"),
-            "limit \"10/5fortnights\": unknown unit \"fortnights\" (expected ms, s, m, h, d, w, "
-            "month or year)");
-  EXPECT_EQ(Refusal("10/m5"),
-            "limit \"10/m5\": unknown unit \"m5\" (expected ms, s, m, h, d, w, month or year)");
+            "limit \"10/5fortnights\": unknown unit \"fortnights\"" + std::string(kUnits));
+  EXPECT_EQ(Refusal("10/m5"), "limit \"10/m5\": unknown unit \"m5\"" + std::string(kUnits));
+  EXPECT_EQ(Refusal("10/2mon"), "limit \"10/2mon\": unknown unit \"mon\"" + std::string(kUnits));
   EXPECT_EQ(Refusal("10"), "limit \"10\": expected N/period, e.g. 60/minute");
   EXPECT_EQ(Refusal("10/"), "limit \"10/\": missing period after '/'");
   EXPECT_EQ(Refusal("10/5"),
-            "limit \"10/5\": missing unit after the multiplier (expected ms, s, m, h, d, w, month "
-            "or year)");
+            "limit \"10/5\": missing unit after the multiplier" + std::string(kUnits));
   EXPECT_EQ(Refusal(""), "limit \"\": empty; expected N/period, e.g. 60/minute");
   EXPECT_EQ(Refusal("   "), "limit \"   \": empty; expected N/period, e.g. 60/minute");
   EXPECT_EQ(Refusal("10 /s"), "limit \"10 /s\": no spaces allowed inside a limit");

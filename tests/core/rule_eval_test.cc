@@ -77,6 +77,22 @@ TEST(RuleEvalTest, BindingOnDenialIsTheLongestWait) {
   EXPECT_FALSE(d.allowed);
   EXPECT_EQ(d.binding, 1);
   EXPECT_EQ(d.retry_after_ms, 59'500);
+  EXPECT_EQ(d.binding_limit.ToString(), "1/minute");
+}
+
+// A denial names the limit that bound it as the rule writes it, whatever
+// the algorithm does with it (token_bucket's capacity is not its count).
+TEST_P(AllAlgorithms, BindingLimitIsTheRulesText) {
+  Subject s(MakeRule(GetParam(), {"3/hour", "2/5s"}));
+  EXPECT_TRUE(s.At(0).allowed);
+  EXPECT_TRUE(s.At(1).allowed);
+  Decision by_seconds = s.At(2);
+  EXPECT_FALSE(by_seconds.allowed);
+  EXPECT_EQ(by_seconds.binding_limit.ToString(), "2/5s");
+  EXPECT_TRUE(s.At(10'000).allowed);
+  Decision by_hour = s.At(20'000);
+  EXPECT_FALSE(by_hour.allowed);
+  EXPECT_EQ(by_hour.binding_limit.ToString(), "3/hour");
 }
 
 TEST(RuleEvalTest, CompileRefusesLimitsOutsideTheAlgorithmsBounds) {
@@ -91,6 +107,34 @@ TEST(RuleEvalTest, CompileRefusesLimitsOutsideTheAlgorithmsBounds) {
          "too large for sliding_window");
   refuse(MakeRule(Algorithm::kTokenBucket, {"10/s"}, {0}), "burst out of range");
   refuse(MakeRule(Algorithm::kFixedWindow, {"1/s"}, {}, "Mars/Olympus"), "Mars/Olympus");
+}
+
+// A concurrency rule is decided by leases (core/concurrency.h), never by a
+// check: the service refuses to check one, and should one come here anyway
+// it is denied for good and touches no state.
+TEST(RuleEvalTest, AConcurrencyRuleIsNeverDecidedByACheck) {
+  Rule rule;
+  rule.name = "jobs";
+  rule.algorithm = Algorithm::kConcurrency;
+  rule.limits = {ConcurrencyLimit(3, 30'000)};
+  rule.alerts.thresholds = {50};
+  auto c = core::CompileRule(rule, "", rule.limits);
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(core::StateWords(Algorithm::kConcurrency, 1), 0);
+  std::vector<int64_t> state(static_cast<size_t>(c->state_words) + 1, 7);
+  const std::vector<int64_t> before = state;
+  Decision d;
+  d.allowed = true;
+  EXPECT_EQ(core::EvaluateRule(*c, state.data(), 1'000, 1, &d), 0);
+  EXPECT_FALSE(d.allowed);
+  EXPECT_EQ(d.retry_after_ms, -1);
+  EXPECT_EQ(d.num_limits, 0);
+  core::AlertOutcome alerts;
+  EXPECT_EQ(core::EvaluateRuleWithAlerts(*c, state.data(), 1'000, 1, &d, &alerts), 0);
+  EXPECT_FALSE(d.allowed);
+  EXPECT_EQ(alerts.num_limits, 0);
+  core::RefundRule(*c, state.data(), 1'000, 1);
+  EXPECT_EQ(state, before);
 }
 
 }  // namespace

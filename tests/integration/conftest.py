@@ -147,17 +147,20 @@ class Floodgate:
     """One `floodgate serve` process. Its stderr is read by a thread into
     `lines` so that tests can wait for and assert on log lines."""
 
-    def __init__(self, binary: Path, config_path: Path, args: list[str], env: dict | None,
-                 wait_listening: bool = True, prefix: list[str] | None = None):
+    def __init__(self, binary: Path, config_path: Path | None, args: list[str], env: dict | None,
+                 wait_listening: bool = True, prefix: list[str] | None = None,
+                 cwd: Path | None = None):
         self.config_path = config_path
         # `prefix` runs the binary under a command that execs it (prlimit …),
-        # so that the process and its pid stay the server's.
-        self.cmd = [*(prefix or []), str(binary), "serve", "--config", str(config_path), *args]
+        # so that the process and its pid stay the server's. No config_path:
+        # no --config (serve's default).
+        config_args = [] if config_path is None else ["--config", str(config_path)]
+        self.cmd = [*(prefix or []), str(binary), "serve", *config_args, *args]
         self.lines: list[str] = []
         self._cond = threading.Condition()
         self._eof = False
         self.proc = subprocess.Popen(self.cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                     stderr=subprocess.PIPE, env=env)
+                                     stderr=subprocess.PIPE, env=env, cwd=cwd)
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
         self.resp_port: int | None = None
@@ -603,6 +606,41 @@ class RedisServer:
     def client(self):
         import redis  # python3-redis
         return redis.Redis(host="127.0.0.1", port=self.port, socket_timeout=10)
+
+
+
+def start_nutcracker(tmp_dir: Path, backends, *, timeout_ms: int = 1000, eject: bool = False,
+                     extra: str = "") -> tuple[subprocess.Popen, int]:
+    """Twemproxy (nutcracker) in front of `backends` (RedisServer), hashing
+    as floodgate's docs say (fnv1a_64, ketama, the "{}" hash tag), with
+    auto_eject_hosts as `eject` and `extra` pool lines. Returns the process
+    and its port once it answers a SET; the caller kills it."""
+    binary = require_tool("nutcracker", "nutcracker")
+    port = free_port()
+    conf = tmp_dir / "nutcracker.yml"
+    conf.write_text(
+        "floodgate:\n"
+        f"  listen: 127.0.0.1:{port}\n"
+        "  hash: fnv1a_64\n  hash_tag: \"{}\"\n  distribution: ketama\n  redis: true\n"
+        f"  timeout: {timeout_ms}\n  auto_eject_hosts: {'true' if eject else 'false'}\n"
+        + extra + "  servers:\n"
+        + "".join(f"   - 127.0.0.1:{b.port}:1 s{i}\n" for i, b in enumerate(backends)))
+    proc = subprocess.Popen([binary, "-c", str(conf), "-o", str(tmp_dir / "nutcracker.log"),
+                             "-s", str(free_port()), "-a", "127.0.0.1"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.5) as s:
+                s.sendall(b"*3\r\n$3\r\nSET\r\n$5\r\nprobe\r\n$1\r\n1\r\n")
+                if s.recv(16).startswith(b"+OK"):
+                    return proc, port
+        except OSError:
+            pass
+        if time.monotonic() > deadline:
+            proc.kill()
+            pytest.fail("nutcracker did not start", pytrace=False)
+        time.sleep(0.05)
 
 
 @pytest.fixture

@@ -115,10 +115,12 @@ TEST(CheckRequestJson, WrongTypes) {
 }
 
 TEST(CheckRequestJson, UnknownAndDuplicateFields) {
-  EXPECT_EQ(JsonError(R"({"rule":"r","key":"k","x":1})"),
-            "unknown field \"x\"; the fields are \"rule\", \"key\", \"cost\" and \"tier\"");
+  EXPECT_EQ(
+      JsonError(R"({"rule":"r","key":"k","x":1})"),
+      "unknown field \"x\"; the fields are \"rule\", \"key\", \"cost\", \"tier\" and \"wait_ms\"");
   EXPECT_EQ(JsonError(R"({"Rule":"r"})"),
-            "unknown field \"Rule\"; the fields are \"rule\", \"key\", \"cost\" and \"tier\"");
+            "unknown field \"Rule\"; the fields are \"rule\", \"key\", \"cost\", \"tier\" and "
+            "\"wait_ms\"");
   EXPECT_EQ(JsonError(R"({"rule":"r","rule":"s","key":"k"})"), "duplicate field \"rule\"");
   EXPECT_EQ(JsonError(R"({"cost":null,"cost":1})"), "duplicate field \"cost\"");
 }
@@ -170,19 +172,20 @@ TEST(CheckRequestJson, DeepNestingStopsAtTheFirstLevel) {
   EXPECT_EQ(JsonError("{\"rule\":" + deep), "\"rule\" must be a string");
   EXPECT_EQ(JsonError("{\"x\":" + deep),
             "unknown field \"x\"; the fields are \"rule\", \"key\", "
-            "\"cost\" and \"tier\"");
+            "\"cost\", \"tier\" and \"wait_ms\"");
 }
 
 TEST(CheckRequestJson, FirstProblemInDocumentOrderWins) {
   EXPECT_EQ(JsonError(R"({"rule":5, garbage)"), "\"rule\" must be a string");
-  EXPECT_EQ(JsonError(R"({"x":1,"rule":5})"),
-            "unknown field \"x\"; the fields are \"rule\", \"key\", \"cost\" and \"tier\"");
+  EXPECT_EQ(
+      JsonError(R"({"x":1,"rule":5})"),
+      "unknown field \"x\"; the fields are \"rule\", \"key\", \"cost\", \"tier\" and \"wait_ms\"");
 }
 
 TEST(CheckRequestJson, UnknownFieldNameIsQuotedSafely) {
-  EXPECT_EQ(
-      JsonError(R"({"a\"\n":1})"),
-      "unknown field \"a\\\"\\x0a\"; the fields are \"rule\", \"key\", \"cost\" and \"tier\"");
+  EXPECT_EQ(JsonError(R"({"a\"\n":1})"),
+            "unknown field \"a\\\"\\x0a\"; the fields are \"rule\", \"key\", \"cost\", \"tier\" "
+            "and \"wait_ms\"");
 }
 
 // ---------------------------------------------------------------------------
@@ -225,7 +228,7 @@ TEST(CheckRequestQuery, Errors) {
             "\"key\" is 513 bytes; at most 512 are allowed");
   EXPECT_EQ(Query("rule=r&key=" + std::string(512, 'k')).key.size(), 512u);
   EXPECT_EQ(QueryError("rule=r&key=k&x=1"),
-            "unknown query parameter \"x\"; the parameters are rule, key, cost, tier and "
+            "unknown query parameter \"x\"; the parameters are rule, key, cost, tier, wait_ms and "
             "deny_status");
   EXPECT_EQ(QueryError("rule=r&rule=s&key=k"), "query parameter \"rule\" is given more than once");
   EXPECT_EQ(QueryError("rule=r&key=%zz"),

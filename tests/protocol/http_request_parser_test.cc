@@ -676,5 +676,37 @@ TEST(HttpRequestParser, ExpectsContinue) {
   EXPECT_FALSE(http10.ExpectsContinue());
 }
 
+// One path may take larger bodies (POST /v1/admin/simulate's logs); every
+// other target, and the same path's neighbours, keep the usual bound.
+TEST(HttpRequestParser, LargeBodyPathHasItsOwnBound) {
+  ParserLimits limits;
+  limits.max_body_bytes = 10;
+  limits.large_body_path = "/big";
+  limits.large_body_bytes = 20;
+  const std::string body(20, 'x');
+  auto post = [&](const std::string& target, size_t size) {
+    return "POST " + target + " HTTP/1.1\r\nHost: h\r\nContent-Length: " + std::to_string(size) +
+           "\r\n\r\n" + std::string(size, 'x');
+  };
+  EXPECT_EQ(ParseOne(post("/big", 20), limits).body, body);
+  EXPECT_EQ(ParseOne(post("/big?rule=api", 20), limits).body, body);
+  EXPECT_EQ(ExpectError(post("/big", 21), 413, limits).error,
+            "the request body is 21 bytes (Content-Length); the limit is 20");
+  EXPECT_EQ(ExpectError(post("/bigger", 11), 413, limits).error,
+            "the request body is 11 bytes (Content-Length); the limit is 10");
+  EXPECT_EQ(ExpectError(post("/", 11), 413, limits).code, 413);
+  // Chunked bodies are bounded the same way.
+  const std::string chunked =
+      "POST /big HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\nf\r\n" +
+      std::string(15, 'x') + "\r\n5\r\nxxxxx\r\n0\r\n\r\n";
+  EXPECT_EQ(ParseOne(chunked, limits).body, body);
+  // The bound applies per request: a small request after a large one on
+  // the same connection is bounded as usual.
+  const std::vector<Outcome> both = FeedWhole(post("/big", 20) + post("/", 11), limits);
+  ASSERT_EQ(both.size(), 2u);
+  EXPECT_EQ(both[0].body, body);
+  EXPECT_EQ(both[1].code, 413);
+}
+
 }  // namespace
 }  // namespace floodgate::http

@@ -2,12 +2,14 @@
 // receiver: two Limiters (two servers) sharing one Redis send one event per
 // threshold; events pending at a graceful stop are handed back to the stream
 // and sent by the next server at once; events a crashed server held are
-// taken over after claim_after; the stream key always has an expiry.
+// taken over after claim_after; the stream key always has an expiry; the
+// group forgets the consumers of stopped servers, never one holding events.
 #include <gtest/gtest.h>
 #include <hiredis/hiredis.h>
 
 #include <atomic>
 #include <cstdlib>
+#include <map>
 #include <set>
 #include <string>
 #include <thread>
@@ -47,6 +49,14 @@ class RedisAlertsTest : public ::testing::Test {
     Command("FLUSHALL");
   }
 
+  // A client of the suite's Redis, for the stream's own operations.
+  static Result<std::unique_ptr<redis::Client>> NewClient() {
+    redis::ClientOptions options;
+    options.url = *redis::ParseStoreUrl(server_->url());
+    options.timeout_ms = 2000;
+    return redis::Client::Create(options);
+  }
+
   Config MakeConfig(const std::string& webhook, const std::string& limit = "100/day") {
     Config c;
     c.store = server_->url();
@@ -74,6 +84,28 @@ class RedisAlertsTest : public ::testing::Test {
     if (r != nullptr) freeReplyObject(r);
     redisFree(c);
     return v;
+  }
+
+  // The stream group's consumers: name -> entries pending.
+  static std::map<std::string, int64_t> Consumers() {
+    std::map<std::string, int64_t> out;
+    redisContext* c = redisConnect("127.0.0.1", server_->port());
+    auto* r =
+        static_cast<redisReply*>(redisCommand(c, "XINFO CONSUMERS %s floodgate", "fg:{alerts}"));
+    for (size_t i = 0; r != nullptr && r->type == REDIS_REPLY_ARRAY && i < r->elements; ++i) {
+      const redisReply* e = r->element[i];
+      std::string name;
+      int64_t pending = -1;
+      for (size_t f = 0; e->type == REDIS_REPLY_ARRAY && f + 1 < e->elements; f += 2) {
+        const std::string field(e->element[f]->str, e->element[f]->len);
+        if (field == "name") name.assign(e->element[f + 1]->str, e->element[f + 1]->len);
+        if (field == "pending") pending = e->element[f + 1]->integer;
+      }
+      out[name] = pending;
+    }
+    if (r != nullptr) freeReplyObject(r);
+    redisFree(c);
+    return out;
   }
 
   static testing::RedisServer* server_;
@@ -169,10 +201,7 @@ TEST_F(RedisAlertsTest, AGracefulStopHandsPendingEventsToTheNextServer) {
 
 TEST_F(RedisAlertsTest, EventsACrashedServerHeldAreTakenOver) {
   testing::HttpReceiver receiver;
-  redis::ClientOptions options;
-  options.url = *redis::ParseStoreUrl(server_->url());
-  options.timeout_ms = 2000;
-  auto client = redis::Client::Create(options);
+  auto client = NewClient();
   ASSERT_TRUE(client.ok());
   // A server that took an event and died: it never acknowledges it.
   redis::AlertStream dead(**client, {"floodgate", "dead-server", 1000, 3'600'000});
@@ -201,11 +230,121 @@ TEST_F(RedisAlertsTest, EventsACrashedServerHeldAreTakenOver) {
   EXPECT_TRUE(got[0].head.starts_with("POST /taken "));
 }
 
+TEST_F(RedisAlertsTest, ForgetKeepsAConsumerThatHoldsEntriesAndLeaveOnlyAnEmptyOne) {
+  auto client = NewClient();
+  ASSERT_TRUE(client.ok());
+  redis::AlertStream holder(**client, {"floodgate", "holder", 1000, 60'000});
+  redis::AlertStream idle(**client, {"floodgate", "idle", 1000, 60'000});
+  redis::AlertStream live(**client, {"floodgate", "live", 1000, 60'000});
+  const std::vector<PendingAlert> events(3, {"id", "http://h/", "{}", "s", WallMs(), 0, ""});
+  ASSERT_TRUE(holder.Add(events).ok());
+  // A consumer joins the group when it first reads an entry.
+  ASSERT_EQ(holder.Claim(1, 60'000)->size(), 1u);
+  for (redis::AlertStream* s : {&idle, &live}) {
+    auto got = s->Claim(1, 60'000);
+    ASSERT_EQ(got->size(), 1u);
+    const std::string id = got->at(0).stream_id;
+    ASSERT_TRUE(s->Ack(std::span<const std::string>(&id, 1)).ok());
+  }
+  ASSERT_EQ(Consumers(), (std::map<std::string, int64_t>{{"holder", 1}, {"idle", 0}, {"live", 0}}));
+
+  // Not idle long enough: nobody is forgotten.
+  auto forgot = live.Forget(60'000);
+  ASSERT_TRUE(forgot.ok()) << forgot.status().ToString();
+  EXPECT_EQ(*forgot, 0);
+  // Idle long enough: the empty one goes, the one holding an entry stays
+  // (deleting it would drop the entry), and the caller is never forgotten.
+  std::this_thread::sleep_for(20ms);
+  forgot = live.Forget(10);
+  ASSERT_TRUE(forgot.ok());
+  EXPECT_EQ(*forgot, 1);
+  EXPECT_EQ(Consumers(), (std::map<std::string, int64_t>{{"holder", 1}, {"live", 0}}));
+  // Leaving: refused while holding, done once empty.
+  ASSERT_TRUE(holder.Leave().ok());
+  EXPECT_EQ(Consumers().count("holder"), 1u);
+  ASSERT_TRUE(live.Leave().ok());
+  EXPECT_EQ(Consumers(), (std::map<std::string, int64_t>{{"holder", 1}}));
+  // Taken over, the entry is live's; then the holder holds nothing.
+  std::this_thread::sleep_for(20ms);
+  ASSERT_EQ(live.Claim(10, 10)->size(), 1u);
+  EXPECT_EQ(Consumers(), (std::map<std::string, int64_t>{{"holder", 0}, {"live", 1}}));
+  forgot = live.Forget(0);
+  ASSERT_TRUE(forgot.ok());
+  EXPECT_EQ(*forgot, 1);
+  EXPECT_EQ(Consumers(), (std::map<std::string, int64_t>{{"live", 1}}));
+  EXPECT_EQ(Command("XLEN %s", "fg:{alerts}"), 1) << "the entry itself is never touched";
+}
+
+TEST_F(RedisAlertsTest, TheConsumersOfStoppedServersLeaveTheGroupAndNoEventIsLost) {
+  testing::HttpReceiver receiver;
+  auto client = NewClient();
+  ASSERT_TRUE(client.ok());
+  int serial = 0;
+  std::set<std::string> sent;
+  auto event = [&] {
+    char id[33];
+    std::snprintf(id, sizeof(id), "%032d", ++serial);
+    sent.insert(id);
+    return PendingAlert{id, receiver.url("/e"), "{}", "sha256=x", WallMs(), 0, ""};
+  };
+  // A server that took an event and died.
+  redis::AlertStream dead(**client, {"floodgate", "dead-server", 1000, 3'600'000});
+  const PendingAlert held = event();
+  ASSERT_TRUE(dead.Add(std::span<const PendingAlert>(&held, 1)).ok());
+  ASSERT_EQ(dead.Claim(10, 60'000)->size(), 1u);
+  const auto died = std::chrono::steady_clock::now();
+
+  Config config = MakeConfig(receiver.url("/quota"));
+  config.alert_delivery.claim_after_ms = 1000;  // forgotten after 3 s idle
+  auto a = Limiter::Create(config, clock_);
+  ASSERT_TRUE(a.ok());
+  std::map<std::string, int64_t> both;
+  {
+    auto b = Limiter::Create(config, clock_);
+    ASSERT_TRUE(b.ok());
+    // Events (emitted elsewhere) until each server has taken one and so
+    // joined the group.
+    for (int i = 0; i < 100 && both.size() < 3; ++i) {
+      const PendingAlert e = event();
+      ASSERT_TRUE(dead.Add(std::span<const PendingAlert>(&e, 1)).ok());
+      std::this_thread::sleep_for(30ms);
+      both = Consumers();
+    }
+    ASSERT_EQ(both.size(), 3u) << "dead-server and the two servers";
+  }
+  // b stopped cleanly, holding nothing after its stop: it left the group.
+  const auto after_b = Consumers();
+  ASSERT_EQ(after_b.size(), 2u);
+  ASSERT_EQ(after_b.count("dead-server"), 1u);
+  const std::string a_name =
+      after_b.begin()->first == "dead-server" ? after_b.rbegin()->first : after_b.begin()->first;
+  EXPECT_EQ(both.count(a_name), 1u);
+
+  // The dead server's event is taken over after claim_after and delivered;
+  // its consumer, holding nothing then, is forgotten after 3 claim_after.
+  std::set<std::string> received;
+  for (const auto& r : receiver.WaitFor(sent.size(), 10s)) {
+    received.insert(r.Header("Idempotency-Key"));
+  }
+  EXPECT_EQ(received, sent) << "every event delivered, the dead server's too";
+  std::map<std::string, int64_t> left = Consumers();
+  while (left.count("dead-server") != 0 && std::chrono::steady_clock::now() - died < 10s) {
+    EXPECT_EQ(left.at("dead-server"), 0) << "its event was taken over before its delivery";
+    std::this_thread::sleep_for(50ms);
+    left = Consumers();
+  }
+  EXPECT_GE(std::chrono::steady_clock::now() - died, 3s) << "forgotten only after the bound";
+  EXPECT_EQ(left, (std::map<std::string, int64_t>{{a_name, 0}}));
+  std::this_thread::sleep_for(300ms);
+  EXPECT_EQ(receiver.WaitFor(sent.size() + 1, 0ms).size(), sent.size()) << "each one once";
+  EXPECT_EQ(Command("XLEN %s", "fg:{alerts}"), 0) << "delivered entries are deleted";
+  // A clean stop of the last server leaves an empty group.
+  a->reset();
+  EXPECT_TRUE(Consumers().empty());
+}
+
 TEST_F(RedisAlertsTest, TheStreamIsBoundedAndTrimmingIsCounted) {
-  redis::ClientOptions options;
-  options.url = *redis::ParseStoreUrl(server_->url());
-  options.timeout_ms = 2000;
-  auto client = redis::Client::Create(options);
+  auto client = NewClient();
   ASSERT_TRUE(client.ok());
   redis::AlertStream stream(**client, {"floodgate", "c1", 100, 60'000});
   std::vector<PendingAlert> events(130,

@@ -18,6 +18,7 @@
 #include <thread>
 #include <vector>
 
+#include "api/open_store.h"
 #include "redis/client.h"
 #include "service/limiter_core.h"
 #include "testing/driven_loop.h"
@@ -82,17 +83,6 @@ Config BatchConfig(const std::string& url) {
   return config;
 }
 
-// EVALSHA plus EVAL calls a redis-server has run since its last CONFIG RESETSTAT.
-int64_t ScriptCalls(int port) {
-  const std::string info = testing::QueryText(port, {"INFO", "commandstats"});
-  int64_t calls = 0;
-  for (const char* name : {"cmdstat_evalsha:calls=", "cmdstat_eval:calls="}) {
-    const size_t at = info.find(name);
-    if (at != std::string::npos) calls += std::stoll(info.substr(at + std::strlen(name)));
-  }
-  return calls;
-}
-
 // 60 decisions of "fw" over 20 subjects (each named three times, interleaved)
 // and 10 of "gcra": each subject's answers count down in arrival order.
 void CheckThreeTimesEach(service::LimiterCore& limiter, store::Batch* batch, Answers& answers) {
@@ -125,7 +115,7 @@ TEST(AsyncBatchTest, StandaloneDecidesABatchInOneCallPerRule) {
   testing::RedisServer redis;
   ASSERT_TRUE(redis.Start()) << redis.error();
   ManualClock clock;
-  auto limiter = service::LimiterCore::Create(BatchConfig(redis.url()), clock);
+  auto limiter = api::OpenLimiterCore(BatchConfig(redis.url()), clock);
   ASSERT_TRUE(limiter.ok()) << limiter.status().ToString();
   Answers answers;
   {
@@ -141,8 +131,8 @@ TEST(AsyncBatchTest, StandaloneDecidesABatchInOneCallPerRule) {
   }
   ExpectCountdowns(answers);
   // One call per rule, each once more as EVAL on its first use (NOSCRIPT).
-  EXPECT_GE(ScriptCalls(redis.port()), 2);
-  EXPECT_LE(ScriptCalls(redis.port()), 4);
+  EXPECT_GE(testing::ScriptCalls(redis.port()), 2);
+  EXPECT_LE(testing::ScriptCalls(redis.port()), 4);
   // State and expiry are written together: no key lacks a TTL.
   EXPECT_EQ(testing::QueryText(redis.port(), {"DBSIZE"}), "30");
   for (int i = 0; i < 20; ++i) {
@@ -156,7 +146,7 @@ TEST(AsyncBatchTest, ClusterDecidesOneKeyPerCallWithTheSameAnswers) {
   testing::RedisCluster cluster;
   ASSERT_TRUE(cluster.Start(3)) << cluster.error();
   ManualClock clock;
-  auto limiter = service::LimiterCore::Create(BatchConfig(cluster.url()), clock);
+  auto limiter = api::OpenLimiterCore(BatchConfig(cluster.url()), clock);
   ASSERT_TRUE(limiter.ok()) << limiter.status().ToString();
   // Until the client has read the slot map, a request goes to a seed and
   // follows its MOVED, after requests sent later went straight to the
@@ -186,7 +176,7 @@ TEST(AsyncBatchTest, CallsInFlightHoldDecisionsBackUntilAnAnswer) {
   testing::RedisServer redis;
   ASSERT_TRUE(redis.Start({"--enable-debug-command", "yes"})) << redis.error();
   ManualClock clock;
-  auto limiter = service::LimiterCore::Create(BatchConfig(redis.url()), clock);
+  auto limiter = api::OpenLimiterCore(BatchConfig(redis.url()), clock);
   ASSERT_TRUE(limiter.ok()) << limiter.status().ToString();
   ASSERT_TRUE((*limiter)->CheckAndWait("fw", "warm").ok());  // the script loaded
   Answers answers;
@@ -223,8 +213,10 @@ TEST(AsyncBatchTest, CallsInFlightHoldDecisionsBackUntilAnAnswer) {
   sleeper.join();
 }
 
-// Records one CheckAsync answer and when it came.
+// Records one CheckAsync answer and when it came, on `clock`.
 struct Timed {
+  explicit Timed(const Clock& c) : clock(c) {}
+  const Clock& clock;
   std::atomic<bool> done{false};
   std::atomic<bool> backend_error{false};
   std::atomic<int64_t> at_ns{0};
@@ -232,7 +224,7 @@ struct Timed {
     return [this](const Status& s, const Decision& d) {
       EXPECT_TRUE(s.ok()) << s.ToString();
       backend_error.store(d.fallback == Fallback::kBackendError);
-      at_ns.store(redis::MonotonicNowNs());
+      at_ns.store(clock.MonotonicNs());
       done.store(true);
     };
   }
@@ -244,7 +236,7 @@ TEST(AsyncBatchTest, ADecisionWhoseTimeoutRanOutWhileHeldIsAnsweredWithoutBeingS
   ManualClock clock;
   Config config = BatchConfig(redis.url());
   config.redis.timeout_ms = 100;
-  auto limiter = service::LimiterCore::Create(config, clock);
+  auto limiter = api::OpenLimiterCore(config, clock);
   ASSERT_TRUE(limiter.ok()) << limiter.status().ToString();
   ASSERT_TRUE((*limiter)->CheckAndWait("fw", "warm").ok());  // connected, the script loaded
   testing::QueryText(redis.port(), {"CONFIG", "RESETSTAT"});
@@ -252,14 +244,15 @@ TEST(AsyncBatchTest, ADecisionWhoseTimeoutRanOutWhileHeldIsAnsweredWithoutBeingS
   store::Batch& batch = *batch_owner;
   // The request came 100 ms ago (the loop that read it had not been reading):
   // due now. One 99 ms ago still goes to Redis.
-  const int64_t now = redis::MonotonicNowNs();
-  Timed late, in_time;
+  clock.AdvanceNs(500'000'000);
+  const int64_t now = clock.MonotonicNs();
+  Timed late(clock), in_time(clock);
   batch.CountTimeoutFrom(now - 100'000'000);
   (*limiter)->CheckAsync({"fw", "late", 1, ""}, late.Callback(), &batch);
   batch.Flush();
   EXPECT_TRUE(late.done.load());  // answered inside Flush
   EXPECT_TRUE(late.backend_error.load());
-  EXPECT_EQ(ScriptCalls(redis.port()), 0);
+  EXPECT_EQ(testing::ScriptCalls(redis.port()), 0);
   EXPECT_EQ((*limiter)->GetStats().backend_timeouts, 1);
   // Flush ended the instant's reach: the next decision counts from itself.
   (*limiter)->CheckAsync({"fw", "in_time", 1, ""}, in_time.Callback(), &batch);
@@ -270,44 +263,55 @@ TEST(AsyncBatchTest, ADecisionWhoseTimeoutRanOutWhileHeldIsAnsweredWithoutBeingS
   }
   ASSERT_TRUE(in_time.done.load());
   EXPECT_FALSE(in_time.backend_error.load());
-  EXPECT_EQ(ScriptCalls(redis.port()), 1);
+  EXPECT_EQ(testing::ScriptCalls(redis.port()), 1);
 }
 
+// Timeouts run on the limiter's clock: moved by hand here, so each
+// decision's deadline is checked to the nanosecond.
 TEST(AsyncBatchTest, ADecisionHeldBehindAStalledCallIsAnsweredOneTimeoutAfterItCame) {
   testing::RedisServer redis;
   ASSERT_TRUE(redis.Start({"--enable-debug-command", "yes"})) << redis.error();
   ManualClock clock;
   Config config = BatchConfig(redis.url());
   config.redis.timeout_ms = 200;
-  auto limiter = service::LimiterCore::Create(config, clock);
+  auto limiter = api::OpenLimiterCore(config, clock);
   ASSERT_TRUE(limiter.ok()) << limiter.status().ToString();
   ASSERT_TRUE((*limiter)->CheckAndWait("fw", "warm").ok());
   auto batch_owner = (*limiter)->NewBatch(/*max_calls_in_flight=*/1);
   store::Batch& batch = *batch_owner;
-  std::thread sleeper = SleepServer(redis.port(), 1.0);
-  Timed first, held;
-  const int64_t first_at = redis::MonotonicNowNs();
+  // Flushes as a server loop does, every round (here every millisecond of
+  // real time), for `ms` of real time or until `until` is done.
+  const auto flush_for = [&](int ms, const std::atomic<bool>& until) {
+    const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
+    while (!until.load() && std::chrono::steady_clock::now() < end) {
+      batch.Flush();
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  };
+  std::thread sleeper = SleepServer(redis.port(), 3.0);
+  Timed first(clock), held(clock);
+  const int64_t first_at = clock.MonotonicNs();
   (*limiter)->CheckAsync({"fw", "first", 1, ""}, first.Callback(), &batch);
   batch.Flush();  // in flight until its timeout
-  std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  const int64_t held_at = redis::MonotonicNowNs();
+  clock.AdvanceNs(100'000'000);
+  const int64_t held_at = clock.MonotonicNs();
   (*limiter)->CheckAsync({"fw", "held", 1, ""}, held.Callback(), &batch);
-  // Flushed as a server loop does, every round (here every millisecond).
-  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(3);
-  while (!held.done.load() && std::chrono::steady_clock::now() < give_up) {
-    batch.Flush();
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  ASSERT_TRUE(held.done.load());
-  EXPECT_TRUE(first.backend_error.load());
-  EXPECT_TRUE(held.backend_error.load());
-  const int64_t first_ms = (first.at_ns.load() - first_at) / 1'000'000;
-  const int64_t held_ms = (held.at_ns.load() - held_at) / 1'000'000;
-  EXPECT_GE(first_ms, 199);
+  // `t`, which came at `came_at`, is not answered 1 ns before its deadline
+  // and is answered at it, by its fallback.
+  const auto expect_timed_out = [&](Timed& t, int64_t came_at) {
+    clock.SetMonotonicNs(came_at + 200'000'000 - 1);
+    flush_for(30, t.done);
+    EXPECT_FALSE(t.done.load());
+    clock.AdvanceNs(1);
+    flush_for(2000, t.done);
+    ASSERT_TRUE(t.done.load());
+    EXPECT_TRUE(t.backend_error.load());
+    EXPECT_EQ(t.at_ns.load() - came_at, 200'000'000);
+  };
+  expect_timed_out(first, first_at);
   // Its own timeout from when it came, not the call ahead's plus a whole
-  // timeout of its own once sent (~300 ms).
-  EXPECT_GE(held_ms, 199);
-  EXPECT_LE(held_ms, 200 + 60) << "held for " << held_ms << " ms";
+  // timeout of its own once sent (300 ms).
+  expect_timed_out(held, held_at);
   sleeper.join();
 }
 
@@ -315,7 +319,7 @@ TEST(AsyncBatchTest, ALoopDriverDecidesOnTheLoopThread) {
   testing::RedisServer redis;
   ASSERT_TRUE(redis.Start()) << redis.error();
   ManualClock clock;
-  auto limiter = service::LimiterCore::Create(BatchConfig(redis.url()), clock);
+  auto limiter = api::OpenLimiterCore(BatchConfig(redis.url()), clock);
   ASSERT_TRUE(limiter.ok()) << limiter.status().ToString();
   Result<std::unique_ptr<LoopDriver>> driver = (*limiter)->NewLoopDriver();
   ASSERT_TRUE(driver.ok()) << driver.status().ToString();
@@ -371,7 +375,7 @@ TEST(AsyncBatchTest, TheEmbeddedStoreHasNothingToDrive) {
   ManualClock clock;
   Config config;
   config.rules.push_back(testing::MakeRule(Algorithm::kFixedWindow, {"10/hour"}));
-  auto limiter = service::LimiterCore::Create(config, clock);
+  auto limiter = api::OpenLimiterCore(config, clock);
   ASSERT_TRUE(limiter.ok()) << limiter.status().ToString();
   Result<std::unique_ptr<LoopDriver>> driver = (*limiter)->NewLoopDriver();
   ASSERT_TRUE(driver.ok());

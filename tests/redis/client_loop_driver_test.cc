@@ -215,7 +215,7 @@ TEST(ClientLoopDriverTest, ACallersEarlierDeadlineIsKept) {
     const std::string_view ping[] = {"PING"};
     client->Send(
         "", ping, [&](Status s, const redisReply*) { code.store(static_cast<int>(s.code())); },
-        MonotonicNowNs() - 1);
+        client->clock().MonotonicNs() - 1);
   });
   ASSERT_TRUE(Eventually([&] { return code.load() >= 0; }, std::chrono::seconds(2)));
   EXPECT_EQ(code.load(), static_cast<int>(StatusCode::kDeadlineExceeded));
@@ -236,7 +236,7 @@ TEST(ClientLoopDriverTest, ACallersEarlierDeadlineIsKept) {
           early_code.store(static_cast<int>(s.code()));
           early_ms.store(MsSince(sent));
         },
-        MonotonicNowNs() + 40 * 1'000'000);
+        client->clock().MonotonicNs() + 40 * 1'000'000);
     batch.Add("", ping, [&](Status, const redisReply*) { late_ms.store(MsSince(sent)); });
     client->Send(std::move(batch));
   });

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "api/open_store.h"
 #include "redis/scripts.h"
 #include "service/limiter_core.h"
 #include "testing/rules.h"
@@ -169,7 +170,7 @@ TEST(AppendThrottleCallTest, ArgvAndTheLimitersChecks) {
   EXPECT_EQ(argv, want);
 
   ManualClock clock;
-  auto limiter = service::LimiterCore::Create(Config{}, clock);
+  auto limiter = api::OpenLimiterCore(Config{}, clock);
   const int64_t t0 = 0;
   ASSERT_TRUE(limiter.ok());
   struct Bad {

@@ -27,6 +27,7 @@
 #include <utility>
 #include <vector>
 
+#include "api/open_store.h"
 #include "core/rule_eval.h"
 #include "floodgate/limiter.h"
 #include "redis/script_call.h"
@@ -146,6 +147,21 @@ class Conn {
     return DecodeCheckReply(rule, *r, d, script_now, alerts);
   }
 
+  // A refund of `cost` units at an explicit instant (held, see Run): the
+  // peek after it.
+  Status Refund(const core::CompiledRule& rule, const std::string& fingerprint,
+                const std::string& key, int64_t cost, int64_t now_ms, Decision* d,
+                int64_t* script_now = nullptr, core::AlertOutcome* alerts = nullptr,
+                int64_t* pttl = nullptr) {
+    const redisReply* r = Run(
+        [&](ScriptCall mode, std::vector<std::string>* argv) {
+          AppendRefundCall(mode, rule, fingerprint, key, cost, now_ms, now_ms, argv);
+        },
+        key, hold_, pttl);
+    if (r == nullptr) return UnavailableError("no reply");
+    return DecodeCheckReply(rule, *r, d, script_now, alerts);
+  }
+
   // CL.THROTTLE at an explicit instant (held, see Run).
   Status Throttle(const std::string& key, int64_t max_burst, int64_t count, int64_t period_s,
                   int64_t quantity, int64_t now_ms, ThrottleResult* out) {
@@ -200,6 +216,11 @@ class ScriptsTest : public ::testing::Test {
     Reply r = conn_->Command({"FLUSHALL"});
     ASSERT_TRUE(r != nullptr && r->type == REDIS_REPLY_STATUS);
   }
+
+  // Random rules and sequences on the script and on core::EvaluateRule side
+  // by side, field by field; with `refunds`, a quarter of the steps are
+  // refunds (core::RefundRuleAndPeek against the script's refund).
+  void Differential(bool refunds);
 
   static testing::RedisServer* server_;
   std::unique_ptr<Conn> conn_;
@@ -275,10 +296,18 @@ std::string Diff(const Decision& want, const Decision& got) {
 
 TEST_F(ScriptsTest, EmbeddedScriptsAreTheFilesAndRedisAgreesOnTheirDigests) {
   ASSERT_EQ(AllScripts().size(), 5u);
+  ASSERT_EQ(FeatureScripts().size(), 6u);
+  std::vector<const Script*> scripts;
   for (const Script& s : AllScripts()) {
-    SCOPED_TRACE(std::string(s.name));
     EXPECT_EQ(&ScriptFor(s.algorithm), &s);
     EXPECT_EQ(s.name, AlgorithmName(s.algorithm));
+    scripts.push_back(&s);
+  }
+  // The feature scripts include files too (include/prelude.lua, ...).
+  for (const Script& s : FeatureScripts()) scripts.push_back(&s);
+  for (const Script* script : scripts) {
+    const Script& s = *script;
+    SCOPED_TRACE(std::string(s.name));
     const std::string file = ExpandedScriptFile(s.name);
     ASSERT_FALSE(file.empty()) << "cannot read the script or a file it includes";
     EXPECT_EQ(s.source, file) << "rebuild: the embedded copy is stale";
@@ -350,8 +379,11 @@ TEST_F(ScriptsTest, GoldenVectorsThroughEvalsha) {
       Decision d;
       int64_t script_now = 0;
       core::AlertOutcome alerts;
-      const Status s = conn_->Decide(*rule, Fingerprint(*rule), key, step.cost, step.t_ms,
-                                     step.t_ms, &d, &script_now, nullptr, &alerts);
+      const Status s = step.refund > 0
+                           ? conn_->Refund(*rule, Fingerprint(*rule), key, step.refund, step.t_ms,
+                                           &d, &script_now, &alerts)
+                           : conn_->Decide(*rule, Fingerprint(*rule), key, step.cost, step.t_ms,
+                                           step.t_ms, &d, &script_now, nullptr, &alerts);
       ASSERT_TRUE(s.ok()) << s.ToString();
       EXPECT_EQ(script_now, step.t_ms);
       testing::ExpectMatches(step, d);
@@ -412,12 +444,13 @@ std::optional<core::CompiledRule> RandomRule(std::mt19937_64& rng, bool* big) {
   return *compiled;
 }
 
-TEST_F(ScriptsTest, RandomSequencesMatchTheEngineFieldByField) {
+void ScriptsTest::Differential(bool refunds) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(3);
   int sequences = 0;
   int steps = 0;
   int denials = 0;
   int steps_back = 0;
+  int refund_steps = 0;
   int failures = 0;
   int alerts_fired = 0;
   int per_algorithm[5] = {};
@@ -469,12 +502,19 @@ TEST_F(ScriptsTest, RandomSequencesMatchTheEngineFieldByField) {
 
       Decision want;
       core::AlertOutcome want_alerts, got_alerts;
+      // Drawn only with refunds: the sequences without are those they always were.
+      const bool refund = refunds && rng() % 4 == 0;
+      if (refund) cost = std::max<int64_t>(cost, 1);
       const int64_t expires =
-          core::EvaluateRuleWithAlerts(*rule, state.data(), t, cost, &want, &want_alerts);
+          refund ? core::RefundRuleAndPeek(*rule, state.data(), t, cost, &want)
+                 : core::EvaluateRuleWithAlerts(*rule, state.data(), t, cost, &want, &want_alerts);
       Decision got;
       int64_t pttl = 0;
-      const Status s = conn_->Decide(*rule, fp, key, cost, t, t, &got, nullptr, &pttl, &got_alerts);
+      const Status s =
+          refund ? conn_->Refund(*rule, fp, key, cost, t, &got, nullptr, &got_alerts, &pttl)
+                 : conn_->Decide(*rule, fp, key, cost, t, t, &got, nullptr, &pttl, &got_alerts);
       ++steps;
+      if (refund) ++refund_steps;
       if (!s.ok()) {
         ADD_FAILURE() << "step " << i << " t=" << t << " cost=" << cost << ": " << s.ToString();
         failed = true;
@@ -498,7 +538,7 @@ TEST_F(ScriptsTest, RandomSequencesMatchTheEngineFieldByField) {
       alerts_fired += static_cast<int>(want_fired.size());
       if (want.shadow_denied || !want.allowed) ++denials;
       // A write sets the TTL to the state's own expiry, relative to now.
-      if (want.allowed && !want.shadow_denied && cost > 0) {
+      if (!refund && want.allowed && !want.shadow_denied && cost > 0) {
         const int64_t ttl = expires - t;
         EXPECT_GE(ttl, 1) << "step " << i;
         EXPECT_LE(pttl, ttl) << "step " << i;
@@ -513,9 +553,17 @@ TEST_F(ScriptsTest, RandomSequencesMatchTheEngineFieldByField) {
   EXPECT_GE(denials, sequences);  // the limits were actually reached
   EXPECT_GE(steps_back, sequences / 2);
   EXPECT_GE(alerts_fired, sequences / 2);  // the alerting rules crossed thresholds
-  std::printf("differential: %d sequences, %d steps, %d denials, %d steps back, %d alerts\n",
-              sequences, steps, denials, steps_back, alerts_fired);
+  if (refunds) {
+    EXPECT_GE(refund_steps, steps / 8);
+  }
+  std::printf(
+      "differential: %d sequences, %d steps, %d denials, %d steps back, %d alerts, %d refunds\n",
+      sequences, steps, denials, steps_back, alerts_fired, refund_steps);
 }
+
+TEST_F(ScriptsTest, RandomSequencesMatchTheEngineFieldByField) { Differential(false); }
+
+TEST_F(ScriptsTest, RandomSequencesWithRefundsMatchTheEngineFieldByField) { Differential(true); }
 
 TEST_F(ScriptsTest, SlidingLogKeepsCursorsPastAStepBack) {
   // The engine's log never counts again an event a cursor has passed, even
@@ -899,7 +947,7 @@ TEST_F(ScriptsTest, AKeyOfAnotherTypeFailsItsDecisionAloneAndIsLeftAlone) {
 
 TEST_F(ScriptsTest, ThrottleMatchesTheEmbeddedLimiter) {
   ManualClock clock;
-  auto limiter = service::LimiterCore::Create(Config{}, clock);
+  auto limiter = api::OpenLimiterCore(Config{}, clock);
   ASSERT_TRUE(limiter.ok()) << limiter.status().ToString();
   std::mt19937_64 rng(7);
   int64_t t = 1'700'000'000'000;

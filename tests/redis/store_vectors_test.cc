@@ -8,6 +8,7 @@
 
 #include <string>
 
+#include "api/open_store.h"
 #include "redis/client.h"
 #include "redis/script_call.h"
 #include "service/limiter_core.h"
@@ -35,7 +36,7 @@ void RunCase(const testing::VectorCase& vc, const std::string& url, const std::s
   config.rules.back().alerts.webhook = webhook->url();
   config.engine.sweep_interval_ms = 0;
   ManualClock clock;
-  auto limiter = service::LimiterCore::Create(config, clock);
+  auto limiter = api::OpenLimiterCore(config, clock);
   ASSERT_TRUE(limiter.ok()) << limiter.status().ToString();
   // The Redis store is the one with Redis's counters.
   ASSERT_FALSE((*limiter)->StoreMetrics().empty());
@@ -44,8 +45,15 @@ void RunCase(const testing::VectorCase& vc, const std::string& url, const std::s
     SCOPED_TRACE("step " + std::to_string(i));
     const auto& step = vc.steps[i];
     Decision d;
-    const Status s =
-        (*limiter)->CheckAndWait({"r", prefix + step.key, step.cost, step.tier, &step.t_ms}, &d);
+    const std::string subject = prefix + step.key;
+    Status s;
+    if (step.refund > 0) {
+      auto after = (*limiter)->RefundAndWait({"r", subject, step.refund, step.tier, &step.t_ms});
+      s = after.status();
+      if (after.ok()) d = *after;
+    } else {
+      s = (*limiter)->CheckAndWait({"r", subject, step.cost, step.tier, &step.t_ms}, &d);
+    }
     ASSERT_TRUE(s.ok()) << s.ToString();
     EXPECT_EQ(d.fallback, Fallback::kNone) << "the store failed at step " << i;
     testing::ExpectMatches(step, d);

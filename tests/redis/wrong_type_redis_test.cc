@@ -13,6 +13,7 @@
 #include <thread>
 #include <vector>
 
+#include "api/open_store.h"
 #include "floodgate/limiter.h"
 #include "redis/alert_stream.h"
 #include "redis/client.h"
@@ -65,7 +66,7 @@ TEST(WrongTypeRedisTest, ADecisionOnSuchAKeyFollowsOnBackendErrorAndItsBatchIsDe
   std::atomic<int> answered{0};
   std::vector<Decision> got(3);
   // The server's path: one batch, sent as it goes.
-  auto core = service::LimiterCore::Create(limiter->config(), clock);
+  auto core = api::OpenLimiterCore(limiter->config(), clock);
   ASSERT_TRUE(core.ok()) << core.status().ToString();
   {
     auto batch = (*core)->NewBatch();

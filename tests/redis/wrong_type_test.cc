@@ -9,6 +9,8 @@
 #include <string>
 
 #include "redis/alert_stream.h"
+#include "redis/control_store.h"
+#include "redis/lease_store.h"
 #include "redis/otp_store.h"
 #include "redis/script_call.h"
 #include "redis/set_store.h"
@@ -53,8 +55,18 @@ TEST(WrongTypeTest, TheTypeFloodgateKeepsAtEachOfItsNames) {
   EXPECT_EQ(ExpectedType(StateKey("a:b", "", "x}y")), "string");
   EXPECT_EQ(ExpectedType(ThrottleKey("alice")), "string");
   EXPECT_EQ(ExpectedType(SetKey("phones")), "zset");
+  EXPECT_EQ(ExpectedType(LeaseKey("api", "alice")), "zset");
+  EXPECT_EQ(ExpectedType(LeaseKey("a:b", "x}y")), "zset");
+  EXPECT_EQ(ExpectedType(StateKey("lease", "", "x")), "string");  // fg:{lease:x}
   for (const std::string& key : OtpKeys("+15550100")) EXPECT_EQ(ExpectedType(key), "zset");
   EXPECT_EQ(ExpectedType(AlertStream::kKey), "stream");
+  EXPECT_EQ(ExpectedType(RedisControlStore::kOverridesKey), "hash");
+  EXPECT_EQ(ExpectedType(RedisControlStore::kBlocksKey), "hash");
+  EXPECT_EQ(ExpectedType(RedisControlStore::kRulesKey), "hash");
+  EXPECT_EQ(ExpectedType(RedisControlStore::kVersionKey), "string");
+  EXPECT_EQ(ExpectedType(RedisControlStore::kLogKey), "list");
+  EXPECT_EQ(ExpectedType("fg:{control}:other"), "");
+  EXPECT_EQ(ExpectedType(StateKey("control", "log", "x")), "string");  // fg:{control:x}:log
   EXPECT_EQ(ExpectedType("fg:otp:{x}:other"), "");
   EXPECT_EQ(ExpectedType("fg:mine"), "");
   EXPECT_EQ(ExpectedType("ratelimit:alice"), "");

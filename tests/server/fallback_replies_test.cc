@@ -14,6 +14,7 @@
 #include <string_view>
 #include <vector>
 
+#include "api/open_store.h"
 #include "nlohmann/json.hpp"
 #include "server/http_routes.h"
 #include "server/metrics.h"
@@ -70,7 +71,7 @@ class FallbackRepliesTest : public ::testing::Test {
     auto config = ParseConfig(yaml, "test.yaml");
     ASSERT_TRUE(config.ok()) << config.status().ToString();
     config->store = store;
-    auto limiter = service::LimiterCore::Create(*config, clock_);
+    auto limiter = api::OpenLimiterCore(*config, clock_);
     ASSERT_TRUE(limiter.ok()) << limiter.status().ToString();
     limiter_ = std::move(*limiter);
     service_.limiter = limiter_.get();
@@ -161,8 +162,9 @@ TEST_F(FallbackRepliesTest, RespFiguresAreMinusOneAndVerboseNamesTheReason) {
   // Option errors.
   EXPECT_EQ(Resp({"FG.CHECK", "closed", "held", "COST"}),
             "-ERR syntax error: option 'COST' needs a value\r\n");
-  EXPECT_EQ(Resp({"FG.CHECK", "closed", "held", "LOUD"}),
-            "-ERR syntax error: unknown option 'LOUD' (expected COST n, TIER t or VERBOSE)\r\n");
+  EXPECT_EQ(
+      Resp({"FG.CHECK", "closed", "held", "LOUD"}),
+      "-ERR syntax error: unknown option 'LOUD' (expected COST n, TIER t, WAIT ms or VERBOSE)\r\n");
   EXPECT_EQ(Resp({"FG.CHECK", "closed", "held", "VERBOSE", "TIER"}),
             "-ERR syntax error: option 'TIER' needs a value\r\n");
 

@@ -1,6 +1,7 @@
 // AlertDelivery against a real HTTP receiver: headers and signature, retries
 // with backoff while the receiver is down, giving up after retry_for, the
-// queue bound, and what Stop hands back.
+// queue bound, and what Stop hands back; on a ManualClock, the retry
+// schedule try by try and the give-up instant, as the clock decides.
 #include "service/alert_delivery.h"
 
 #include <gtest/gtest.h>
@@ -13,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "floodgate/clock.h"
 #include "testing/http_receiver.h"
 
 namespace floodgate::service {
@@ -188,6 +190,96 @@ TEST(AlertDeliveryTest, ABadUrlIsGivenUpAtOnce) {
   ASSERT_TRUE(delivery.WaitIdle(5s));
   EXPECT_EQ(delivery.GetStats().expired, 1);
   EXPECT_EQ(delivery.GetStats().retried, 0);
+}
+
+// Polls `condition` every millisecond, for at most 10 s of real time.
+template <typename F>
+bool Eventually(F condition) {
+  const auto deadline = std::chrono::steady_clock::now() + 10s;
+  while (!condition() && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(1ms);
+  }
+  return condition();
+}
+
+// Long enough for a worker that reads a ManualClock every millisecond to
+// have tried again, had it been going to.
+constexpr auto kGrace = 30ms;
+
+TEST(AlertDeliveryClockTest, RetriesFollowTheBackoffOnTheClockThenGiveUpAtRetryFor) {
+  testing::HttpReceiver receiver(503);
+  ManualClock clock(WallMs());
+  Finished finished;
+  AlertDelivery::Options o;
+  o.workers = 1;
+  o.timeout_ms = 5000;
+  o.backoff_initial_ms = 1000;
+  o.backoff_max_ms = 4000;
+  o.retry_for_ms = 10'000;
+  o.clock = &clock;
+  finished.Attach(&o);
+  AlertDelivery delivery(std::move(o));
+  PendingAlert alert = Event("e1", receiver.url());
+  alert.created_ms = clock.NowMs();  // emitted now, on this clock
+  ASSERT_TRUE(delivery.Add(alert));
+
+  // The first try at once; each failure is scheduled again before
+  // `retried` counts it, so once it has, the clock may move.
+  ASSERT_EQ(receiver.WaitFor(1).size(), 1u);
+  ASSERT_TRUE(Eventually([&] { return delivery.GetStats().retried == 1; }));
+  // Waits of 1, 2, 4, 4 s, each drawn from its upper half: none may come a
+  // millisecond before half, each must have come at the full wait.
+  int64_t elapsed_ms = 0;
+  size_t tries = 1;
+  for (const int64_t wait : {1000, 2000, 4000}) {
+    clock.AdvanceMs(wait / 2 - 1);
+    EXPECT_EQ(receiver.WaitFor(tries + 1, kGrace).size(), tries) << "too early, wait " << wait;
+    clock.AdvanceMs(wait - (wait / 2 - 1));
+    elapsed_ms += wait;
+    ASSERT_EQ(receiver.WaitFor(tries + 1).size(), tries + 1) << "not at the wait " << wait;
+    ++tries;
+    ASSERT_TRUE(
+        Eventually([&] { return delivery.GetStats().retried == static_cast<int64_t>(tries); }));
+  }
+  ASSERT_EQ(elapsed_ms, 7000);
+  EXPECT_EQ(finished.count(), 0u);
+
+  // The next wait (4 s, drawn from 2..4 s) is cut to the 3 s left of
+  // retry_for: the last try comes at the deadline, and the event is given
+  // up there, not a back-off later.
+  clock.AdvanceMs(3000);
+  ASSERT_TRUE(finished.WaitFor(1));
+  EXPECT_EQ(finished.events.at(0).second, AlertDelivery::Outcome::kExpired);
+  EXPECT_EQ(delivery.GetStats().expired, 1);
+  EXPECT_EQ(delivery.GetStats().pending, 0);
+  // Tried at 0, 1, 3, 7 and 10 s (the clock jumped there at once: one try).
+  EXPECT_EQ(receiver.WaitFor(100, kGrace).size(), 5u);
+  EXPECT_EQ(delivery.GetStats().retried, 4);
+}
+
+TEST(AlertDeliveryClockTest, AWallClockStepBackDoesNotBringRetriesForward) {
+  testing::HttpReceiver receiver(500);
+  ManualClock clock(WallMs());
+  AlertDelivery::Options o;
+  o.workers = 1;
+  o.backoff_initial_ms = 1000;
+  o.backoff_max_ms = 1000;
+  o.retry_for_ms = 3'600'000;
+  o.clock = &clock;
+  AlertDelivery delivery(std::move(o));
+  PendingAlert alert = Event("e1", receiver.url());
+  alert.created_ms = clock.NowMs();
+  ASSERT_TRUE(delivery.Add(alert));
+  ASSERT_EQ(receiver.WaitFor(1).size(), 1u);
+  ASSERT_TRUE(Eventually([&] { return delivery.GetStats().retried == 1; }));
+  // The wall clock steps an hour back and then forward by 499 ms: the
+  // monotonic reading moved 499 ms, short of the earliest retry (500 ms).
+  clock.SetMs(clock.NowMs() - 3'600'000);
+  clock.SetMs(clock.NowMs() + 499);
+  EXPECT_EQ(receiver.WaitFor(2, kGrace).size(), 1u);
+  // Monotonic time alone reaches the full wait: the retry comes.
+  clock.AdvanceNs(501 * 1'000'000);
+  EXPECT_EQ(receiver.WaitFor(2).size(), 2u);
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 // Limiter: the public API's errors, tiers, reset, expiry of every state, the
 // store bound, and exactness under concurrency.
 #include "floodgate/limiter.h"
+#include "testing/test_config.h"
 
 #include <gtest/gtest.h>
 
@@ -12,13 +13,7 @@
 namespace floodgate {
 namespace {
 
-Config MakeConfig(const std::string& yaml) {
-  auto c = ParseConfig(yaml, "test.yaml");
-  EXPECT_TRUE(c.ok()) << c.status().ToString();
-  Config config = c.ok() ? *c : Config{};
-  config.engine.sweep_interval_ms = 0;
-  return config;
-}
+using testing::MakeConfig;
 
 std::unique_ptr<Limiter> MakeLimiter(const Config& config, const Clock& clock) {
   auto l = Limiter::Create(config, clock);

@@ -1,13 +1,18 @@
 // HttpPost and WebhookQueue against a real HTTP receiver on a loopback
 // port: the request's shape, 2xx as sent and anything else as failed,
-// refused connections, a silent receiver bounded by the timeout, the
-// queue's bound, and what shutdown drops.
+// refused connections, a silent receiver bounded by the timeout (on the
+// clock given: real time on SystemClock, only when moved on a
+// ManualClock), the queue's bound, and what shutdown drops.
 #include "service/webhook_queue.h"
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
+#include <optional>
+#include <thread>
 
+#include "floodgate/clock.h"
 #include "service/http_post.h"
 #include "testing/http_receiver.h"
 #include "testing/redis_server.h"
@@ -24,7 +29,7 @@ HttpUrl Url(const std::string& text) {
 TEST(HttpPostTest, SendsAJsonPostAndReadsTheStatus) {
   testing::HttpReceiver receiver(201);
   auto r = HttpPost(Url(receiver.url("/sms?x=1")), R"({"code":"1"})",
-                    {{"Authorization", "Bearer t\r\nX-Evil: 1"}}, 2000);
+                    {{"Authorization", "Bearer t\r\nX-Evil: 1"}}, 2000, SystemClock::Default());
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_EQ(r->status, 201);
   const auto got = receiver.WaitFor(1);
@@ -41,7 +46,8 @@ TEST(HttpPostTest, SendsAJsonPostAndReadsTheStatus) {
 
 TEST(HttpPostTest, RefusedAndSilentReceivers) {
   const int port = testing::FreePort();
-  auto refused = HttpPost(Url("http://127.0.0.1:" + std::to_string(port) + "/"), "{}", {}, 2000);
+  auto refused = HttpPost(Url("http://127.0.0.1:" + std::to_string(port) + "/"), "{}", {}, 2000,
+                          SystemClock::Default());
   ASSERT_FALSE(refused.ok());
   EXPECT_EQ(refused.status().code(), StatusCode::kUnavailable);
   EXPECT_NE(refused.status().message().find("refused"), std::string::npos)
@@ -49,12 +55,43 @@ TEST(HttpPostTest, RefusedAndSilentReceivers) {
 
   testing::HttpReceiver silent(0);
   const auto start = std::chrono::steady_clock::now();
-  auto timed_out = HttpPost(Url(silent.url()), "{}", {}, 300);
+  auto timed_out = HttpPost(Url(silent.url()), "{}", {}, 300, SystemClock::Default());
   const auto took = std::chrono::steady_clock::now() - start;
   ASSERT_FALSE(timed_out.ok());
   EXPECT_EQ(timed_out.status().code(), StatusCode::kDeadlineExceeded);
   EXPECT_GE(took, std::chrono::milliseconds(290));
   EXPECT_LT(took, std::chrono::seconds(3));
+}
+
+TEST(HttpPostTest, TheTimeoutRunsOutWhenTheClockSaysSo) {
+  testing::HttpReceiver silent(0);
+  ManualClock clock;
+  std::atomic<bool> done{false};
+  std::optional<Result<HttpPostResult>> result;
+  std::thread post([&] {
+    result.emplace(HttpPost(Url(silent.url()), "{}", {}, 300, clock));
+    done = true;
+  });
+  // However the test ends, the POST's time runs out and its thread is joined.
+  struct Joiner {
+    ManualClock& clock;
+    std::thread& thread;
+    ~Joiner() {
+      clock.AdvanceMs(3'600'000);
+      if (thread.joinable()) thread.join();
+    }
+  } joiner{clock, post};
+  ASSERT_EQ(silent.WaitFor(1).size(), 1u);  // sent, and not answered
+  // Real time well past the timeout, and all but a millisecond of it on the clock.
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  clock.AdvanceMs(299);
+  std::this_thread::sleep_for(std::chrono::milliseconds(30));
+  EXPECT_FALSE(done.load());
+  clock.AdvanceMs(1);
+  post.join();  // returns within about a millisecond: no timeout here
+  ASSERT_TRUE(result.has_value());
+  ASSERT_FALSE(result->ok());
+  EXPECT_EQ(result->status().code(), StatusCode::kDeadlineExceeded) << result->status().ToString();
 }
 
 TEST(WebhookQueueTest, CountsSentAndFailed) {

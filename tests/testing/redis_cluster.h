@@ -17,6 +17,8 @@
 #include <sys/wait.h>
 
 #include <chrono>
+#include <cstdint>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <thread>
@@ -76,6 +78,18 @@ inline std::string QueryText(int port, const std::vector<std::string>& command) 
   }
   if (c != nullptr) redisFree(c);
   return out;
+}
+
+// EVALSHA plus EVAL calls a redis-server has run since its last CONFIG
+// RESETSTAT: how many script calls carried the decisions of a test.
+inline int64_t ScriptCalls(int port) {
+  const std::string info = QueryText(port, {"INFO", "commandstats"});
+  int64_t calls = 0;
+  for (const char* name : {"cmdstat_evalsha:calls=", "cmdstat_eval:calls="}) {
+    const size_t at = info.find(name);
+    if (at != std::string::npos) calls += std::stoll(info.substr(at + std::strlen(name)));
+  }
+  return calls;
 }
 
 class RedisCluster {

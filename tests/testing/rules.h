@@ -44,6 +44,12 @@ class Subject {
     expires_at_ms_ = core::EvaluateRule(rule_, state_.data(), now_ms, cost, &d);
     return d;
   }
+  // Gives back `cost` units at now_ms; the subject's figures right after.
+  Decision Refund(int64_t now_ms, int64_t cost) {
+    Decision d;
+    expires_at_ms_ = core::RefundRuleAndPeek(rule_, state_.data(), now_ms, cost, &d);
+    return d;
+  }
   int64_t expires_at_ms() const { return expires_at_ms_; }
   const std::vector<int64_t>& state() const { return state_; }
   const core::CompiledRule& rule() const { return rule_; }

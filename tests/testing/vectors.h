@@ -3,12 +3,16 @@
 //
 // File format: {"cases": [{"name", "rule": {algorithm, limits, burst?, tiers?,
 // timezone?, shadow?, alerts?}, "steps": [{"t", "key"?, "cost"?, "tier"?,
-// expected fields…}]}]}. Expected fields are any of allowed, shadow_denied,
-// limit, remaining, retry_after_ms, reset_after_ms, "limits": [{allowed,
+// "refund"?, expected fields…}]}]}. A step with "refund": u gives u units
+// back (LimiterCore::Refund) instead of deciding, and its expected fields
+// are those of the peek the refund answers with ("cost" is then unused). Expected fields are any of
+// allowed, shadow_denied, limit, remaining, retry_after_ms, reset_after_ms, "limits": [{allowed,
 // remaining, retry_after_ms, reset_after_ms}] per limit, and "alerts": the
 // thresholds the step fired, [{limit (index), threshold (percent), used,
 // window_start, window_end}] ([] for none); absent ones are not checked.
-// A rule's "alerts" is its list of thresholds (percent).
+// A rule's "alerts" is its list of thresholds (percent). Cases of
+// algorithm "concurrency" are lease traces, not decisions: LoadVectors
+// leaves them to testing/lease_vectors.h.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -34,6 +38,7 @@ struct VectorStep {
   std::string key = "subject";
   int64_t cost = 1;
   std::string tier;
+  int64_t refund = 0;  // > 0: a refund of this many units, not a decision
   nlohmann::json expect;
 };
 
@@ -65,6 +70,7 @@ inline std::vector<VectorCase> LoadVectors(const std::string& dir) {
     std::ifstream in(path);
     const auto doc = nlohmann::json::parse(in);
     for (const auto& c : doc.at("cases")) {
+      if (c.at("rule").at("algorithm") == "concurrency") continue;  // lease_vectors.h
       VectorCase vc;
       vc.file = path.filename().string();
       vc.name = c.at("name").get<std::string>();
@@ -91,6 +97,7 @@ inline std::vector<VectorCase> LoadVectors(const std::string& dir) {
         if (s.contains("key")) step.key = s.at("key").get<std::string>();
         if (s.contains("cost")) step.cost = s.at("cost").get<int64_t>();
         if (s.contains("tier")) step.tier = s.at("tier").get<std::string>();
+        if (s.contains("refund")) step.refund = s.at("refund").get<int64_t>();
         step.expect = s;
         vc.steps.push_back(std::move(step));
       }

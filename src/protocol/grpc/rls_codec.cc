@@ -1,12 +1,11 @@
-// RateLimitService messages <-> service Request/Response: see rls_codec.h.
+// RateLimitService messages <-> their plain structs: see rls_codec.h.
 #include "protocol/grpc/rls_codec.h"
 
+#include <algorithm>
 #include <string>
 
 namespace floodgate::rls {
 namespace {
-
-namespace fe = floodgate::envoy;
 
 std::string TooLong(const char* what, size_t size, size_t max) {
   return std::string(what) + " is " + std::to_string(size) + " bytes; the limit is " +
@@ -15,7 +14,7 @@ std::string TooLong(const char* what, size_t size, size_t max) {
 
 }  // namespace
 
-Status ToRequest(const pb::RateLimitRequest& in, const RequestLimits& limits, fe::Request* out) {
+Status ToRequest(const pb::RateLimitRequest& in, const RequestLimits& limits, Request* out) {
   if (in.domain().size() > limits.max_domain_bytes) {
     return InvalidArgumentError(TooLong("domain", in.domain().size(), limits.max_domain_bytes));
   }
@@ -26,15 +25,16 @@ Status ToRequest(const pb::RateLimitRequest& in, const RequestLimits& limits, fe
   }
   out->domain = in.domain();
   out->hits_addend = in.hits_addend();
-  out->descriptors.clear();
-  out->descriptors.reserve(in.descriptors_size());
-  for (const auto& d : in.descriptors()) {
+  // Resized, not cleared: the descriptors kept keep their entries' storage.
+  out->descriptors.resize(in.descriptors_size());
+  for (int i = 0; i < in.descriptors_size(); ++i) {
+    const auto& d = in.descriptors(i);
     if (static_cast<size_t>(d.entries_size()) > limits.max_entries) {
       return InvalidArgumentError("a descriptor has " + std::to_string(d.entries_size()) +
                                   " entries; the limit is " + std::to_string(limits.max_entries));
     }
-    fe::RequestDescriptor& rd = out->descriptors.emplace_back();
-    rd.entries.reserve(d.entries_size());
+    RequestDescriptor& rd = out->descriptors[i];
+    rd.entries.clear();
     for (const auto& e : d.entries()) {
       if (e.key().size() > limits.max_entry_bytes || e.value().size() > limits.max_entry_bytes) {
         return InvalidArgumentError(TooLong("a descriptor entry",
@@ -43,14 +43,15 @@ Status ToRequest(const pb::RateLimitRequest& in, const RequestLimits& limits, fe
       }
       rd.entries.push_back({e.key(), e.value()});
     }
+    rd.hits_addend.reset();
     if (d.has_hits_addend()) rd.hits_addend = d.hits_addend().value();
   }
   return Status::Ok();
 }
 
-void ToProto(const fe::Response& in, pb::RateLimitResponse* out) {
+void ToProto(const Response& in, pb::RateLimitResponse* out) {
   out->set_overall_code(static_cast<pb::RateLimitResponse::Code>(in.overall_code));
-  for (const fe::DescriptorStatus& st : in.statuses) {
+  for (const DescriptorStatus& st : in.statuses) {
     pb::RateLimitResponse::DescriptorStatus* s = out->add_statuses();
     s->set_code(static_cast<pb::RateLimitResponse::Code>(st.code));
     if (st.has_limit) {
@@ -66,7 +67,7 @@ void ToProto(const fe::Response& in, pb::RateLimitResponse* out) {
           static_cast<int32_t>(st.duration_until_reset_ms % 1000) * 1'000'000);
     }
   }
-  for (const fe::Header& h : in.response_headers) {
+  for (const Header& h : in.response_headers) {
     auto* header = out->add_response_headers_to_add();
     header->set_key(h.key);
     header->set_value(h.value);

@@ -1,13 +1,13 @@
-// Envoy's RateLimitService messages (proto/envoy/...) to and from the
-// service's Request and Response (service/envoy_rls.h). Wire format only:
-// bounds on what a request may hold are checked here, decisions are not.
+// Envoy's RateLimitService messages (proto/envoy/...) to and from their
+// plain structs (rls_messages.h). Wire format only: bounds on what a request
+// may hold are checked here, decisions are not.
 #pragma once
 
 #include <cstddef>
 
 #include "envoy/service/ratelimit/v3/rls.pb.h"
 #include "floodgate/status.h"
-#include "service/envoy_rls.h"
+#include "protocol/grpc/rls_messages.h"
 
 namespace floodgate::rls {
 
@@ -23,10 +23,11 @@ struct RequestLimits {
   size_t max_entry_bytes = 8 << 10;  // key or value
 };
 
-// Fills `out` with views into `in`, which must outlive `out`.
-Status ToRequest(const pb::RateLimitRequest& in, const RequestLimits& limits,
-                 floodgate::envoy::Request* out);
+// Fills `out` with views into `in`, which must outlive `out`. `out` may be
+// one filled before: its vectors are reused.
+Status ToRequest(const pb::RateLimitRequest& in, const RequestLimits& limits, Request* out);
 
-void ToProto(const floodgate::envoy::Response& in, pb::RateLimitResponse* out);
+// Appends `in` to `out` (an empty message, or one Clear()ed).
+void ToProto(const Response& in, pb::RateLimitResponse* out);
 
 }  // namespace floodgate::rls

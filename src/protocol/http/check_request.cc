@@ -17,13 +17,14 @@
 namespace floodgate::http {
 namespace {
 
-enum class Field { kNone, kRule, kKey, kCost, kTier };
+enum class Field { kNone, kRule, kKey, kCost, kTier, kWait };
 
 Field FieldNamed(std::string_view name) {
   if (name == "rule") return Field::kRule;
   if (name == "key") return Field::kKey;
   if (name == "cost") return Field::kCost;
   if (name == "tier") return Field::kTier;
+  if (name == "wait_ms") return Field::kWait;
   return Field::kNone;
 }
 
@@ -37,6 +38,8 @@ const char* FieldName(Field f) {
       return "cost";
     case Field::kTier:
       return "tier";
+    case Field::kWait:
+      return "wait_ms";
     case Field::kNone:
       break;
   }
@@ -45,6 +48,7 @@ const char* FieldName(Field f) {
 
 std::string TypeError(Field f) {
   if (f == Field::kCost) return "\"cost\" must be an integer between 0 and 10^15";
+  if (f == Field::kWait) return "\"wait_ms\" must be an integer between 0 and 300000";
   return std::string("\"") + FieldName(f) + "\" must be a string";
 }
 
@@ -78,17 +82,25 @@ class CheckRequestSax {
 
   bool null() {
     if (!InObject()) return false;
-    if (current_ == Field::kCost || current_ == Field::kTier) return true;  // null = absent
+    if (current_ == Field::kCost || current_ == Field::kTier || current_ == Field::kWait) {
+      return true;  // null = absent
+    }
     return Fail(TypeError(current_));
   }
   bool boolean(bool) { return InObject() && Fail(TypeError(current_)); }
   bool number_integer(json::number_integer_t v) {
     // nlohmann reports non-negative integers as unsigned: this one is < 0, or "-0".
-    return InObject() &&
-           (current_ == Field::kCost && v == 0 ? SetCost(0) : Fail(TypeError(current_)));
+    if (!InObject()) return false;
+    if (v == 0 && current_ == Field::kCost) return SetCost(0);
+    if (v == 0 && current_ == Field::kWait) return true;
+    return Fail(TypeError(current_));
   }
   bool number_unsigned(json::number_unsigned_t v) {
     if (!InObject()) return false;
+    if (current_ == Field::kWait && v <= static_cast<uint64_t>(kMaxCheckWaitMs)) {
+      out_->wait_ms = static_cast<int64_t>(v);
+      return true;
+    }
     if (current_ != Field::kCost || v > static_cast<uint64_t>(kMaxCheckCost)) {
       return Fail(TypeError(current_));
     }
@@ -125,7 +137,7 @@ class CheckRequestSax {
     current_ = FieldNamed(name);
     if (current_ == Field::kNone) {
       return Fail("unknown field " + QuoteForDetail(name) +
-                  "; the fields are \"rule\", \"key\", \"cost\" and \"tier\"");
+                  "; the fields are \"rule\", \"key\", \"cost\", \"tier\" and \"wait_ms\"");
     }
     const unsigned bit = 1u << static_cast<int>(current_);
     if (seen_ & bit) return Fail("duplicate field " + QuoteForDetail(name));
@@ -210,7 +222,7 @@ bool DecodeCheckRequestQuery(std::string_view query, CheckRequest* out, std::str
     const Field field = FieldNamed(name);
     if (field == Field::kNone) {
       *error = "unknown query parameter " + QuoteForDetail(name) +
-               "; the parameters are rule, key, cost, tier and deny_status";
+               "; the parameters are rule, key, cost, tier, wait_ms and deny_status";
       return false;
     }
     const unsigned bit = 1u << static_cast<int>(field);
@@ -229,20 +241,23 @@ bool DecodeCheckRequestQuery(std::string_view query, CheckRequest* out, std::str
       case Field::kTier:
         out->tier = std::move(value);
         break;
-      case Field::kCost: {
-        // Digits only, stopping before the value can pass 10^15 (so no overflow).
-        int64_t cost = 0;
+      case Field::kCost:
+      case Field::kWait: {
+        // Digits only, stopping before the value can pass its bound (so no
+        // overflow).
+        const int64_t max = field == Field::kCost ? kMaxCheckCost : kMaxCheckWaitMs;
+        int64_t n = 0;
         bool ok = !value.empty();
         for (char c : value) {
-          ok = ok && c >= '0' && c <= '9' && cost <= kMaxCheckCost;
+          ok = ok && c >= '0' && c <= '9' && n <= max;
           if (!ok) break;
-          cost = cost * 10 + (c - '0');
+          n = n * 10 + (c - '0');
         }
-        if (!ok || cost > kMaxCheckCost) {
-          *error = TypeError(Field::kCost);
+        if (!ok || n > max) {
+          *error = TypeError(field);
           return false;
         }
-        out->cost = cost;
+        (field == Field::kCost ? out->cost : out->wait_ms) = n;
         break;
       }
       case Field::kNone:

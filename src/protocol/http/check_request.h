@@ -16,6 +16,9 @@ struct CheckRequest {
   std::string key;
   std::string tier;  // "" = the rule's default limits
   int64_t cost = 1;
+  // Held up to this long when it would be denied but could be admitted
+  // within it (0: answered at once).
+  int64_t wait_ms = 0;
   // The status of a denial: 429, or 401/403 for gateway hooks that only
   // understand those (nginx auth_request). Query parameter only.
   int deny_status = 429;
@@ -23,11 +26,13 @@ struct CheckRequest {
 
 inline constexpr int64_t kMaxCheckCost = 1'000'000'000'000'000;  // 10^15
 inline constexpr size_t kMaxCheckKeyBytes = 512;
+inline constexpr int64_t kMaxCheckWaitMs = 300'000;  // LimiterCore::kMaxWaitMs
 
-// Decodes {"rule":"api","key":"user:42","cost":1,"tier":"pro"}. "rule" and
-// "key" are required non-empty strings (key at most 512 bytes); "cost" an
-// integer in [0, 10^15] (1 when absent or null); "tier" a string (absent, null
-// or "" for none). Unknown and repeated fields are errors, as is anything that
+// Decodes {"rule":"api","key":"user:42","cost":1,"tier":"pro","wait_ms":500}.
+// "rule" and "key" are required non-empty strings (key at most 512 bytes);
+// "cost" an integer in [0, 10^15] (1 when absent or null); "tier" a string
+// (absent, null or "" for none); "wait_ms" an integer in [0, 300000] (0 when
+// absent or null). Unknown and repeated fields are errors, as is anything that
 // is not a JSON object. Returns true and fills *out, or false with *error.
 // Syntax errors carry nlohmann's byte position (counted from 1; one past the
 // end when the body stops early).
@@ -40,7 +45,7 @@ bool DecodeCheckRequestJson(std::string_view body, CheckRequest* out, std::strin
 
 // Decodes "rule=api&key=user%3A42&cost=1&tier=pro" (percent-decoded, '+' as
 // space) with the same rules; cost must be decimal digits. Also reads
-// "deny_status=401|403|429".
+// "deny_status=401|403|429" and "wait_ms".
 bool DecodeCheckRequestQuery(std::string_view query, CheckRequest* out, std::string* error);
 
 }  // namespace floodgate::http

@@ -115,13 +115,8 @@ bool Request::HasHeader(std::string_view name) const {
 RequestParser::RequestParser(ParserLimits limits) : limits_(limits) {}
 
 void RequestParser::Reset() {
-  state_ = State::kHead;
-  pos_ = 0;
-  scan_pos_ = 0;
-  have_request_line_ = false;
-  headers_.clear();
+  StartRequest();
   keep_alive_ = false;
-  expects_continue_ = false;
   content_length_ = 0;
   chunk_remaining_ = 0;
   framing_bytes_ = 0;
@@ -169,6 +164,19 @@ RequestParser::LineResult RequestParser::NextLine(std::string_view input, size_t
   return input.size() >= limit ? LineResult::kTooLong : LineResult::kNeedMore;
 }
 
+RequestParser::LineResult RequestParser::NextCountedLine(std::string_view input, size_t* counted,
+                                                         size_t* line_pos, size_t* line_len) {
+  const size_t start = pos_;
+  const LineResult r = NextLine(input, limits_.max_header_bytes - *counted, line_pos, line_len);
+  if (r == LineResult::kFound) *counted += pos_ - start;
+  return r;
+}
+
+std::string RequestParser::FramingTooLong() const {
+  return "the chunk framing (chunk-size lines and line endings) exceeds " +
+         std::to_string(limits_.max_header_bytes) + " bytes; send fewer, larger chunks";
+}
+
 int RequestParser::ParseRequestLine(std::string_view input, size_t pos, size_t len) {
   const std::string_view line = input.substr(pos, len);
   const size_t sp1 = line.find(' ');
@@ -214,6 +222,11 @@ int RequestParser::ParseRequestLine(std::string_view input, size_t pos, size_t l
   method_ = {pos, method.size()};
   target_ = {pos + sp1 + 1, target.size()};
   version_ = {pos + sp2 + 1, version.size()};
+  body_limit_ = limits_.max_body_bytes;
+  if (!limits_.large_body_path.empty() &&
+      target.substr(0, target.find('?')) == limits_.large_body_path) {
+    body_limit_ = std::max(body_limit_, limits_.large_body_bytes);
+  }
   have_request_line_ = true;
   return 0;
 }
@@ -323,11 +336,11 @@ int RequestParser::FinishHead(std::string_view input) {
     error_ = std::move(length_error);
     return 400;
   }
-  if (length > limits_.max_body_bytes) {
+  if (length > body_limit_) {
     const std::string size =
         length == std::numeric_limits<uint64_t>::max() ? "more than 2^64" : std::to_string(length);
     error_ = "the request body is " + size + " bytes (Content-Length); the limit is " +
-             std::to_string(limits_.max_body_bytes);
+             std::to_string(body_limit_);
     return 413;
   }
 
@@ -382,9 +395,9 @@ int RequestParser::ParseChunkSize(std::string_view line) {
     state_ = State::kTrailers;
     return 0;
   }
-  if (size > limits_.max_body_bytes - chunked_body_.size()) {
-    error_ = "the chunked request body exceeds the limit of " +
-             std::to_string(limits_.max_body_bytes) + " bytes";
+  if (size > body_limit_ - chunked_body_.size()) {
+    error_ =
+        "the chunked request body exceeds the limit of " + std::to_string(body_limit_) + " bytes";
     return 413;
   }
   chunk_remaining_ = size;
@@ -405,13 +418,17 @@ RequestParser::Status RequestParser::Complete(std::string_view input, std::strin
   *consumed = pos_;
   // Ready for the next request, which starts at the first byte of the next
   // input. chunked_body_ stays: req->body may point into it.
+  StartRequest();
+  return Status::kRequest;
+}
+
+void RequestParser::StartRequest() {
   state_ = State::kHead;
   pos_ = 0;
   scan_pos_ = 0;
   have_request_line_ = false;
   headers_.clear();
   expects_continue_ = false;
-  return Status::kRequest;
 }
 
 RequestParser::Status RequestParser::Parse(std::string_view input, Request* req, size_t* consumed,
@@ -463,18 +480,9 @@ RequestParser::Status RequestParser::Parse(std::string_view input, Request* req,
       case State::kChunkSize: {
         size_t line_pos = 0;
         size_t line_len = 0;
-        const size_t start = pos_;
-        const LineResult r =
-            NextLine(input, limits_.max_header_bytes - framing_bytes_, &line_pos, &line_len);
+        const LineResult r = NextCountedLine(input, &framing_bytes_, &line_pos, &line_len);
         if (r == LineResult::kNeedMore) return Status::kNeedMore;
-        if (r == LineResult::kTooLong) {
-          return Fail(413,
-                      "the chunk framing (chunk-size lines and line endings) exceeds " +
-                          std::to_string(limits_.max_header_bytes) +
-                          " bytes; send fewer, larger chunks",
-                      status_code, error);
-        }
-        framing_bytes_ += pos_ - start;
+        if (r == LineResult::kTooLong) return Fail(413, FramingTooLong(), status_code, error);
         const int code = ParseChunkSize(input.substr(line_pos, line_len));
         if (code != 0) return Fail(code, std::move(error_), status_code, error);
         break;
@@ -506,11 +514,7 @@ RequestParser::Status RequestParser::Parse(std::string_view input, Request* req,
                       status_code, error);
         }
         if (framing_bytes_ + n > limits_.max_header_bytes) {
-          return Fail(413,
-                      "the chunk framing (chunk-size lines and line endings) exceeds " +
-                          std::to_string(limits_.max_header_bytes) +
-                          " bytes; send fewer, larger chunks",
-                      status_code, error);
+          return Fail(413, FramingTooLong(), status_code, error);
         }
         framing_bytes_ += n;
         pos_ += n;
@@ -522,9 +526,7 @@ RequestParser::Status RequestParser::Parse(std::string_view input, Request* req,
       case State::kTrailers: {
         size_t line_pos = 0;
         size_t line_len = 0;
-        const size_t start = pos_;
-        const LineResult r =
-            NextLine(input, limits_.max_header_bytes - trailer_bytes_, &line_pos, &line_len);
+        const LineResult r = NextCountedLine(input, &trailer_bytes_, &line_pos, &line_len);
         if (r == LineResult::kNeedMore) return Status::kNeedMore;
         if (r == LineResult::kTooLong) {
           return Fail(
@@ -532,7 +534,6 @@ RequestParser::Status RequestParser::Parse(std::string_view input, Request* req,
               "the trailer section exceeds " + std::to_string(limits_.max_header_bytes) + " bytes",
               status_code, error);
         }
-        trailer_bytes_ += pos_ - start;
         if (line_len == 0) return Complete(input, chunked_body_, req, consumed);
         // Trailer fields are skipped, but checked like header fields so a
         // malformed one cannot pass through unnoticed.

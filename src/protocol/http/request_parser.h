@@ -22,6 +22,12 @@ struct ParserLimits {
   size_t max_headers = 64;
   // The body as the application sees it (decoded, for chunked bodies).
   size_t max_body_bytes = 64 * 1024;
+  // A request whose target's path (before any query) is exactly this may
+  // have a body
+  // of up to large_body_bytes instead (POST /v1/admin/simulate's traffic
+  // log); empty: none may.
+  std::string_view large_body_path;
+  size_t large_body_bytes = 0;
 };
 
 struct Request {
@@ -105,12 +111,21 @@ class RequestParser {
 
   Status Fail(int status_code, std::string message, int* status_code_out, std::string* error);
   LineResult NextLine(std::string_view input, size_t budget, size_t* line_pos, size_t* line_len);
+  // NextLine for a part of the request that may take max_header_bytes in
+  // all, `*counted` of them so far: a line found is counted in.
+  LineResult NextCountedLine(std::string_view input, size_t* counted, size_t* line_pos,
+                             size_t* line_len);
+  // The 413 message for chunk framing past max_header_bytes.
+  std::string FramingTooLong() const;
   // Each returns 0 when fine, else the HTTP status for error_ (which it sets).
   int ParseRequestLine(std::string_view input, size_t pos, size_t len);
   int ParseHeaderLine(std::string_view input, size_t pos, size_t len);
   int FinishHead(std::string_view input);
   int ParseChunkSize(std::string_view line);
   Status Complete(std::string_view input, std::string_view body, Request* req, size_t* consumed);
+  // Back to the start of a request's head, at the first byte of the input;
+  // what the head sets again (framing, lengths, the body) is left as it is.
+  void StartRequest();
 
   const ParserLimits limits_;
   State state_ = State::kHead;
@@ -118,6 +133,8 @@ class RequestParser {
   size_t scan_pos_ = 0;  // where the search for the next LF resumes (>= pos_)
   bool have_request_line_ = false;
   Slice method_, target_, version_;
+  // The current request's body bound (ParserLimits: its target decides).
+  size_t body_limit_ = 0;
   bool http11_ = false;
   std::vector<std::pair<Slice, Slice>> headers_;
   bool keep_alive_ = false;

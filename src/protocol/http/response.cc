@@ -33,6 +33,7 @@ std::string_view StatusReason(int status) {
       {404, "Not Found"},
       {405, "Method Not Allowed"},
       {408, "Request Timeout"},
+      {409, "Conflict"},
       {413, "Content Too Large"},  // RFC 9110's name; "Payload Too Large" before it
       {415, "Unsupported Media Type"},
       {429, "Too Many Requests"},

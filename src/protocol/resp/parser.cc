@@ -58,6 +58,26 @@ int HexValue(char c) {
   return -1;
 }
 
+// The escape at line[p] inside a `quote`d argument ('"' or '\''): how many
+// bytes it takes, 0 when there is none there (the byte stands for itself),
+// and the byte it stands for in *byte.
+size_t QuotedEscape(std::string_view line, size_t p, char quote, char* byte) {
+  if (line[p] != '\\' || p + 1 >= line.size()) return 0;
+  const char next = line[p + 1];
+  if (quote == '\'') {
+    if (next != '\'') return 0;
+    *byte = '\'';
+    return 2;
+  }
+  if (next == 'x' && p + 3 < line.size() && HexValue(line[p + 2]) >= 0 &&
+      HexValue(line[p + 3]) >= 0) {
+    *byte = static_cast<char>(HexValue(line[p + 2]) * 16 + HexValue(line[p + 3]));
+    return 4;
+  }
+  *byte = Unescape(next);
+  return 2;
+}
+
 // The byte as it may appear inside an error line: never CR, LF or other controls.
 std::string Printable(char c) {
   const auto u = static_cast<unsigned char>(c);
@@ -196,37 +216,17 @@ bool Parser::SplitInline(std::string_view line) {
   for (;;) {
     while (p < n && IsSpace(line[p])) ++p;
     if (p == n) return true;
-    bool in_double = false;
-    bool in_single = false;
+    char quote = 0;  // the quote the argument is inside, if any
     bool done = false;
     while (!done) {
-      if (in_double) {
+      if (quote != 0) {
         if (p == n) return false;
         const char c = line[p];
-        if (c == '\\' && p + 3 < n && line[p + 1] == 'x' && HexValue(line[p + 2]) >= 0 &&
-            HexValue(line[p + 3]) >= 0) {
-          inline_bytes_.push_back(
-              static_cast<char>(HexValue(line[p + 2]) * 16 + HexValue(line[p + 3])));
-          p += 4;
-        } else if (c == '\\' && p + 1 < n) {
-          const char escaped = Unescape(line[p + 1]);
+        char escaped = 0;
+        if (const size_t used = QuotedEscape(line, p, quote, &escaped); used > 0) {
           inline_bytes_.push_back(escaped);
-          p += 2;
-        } else if (c == '"') {
-          if (p + 1 < n && !IsSpace(line[p + 1])) return false;
-          ++p;
-          done = true;
-        } else {
-          inline_bytes_.push_back(c);
-          ++p;
-        }
-      } else if (in_single) {
-        if (p == n) return false;
-        const char c = line[p];
-        if (c == '\\' && p + 1 < n && line[p + 1] == '\'') {
-          inline_bytes_.push_back('\'');
-          p += 2;
-        } else if (c == '\'') {
+          p += used;
+        } else if (c == quote) {
           if (p + 1 < n && !IsSpace(line[p + 1])) return false;
           ++p;
           done = true;
@@ -245,10 +245,8 @@ bool Parser::SplitInline(std::string_view line) {
             done = true;
             break;
           case '"':
-            in_double = true;
-            break;
           case '\'':
-            in_single = true;
+            quote = c;
             break;
           default:
             inline_bytes_.push_back(c);

@@ -25,9 +25,17 @@
 --            back as a new entry (with its attempts so far) and
 --            acknowledges the old one, so that any server takes it at once;
 --            then forgets the consumer if it holds nothing. Reply: how many.
+--   forget   consumer, idle_ms. Deletes every other consumer of the group
+--            that holds no entry and has been idle for idle_ms (a server
+--            gone without leaving: what it held was claimed first). One that
+--            holds entries is kept: XGROUP DELCONSUMER would drop them.
+--            Reply: how many were deleted.
+--   leave    consumer. Deletes the consumer if it holds no entry (a clean
+--            stop). Reply: 1 if it holds none (now gone), 0 if it holds some.
 -- Error: "ERR floodgate: bad alert_stream arguments"; "WRONGTYPE floodgate:
 -- the key holds a <type>, not a stream" when KEYS[1] exists and is not a
 -- stream (written by someone else), before anything is read or written.
+--! include prelude.lua
 local key = KEYS[1]
 local op, group = ARGV[1], ARGV[2]
 local rcall = redis.call
@@ -36,12 +44,8 @@ local function bad()
   return redis.error_reply('ERR floodgate: bad alert_stream arguments')
 end
 
-local found = rcall('TYPE', key)
-if type(found) == 'table' then found = found.ok end
-if found ~= 'stream' and found ~= 'none' then
-  return redis.error_reply('WRONGTYPE floodgate: the key holds a ' .. tostring(found) ..
-    ', not a stream')
-end
+local wrong = type_error(key, 'stream', 'the key')
+if wrong then return wrong end
 
 -- The group reads the stream from its start: an entry added before the
 -- group existed (never, since add creates it) would still be delivered.
@@ -139,5 +143,30 @@ elseif op == 'release' then
   local held = rcall('XPENDING', key, group, '-', '+', 1, consumer)
   if #held == 0 then rcall('XGROUP', 'DELCONSUMER', key, group, consumer) end
   return n
+elseif op == 'forget' then
+  local consumer, idle = ARGV[3], tonumber(ARGV[4])
+  if not consumer or not idle or idle < 0 then return bad() end
+  if rcall('EXISTS', key) == 0 then return 0 end
+  local consumers = redis.pcall('XINFO', 'CONSUMERS', key, group)
+  if type(consumers) ~= 'table' or consumers.err then return 0 end  -- no group yet
+  local n = 0
+  for _, c in ipairs(consumers) do
+    local info = {}
+    for i = 1, #c, 2 do info[c[i]] = c[i + 1] end
+    if info.name ~= consumer and info.pending == 0 and info.idle >= idle then
+      rcall('XGROUP', 'DELCONSUMER', key, group, info.name)
+      n = n + 1
+    end
+  end
+  return n
+elseif op == 'leave' then
+  local consumer = ARGV[3]
+  if not consumer then return bad() end
+  if rcall('EXISTS', key) == 0 then return 0 end
+  local held = redis.pcall('XPENDING', key, group, '-', '+', 1, consumer)
+  if type(held) ~= 'table' or held.err then return 1 end  -- no group: nothing to leave
+  if #held > 0 then return 0 end
+  rcall('XGROUP', 'DELCONSUMER', key, group, consumer)
+  return 1
 end
 return bad()

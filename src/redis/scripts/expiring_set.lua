@@ -22,15 +22,11 @@
 --        "WRONGTYPE floodgate: the key holds a <type>, not a zset" when
 --        KEYS[1] exists and is not a sorted set (written by someone else),
 --        before anything is read or written.
+--! include prelude.lua
 local key = KEYS[1]
 local op = ARGV[1]
-local now
-if ARGV[2] == '' then
-  local t = redis.call('TIME')
-  now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-else
-  now = tonumber(ARGV[2])
-end
+local now = now_ms(ARGV[2])
+--! include expiring_prelude.lua
 local bad = not now or #KEYS ~= 1
 if op == 'add' then
   local ttl, cap = tonumber(ARGV[4]), tonumber(ARGV[5])
@@ -45,14 +41,10 @@ end
 if bad then
   return redis.error_reply('ERR floodgate: bad expiring_set arguments')
 end
-local found = redis.call('TYPE', key)
-if type(found) == 'table' then found = found.ok end
-if found ~= 'zset' and found ~= 'none' then
-  return redis.error_reply('WRONGTYPE floodgate: the key holds a ' .. tostring(found) ..
-    ', not a zset')
-end
+local wrong = type_error(key, 'zset', 'the key')
+if wrong then return wrong end
 
-redis.call('ZREMRANGEBYSCORE', key, '-inf', string.format('%d', now))
+prune(key)
 local reply = {now, 0}
 if op == 'add' then
   local member = ARGV[3]
@@ -64,7 +56,7 @@ if op == 'add' then
     reply[2] = 1
   end
   if reply[2] >= 0 then
-    redis.call('ZADD', key, string.format('%d', now + tonumber(ARGV[4])), member)
+    add(key, tonumber(ARGV[4]), member)
   end
 elseif op == 'rem' then
   reply[2] = redis.call('ZREM', key, ARGV[3])
@@ -78,10 +70,5 @@ else
   for i = 1, #all do reply[2 + i] = all[i] end
 end
 
--- The key lives exactly as long as its last member. An emptied sorted set
--- is deleted by Redis itself, so there is nothing to expire then.
-local last = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
-if last[2] then
-  redis.call('PEXPIRE', key, string.format('%d', tonumber(last[2]) - now))
-end
+reexpire(key)  -- the key lives exactly as long as its last member
 return reply

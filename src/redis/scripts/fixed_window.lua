@@ -15,8 +15,8 @@
 --             previous, current and next windows around the caller's clock.
 -- then, with alerts, 1 + m fields per limit: its period_ms, then the usage
 --             that reaches each threshold
--- then the cost of each decision (0 peeks); or one value, the cost of
---             every decision
+-- then the cost of each decision (0 peeks; -u refunds u units, see
+--             Refund below); or one value, the cost of every decision
 --
 -- Reply: {now_ms, then per key one element}: a string of 1 + 7n (+ 3n)
 --        little-endian doubles (struct '<d...'), admitted then per limit
@@ -31,50 +31,53 @@
 --        into RESP one by one, which cost more than the decision itself.
 -- Error: "ERR floodgate: bad fixed_window arguments", before any decision.
 --
+-- Refund (a cost -u): each limit's count in the window holding now drops
+-- by min(u, used); a count kept from an earlier window is left alone. The
+-- reply element is a cost-0 peek at the state as refunded, which is written
+-- back (SET PX, with the expiry that peek finds: the window's end, or the
+-- end of the window of alert bits still set), or deleted when it holds
+-- nothing any more (DEL). No state (or another fingerprint): nothing is
+-- written. Alert bits are left as they are. A calendar limit whose now
+-- falls outside the windows sent answers clock skew, and nothing is given
+-- back.
+--
 -- State (one string): a byte with the fingerprint's length, the fingerprint,
 -- then per limit three little-endian doubles: window start, window end, used;
 -- then, with alerts, per limit two more: the window start its alert bits
 -- belong to, and the bits (threshold j reached and reported in it). Written
--- only when a request with cost > 0 is admitted; a denial or a peek
--- writes nothing. Its expiry is the end of the latest window it counts: SET
--- PX writes both. On Redis's clock (ARGV[2] ''), when every limit stays in
--- the window the state already counts, that instant is unchanged, and
--- SETRANGE overwrites the state in place (same length), keeping the expiry
--- an earlier SET PX gave it (cheaper: no expiry to set). An explicit now
--- always writes with SET PX: its expiry is relative to that now, not to
--- Redis's clock. Every figure is an integer below 2^53, exact in a Lua
--- number.
+-- only when a request with cost > 0 is admitted, or by a refund (above); a
+-- denial or a peek writes nothing. Its expiry is the end of the latest
+-- window it counts: SET PX writes both. On Redis's clock (ARGV[2] ''), when
+-- every limit stays in the window the state already counts, that instant is
+-- unchanged, and SETRANGE overwrites the state in place (same length),
+-- keeping the expiry an earlier SET PX gave it (cheaper: no expiry to set).
+-- An explicit now always writes with SET PX: its expiry is relative to that
+-- now, not to Redis's clock. Every figure is an integer below 2^53, exact in
+-- a Lua number.
 --
 -- Cost: the batch shares the argument parsing, TIME and the formats; per
 -- decision the script makes one GET and at most one write, and creates no
 -- closure and no table.
 
 -- The shared prelude's parameters (include/rule_prelude.lua): this script's
--- name, its ARGV fields per limit, its reply doubles per limit.
-local SCRIPT, FIELDS, REPLY = 'fixed_window', 6, 7
+-- name, its ARGV fields per limit, its reply doubles per limit, its state's
+-- words per limit.
+local SCRIPT, FIELDS, REPLY, WORDS = 'fixed_window', 6, 7, 3
+--! include prelude.lua
 --! include rule_prelude.lua
 local on_time = ARGV[2] == ''  -- now is Redis's clock
 
-local count, period, b0, b1, b2, b3 = {}, {}, {}, {}, {}, {}
-for i = 1, n do
-  local a = 3 + 6 * (i - 1)
-  count[i] = tonumber(ARGV[a + 1])
-  period[i] = tonumber(ARGV[a + 2])
-  b0[i] = tonumber(ARGV[a + 3])
-  b1[i] = tonumber(ARGV[a + 4])
-  b2[i] = tonumber(ARGV[a + 5])
-  b3[i] = tonumber(ARGV[a + 6])
-end
-
-local words = m > 0 and 5 or 3  -- doubles per limit in the state
-local fmt = '<' .. string.rep('d', words * n)
+local count, period, b0, b1, b2, b3 = unpack(field, 1, 6)
 local body_at = tostring(1 + fl)  -- SETRANGE's offset of the doubles
 local fmod = math.fmod
 
--- Limit i for cost c against its stored (sws, swe, sused): allowed (0/1),
--- remaining, retry, reset, window start, window end, used afterwards; nil
--- when no calendar window holds now (clock skew).
-local function step(i, c, sws, swe, sused)
+-- Limit i for cost c against its stored (sws, swe, sused), in the state at
+-- byte `at` of `raw` (at nil: none): allowed (0/1), remaining, retry, reset,
+-- window start, window end, used afterwards, and whether that window is the
+-- one the state counts; nil when no calendar window holds now (clock skew).
+local function step(i, c, raw, at)
+  local sws, swe, sused = 0, 0, 0
+  if at then sws, swe, sused = unpack_state('<ddd', raw, at + 24 * (i - 1)) end
   local t = now
   if sused > 0 and t < sws then t = sws end  -- a step back stays in the counted window
   local ws, we
@@ -95,89 +98,56 @@ local function step(i, c, sws, swe, sused)
   else
     return nil  -- clock skew: no window holds t
   end
-  local used = 0
-  if sused > 0 and sws == ws then used = sused end
+  local same = sused > 0 and sws == ws
+  local used = same and sused or 0
   local lim = count[i]
   if c > lim then
-    return 0, lim - used, -1, used > 0 and we - t or 0, ws, we, used
+    return 0, lim - used, -1, used > 0 and we - t or 0, ws, we, used, same
   elseif used + c <= lim then
     local after = used + c
-    return 1, lim - after, 0, after > 0 and we - t or 0, ws, we, after
+    return 1, lim - after, 0, after > 0 and we - t or 0, ws, we, after, same
   end
-  return 0, lim - used, we - t, used > 0 and we - t or 0, ws, we, used
+  return 0, lim - used, we - t, used > 0 and we - t or 0, ws, we, used, same
 end
-
-local out = {}  -- the state to write, 3 (5 with alerts) per limit
-local vals = {}  -- the decision's reply fields
 
 -- One decision, in general: its reply element. `raw` is the stored value,
 -- whose state starts at byte `at` (nil: no valid state) after a fingerprint
--- of length `sfl`.
-local function decide(key, cost, raw, at, sfl)
+-- of length `sfl`; `refunded`: it is a refund's peek at the state as
+-- refunded (include/rule_refund.lua), which it writes.
+local function decide(key, cost, raw, at, sfl, refunded)
   local admitted = 1
+  local expires = 0
   -- Every limit in the window its state counts (and the same fingerprint).
   local same_windows = on_time and at ~= nil and sfl == fl
   local pos = 1
   for i = 1, n do
-    local sws, swe, sused = 0, 0, 0
-    if at then sws, swe, sused = unpack_state('<ddd', raw, at + 24 * (i - 1)) end
-    local allowed, remaining, retry, reset, ws, we, used = step(i, cost, sws, swe, sused)
+    local allowed, remaining, retry, reset, ws, we, used, same = step(i, cost, raw, at)
     if not allowed then
       return redis.error_reply(string.format(
         'ERR floodgate: clock skew: now %d is outside the calendar windows [%d, %d) of limit %d',
         now, b0[i], b3[i], i))
     end
     if allowed == 0 then admitted = 0 end
-    if sused == 0 or ws ~= sws then same_windows = false end
+    if not same then same_windows = false end
     vals[pos + 1], vals[pos + 2], vals[pos + 3], vals[pos + 4] = allowed, count[i], remaining, retry
     vals[pos + 5], vals[pos + 6], vals[pos + 7] = reset, ws, we
     out[3 * i - 2], out[3 * i - 1], out[3 * i] = ws, we, used
+    if used > 0 and we > expires then expires = we end
     pos = pos + 7
   end
   vals[1] = admitted
-  local keep = 0  -- the state's life for its alert bits
-  if m > 0 then
-    local ok = cost > 0 and admitted == 1
-    for i = 1, n do
-      local aws, abits = 0, 0
-      if at then aws, abits = unpack_state('<dd', raw, at + 24 * n + 16 * (i - 1)) end
-      local p = 1 + 7 * (i - 1)
-      local ws, we = vals[p + 6], vals[p + 7]
-      local fired, keep_i
-      fired, aws, abits, keep_i = alert(i, ok, vals[p + 2] - vals[p + 3], ws, we, aws, abits)
-      out[3 * n + 2 * i - 1], out[3 * n + 2 * i] = aws, abits
-      if keep_i > keep then keep = keep_i end
-      local r = 1 + 7 * n + 3 * (i - 1)
-      vals[r + 1], vals[r + 2], vals[r + 3] = fired, ws, we
-    end
-  end
+  if m > 0 then expires = alerts(cost > 0 and admitted == 1, raw, at, WORDS * n, expires) end
   if cost > 0 and admitted == 1 then
-    local value = pack_state(fmt, unpack(out, 1, words * n))
     if same_windows then
-      rget('SETRANGE', key, body_at, value)  -- the fingerprint is unchanged
+      -- The fingerprint is unchanged.
+      rget('SETRANGE', key, body_at, pack_state(fmt, unpack(out, 1, words * n)))
     else
-      local expires = keep
-      for i = 1, n do
-        if out[3 * i] > 0 and out[3 * i - 1] > expires then expires = out[3 * i - 1] end
-      end
-      if expires > now then
-        rget('SET', key, head .. value, 'PX', string.format('%d', expires - now))
-      else
-        rget('DEL', key)
-      end
+      write_state(key, fmt, out, words, expires)
     end
   elseif cost > 0 then
-    -- Nothing is consumed: limits that had room report as of a peek.
-    pos = 1
-    for i = 1, n do
-      if vals[pos + 1] == 1 then
-        local sws, swe, sused = 0, 0, 0
-        if at then sws, swe, sused = unpack_state('<ddd', raw, at + 24 * (i - 1)) end
-        local _, remaining, retry, reset = step(i, 0, sws, swe, sused)
-        vals[pos + 3], vals[pos + 4], vals[pos + 5] = remaining, retry, reset
-      end
-      pos = pos + 7
-    end
+    as_peek(step, raw, at)  -- nothing is consumed
+  elseif refunded then
+    write_refunded(key, raw, expires)
   end
   return pack_state(rfmt, unpack(vals, 1, rlen))
 end
@@ -198,15 +168,25 @@ if fast then
   px1 = string.format('%d', left1)
 end
 
-local reply = {now}
 for j = 1, k do
-  local key = KEYS[j]
-  local raw = rpget('GET', key)
-  if type(raw) == 'table' then
-    reply[j + 1] = wrong_type(key)
-  else
-    local cost = same_cost or tonumber(ARGV[cost_at + j])
-    local at, sfl = state_at(raw, words)
+--! include rule_key.lua
+  if cost and cost < 0 then  -- a refund of -cost units (see the header)
+    local refunded = at ~= nil
+    for i = 1, at and n or 0 do
+      local allowed, _, _, _, ws, we, used, same = step(i, 0, raw, at)
+      if not allowed then  -- clock skew: decide() answers it, and nothing is given back
+        refunded = false
+        break
+      end
+      if same then  -- the state counts now's window (used > 0)
+        out[3 * i - 2], out[3 * i - 1], out[3 * i] = ws, we, used + (cost < -used and -used or cost)
+      else
+        out[3 * i - 2], out[3 * i - 1], out[3 * i] = unpack_state('<ddd', raw, at + 24 * (i - 1))
+      end
+    end
+--! include rule_refund.lua
+    reply[j + 1] = decide(key, cost, raw, at, sfl, refunded)
+  elseif cost then  -- nil: the key holds another type (answered)
     local sws, swe, sused = 0, 0, 0
     if fast and at then sws, swe, sused = unpack_state('<ddd', raw, at) end
     if fast and (sused == 0 or sws <= now) then

@@ -16,8 +16,8 @@
 --             limit (redis-cell's max_burst + 1)
 -- then, with alerts, 1 + m fields per limit: its period_ms, then the usage
 --             (burst consumed) that reaches each threshold
--- then the cost of each decision (0 peeks); or one value, the cost of
---             every decision
+-- then the cost of each decision (0 peeks; -u refunds u units, see
+--             Refund below); or one value, the cost of every decision
 --
 -- Reply: {now_ms, then per key a string of 1 + 5n (+ 3n) little-endian
 --        doubles (struct '<d...')}: admitted, then per limit allowed, limit,
@@ -30,37 +30,42 @@
 -- to ms, CL.THROTTLE to redis-cell's seconds (the caller does both).
 -- Error: "ERR floodgate: bad gcra arguments", before any decision.
 --
+-- Refund (a cost -u, rules only): each limit's TAT moves back by u x the
+-- emission interval, not below now (never more than a full burst). The
+-- reply element is a cost-0 peek at the state as refunded, which is written
+-- back (SET PX, the peek's expiry), or deleted when no TAT is ahead of now
+-- and no alert bit keeps it (DEL). No state (or another fingerprint):
+-- nothing is written. Alert bits are left as they are.
+--
 -- State (one string): a byte with the fingerprint's length, the fingerprint,
 -- then per limit one little-endian double: the theoretical arrival time in us;
 -- then, with alerts, per limit two more: the window start its alert bits
 -- belong to, and the bits. Written (SET PX) only when a request with cost > 0
--- is admitted.
+-- is admitted, or by a refund (above).
 --
 -- Exactness: the configuration keeps interval * limit <= 2^52 us, and times in
 -- us stay below 2^53 until the year 2255.
 --
 -- Cost: the batch shares the argument parsing, TIME and the formats; per
 -- decision the script makes one GET and at most one write, and creates no
--- closure and no table beyond the decoded state.
+-- closure and no table.
 
 -- The shared prelude's parameters (include/rule_prelude.lua): this script's
--- name, its ARGV fields per limit, its reply doubles per limit.
-local SCRIPT, FIELDS, REPLY = 'gcra', 2, 5
+-- name, its ARGV fields per limit, its reply doubles per limit, its state's
+-- words per limit.
+local SCRIPT, FIELDS, REPLY, WORDS = 'gcra', 2, 5, 1
+--! include prelude.lua
 --! include rule_prelude.lua
 
-local emission, limit = {}, {}
-for i = 1, n do
-  emission[i] = tonumber(ARGV[2 + 2 * i])
-  limit[i] = tonumber(ARGV[3 + 2 * i])
-end
-
-local words = m > 0 and 3 or 1  -- doubles per limit in the state
-local fmt = '<' .. string.rep('d', words * n)
+local emission, limit = field[1], field[2]
 local now_us = now * 1000
 
--- Limit i for cost c against its stored TAT (0: none): allowed (0/1),
--- remaining, retry, ttl, the new TAT, the expiry in ms (0: nothing to keep).
-local function step(i, c, stat)
+-- Limit i for cost c against its stored TAT, in the state at byte `at` of
+-- `raw` (at nil: none): allowed (0/1), remaining, retry, ttl, the new TAT,
+-- the expiry in ms (0: nothing to keep).
+local function step(i, c, raw, at)
+  local stat = 0
+  if at then stat = unpack_state('<d', raw, at + 8 * (i - 1)) end
   local em = emission[i]
   local lim = limit[i]
   local tolerance = em * lim
@@ -88,23 +93,29 @@ local function step(i, c, stat)
   return allowed, remaining, retry, ttl, new_tat, expires
 end
 
-local reply = {now}
-local out = {}  -- the state to write
-local vals = {}  -- the decision's reply fields
 for j = 1, k do
-  local key = KEYS[j]
-  local raw = rpget('GET', key)
-  if type(raw) == 'table' then
-    reply[j + 1] = wrong_type(key)
-  else
-    local cost = same_cost or tonumber(ARGV[cost_at + j])
-    local at = state_at(raw, words)
-    local state = at and {unpack_state(fmt, raw, at)} or nil
-    local admitted = 1
-    local expires = 0
-    local pos = 1
+--! include rule_key.lua
+  local refunded = false
+  if cost and cost < 0 then  -- a refund of -cost units (see the header)
+    refunded = at ~= nil
+    for i = 1, at and n or 0 do
+      local tat = unpack_state('<d', raw, at + 8 * (i - 1))
+      if tat > now_us then
+        -- Not below now; compared before multiplying, as the C++ does.
+        if -cost >= ceildiv(tat - now_us, emission[i]) then
+          tat = now_us
+        else
+          tat = tat + cost * emission[i]
+        end
+      end
+      out[i] = tat
+    end
+--! include rule_refund.lua
+  end
+  if cost then  -- nil: the key holds another type (answered)
+    local admitted, expires, pos = 1, 0, 1
     for i = 1, n do
-      local allowed, remaining, retry, ttl, new_tat, e = step(i, cost, state and state[i] or 0)
+      local allowed, remaining, retry, ttl, new_tat, e = step(i, cost, raw, at)
       if allowed == 0 then admitted = 0 end
       vals[pos + 1], vals[pos + 2], vals[pos + 3], vals[pos + 4] = allowed, limit[i], remaining,
         retry
@@ -113,36 +124,7 @@ for j = 1, k do
       if e > expires then expires = e end
       pos = pos + 5
     end
-    vals[1] = admitted
-    if m > 0 then
-      local ok = cost > 0 and admitted == 1
-      for i = 1, n do
-        local aws, abits = 0, 0
-        if state then aws, abits = state[n + 2 * i - 1], state[n + 2 * i] end
-        local p = 1 + 5 * (i - 1)
-        local ws, we = epoch_window(i)
-        local fired, keep
-        fired, aws, abits, keep = alert(i, ok, vals[p + 2] - vals[p + 3], ws, we, aws, abits)
-        out[n + 2 * i - 1], out[n + 2 * i] = aws, abits
-        if keep > expires then expires = keep end
-        local r = 1 + 5 * n + 3 * (i - 1)
-        vals[r + 1], vals[r + 2], vals[r + 3] = fired, ws, we
-      end
-    end
-    if cost > 0 and admitted == 1 then
-      write_state(key, fmt, out, words, expires)
-    elseif cost > 0 then
-      -- Nothing is consumed: limits that had room report as of a peek.
-      pos = 1
-      for i = 1, n do
-        if vals[pos + 1] == 1 then
-          local _, remaining, retry, ttl = step(i, 0, state and state[i] or 0)
-          vals[pos + 3], vals[pos + 4], vals[pos + 5] = remaining, retry, ttl
-        end
-        pos = pos + 5
-      end
-    end
-    reply[j + 1] = pack_state(rfmt, unpack(vals, 1, rlen))
+--! include rule_decided.lua
   end
 end
 return reply

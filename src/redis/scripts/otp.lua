@@ -27,15 +27,11 @@
 --        key i of the three exists and is not a sorted set (written by
 --        someone else), before anything is read or written: no step leaves
 --        one key changed and another not.
+--! include prelude.lua
 local codes, issues, attempts = KEYS[1], KEYS[2], KEYS[3]
 local op = ARGV[1]
-local now
-if ARGV[2] == '' then
-  local t = redis.call('TIME')
-  now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-else
-  now = tonumber(ARGV[2])
-end
+local now = now_ms(ARGV[2])
+--! include expiring_prelude.lua
 local function positive(i)
   local v = tonumber(ARGV[i])
   return v and v >= 1
@@ -54,44 +50,26 @@ if bad then
   return redis.error_reply('ERR floodgate: bad otp arguments')
 end
 for i, key in ipairs(KEYS) do
-  local found = redis.call('TYPE', key)
-  if type(found) == 'table' then found = found.ok end
-  if found ~= 'zset' and found ~= 'none' then
-    return redis.error_reply('WRONGTYPE floodgate: KEYS[' .. i .. '] holds a ' ..
-      tostring(found) .. ', not a zset')
-  end
+  local wrong = type_error(key, 'zset', 'KEYS[' .. i .. ']')
+  if wrong then return wrong end
 end
 
-local function prune(key)
-  redis.call('ZREMRANGEBYSCORE', key, '-inf', string.format('%d', now))
-end
--- The key lives as long as its last member (an emptied one is gone already).
-local function reexpire(key)
-  local last = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
-  if last[2] then
-    redis.call('PEXPIRE', key, string.format('%d', tonumber(last[2]) - now))
-  end
-end
--- With `count` per window and more live events than that, how long until
--- one more fits: the (live - count)-th earliest event must age out.
-local function retry_after(key, count)
+-- Drops the expired events of `key`; then, with `count` per window, nil
+-- when one more fits, or how long until it does: the (live - count)-th
+-- earliest event must age out first.
+local function wait_for_room(key, count)
+  prune(key)
   local live = redis.call('ZCARD', key)
-  local index = live >= count and live - count or 0
-  local at = redis.call('ZRANGE', key, index, index, 'WITHSCORES')
+  if live < count then return nil end
+  local at = redis.call('ZRANGE', key, live - count, live - count, 'WITHSCORES')
   local wait = at[2] and tonumber(at[2]) - now or 1
   if wait < 1 then wait = 1 end
   return wait
 end
-local function add(key, ttl, member)
-  redis.call('ZADD', key, string.format('%d', now + ttl), member)
-end
 
 if op == 'issue' then
-  prune(issues)
-  local count = tonumber(ARGV[7])
-  if redis.call('ZCARD', issues) >= count then
-    return {now, 0, retry_after(issues, count)}
-  end
+  local wait = wait_for_room(issues, tonumber(ARGV[7]))
+  if wait then return {now, 0, wait} end
   prune(codes)
   -- Room for the new code: the oldest go first (codes share one TTL, so the
   -- earliest expiry is the oldest issue).
@@ -109,11 +87,8 @@ if op == 'issue' then
   reexpire(issues)
   return {now, 1, expires}
 elseif op == 'attempt' then
-  prune(attempts)
-  local count = tonumber(ARGV[4])
-  if redis.call('ZCARD', attempts) >= count then
-    return {now, 0, retry_after(attempts, count)}
-  end
+  local wait = wait_for_room(attempts, tonumber(ARGV[4]))
+  if wait then return {now, 0, wait} end
   -- Recorded even when the subject has no code: probing costs attempts too.
   add(attempts, tonumber(ARGV[5]), ARGV[3])
   reexpire(attempts)

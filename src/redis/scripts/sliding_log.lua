@@ -14,8 +14,8 @@
 -- ARGV[4..3+2n]  2 fields per limit: count, period_ms
 -- then, with alerts, 1 + m fields per limit: its period_ms, then the usage
 --             that reaches each threshold
--- then the cost of each decision (0 peeks); or one value, the cost of
---             every decision
+-- then the cost of each decision (0 peeks; -u refunds u units, see
+--             Refund below); or one value, the cost of every decision
 --
 -- Reply: {now_ms, then per key a string of 1 + 5n (+ 3n) little-endian
 --        doubles (struct '<d...')}: admitted, then per limit allowed, limit,
@@ -25,6 +25,15 @@
 --        period holding now). Packed: Redis turns each integer of a Lua reply
 --        into RESP one by one.
 -- Error: "ERR floodgate: bad sliding_log arguments", before any decision.
+--
+-- Refund (a cost -u): after the events no window covers are dropped, the u
+-- most recent units logged are removed, from the newest event back; each
+-- limit's sum loses those inside its own window, and a cursor past a
+-- dropped event points past the new newest one. The reply element is a
+-- cost-0 peek at the log as refunded, which is written back (SET PX, the
+-- newest event left plus the longest period, or the alert bits' window), or
+-- deleted when it holds nothing any more (DEL). No state (or another
+-- fingerprint): nothing is written. Alert bits are left as they are.
 --
 -- State (one string): a byte with the fingerprint's length, the fingerprint,
 -- a byte with n, per limit a header '<I4I4' (the 0-based index of its first
@@ -38,28 +47,29 @@
 -- only events inside the longest window, so never more than that limit's
 -- count (configuration caps it at 100000): at most 900 KB.
 --
--- Writes: SET PX when a request with cost > 0 is admitted. As in the C++ log,
--- a cursor that moves past an aged-out event never moves back, even when a
--- later request arrives with an earlier time; so a denial or a peek that ages
--- events out writes the state too (with the same expiry: the newest event's
--- time plus the longest period), or DELs it when nothing is left. Each event
--- ages out once per limit, so such writes are bounded by the admissions.
+-- Writes: SET PX when a request with cost > 0 is admitted, or by a refund
+-- (above). As in the C++ log, a cursor that moves past an aged-out event
+-- never moves back, even when a later request arrives with an earlier time;
+-- so a denial or a peek that ages events out writes the state too (with the
+-- same expiry: the newest event's time plus the longest period), or DELs it
+-- when nothing is left. Each event ages out once per limit, so such writes
+-- are bounded by the admissions.
 
 -- The shared prelude's parameters (include/rule_prelude.lua): this script's
--- name, its ARGV fields per limit, its reply doubles per limit.
-local SCRIPT, FIELDS, REPLY = 'sliding_log', 2, 5
+-- name, its ARGV fields per limit, its reply doubles per limit, its header's
+-- words per limit (a cursor and a sum).
+local SCRIPT, FIELDS, REPLY, WORDS = 'sliding_log', 2, 5, 1
+--! include prelude.lua
 --! include rule_prelude.lua
 
-local count, period = {}, {}
+local count, period = field[1], field[2]
 local longest = 0
 for i = 1, n do
-  count[i] = tonumber(ARGV[2 + 2 * i])
-  period[i] = tonumber(ARGV[3 + 2 * i])
   if period[i] > longest then longest = period[i] end
 end
 
 local EVENT = 9  -- bytes per event
-local HEAD = m > 0 and 24 or 8  -- header bytes per limit
+local HEAD = 8 * words  -- header bytes per limit
 
 -- Event k of the log of `key` (its events start at byte `base`): time,
 -- units. `cache` holds the events this decision has read.
@@ -80,12 +90,15 @@ local function decide(key, cost)
   -- Only the header and the events a decision touches are read (GETRANGE), so
   -- a denial or a peek costs the same whatever the log's length.
   local size = rpget('STRLEN', key)
-  if type(size) == 'table' then return wrong_type(key) end
+  if type(size) == 'table' then return type_error(key, 'string', 'the key') end
   local base, E = 0, 0
-  local C, S, A, B = {}, {}, {}, {}  -- A, B: alert window and bits
-  for i = 1, n do C[i], S[i], A[i], B[i] = 0, 0, 0, 0 end
+  local C, S = {}, {}
+  for i = 1, n do C[i], S[i] = 0, 0 end
+  -- The header as read, and where its limits start: their cursors and sums,
+  -- then with alerts their pairs (nil: no valid state).
+  local stored, at = nil, nil
   if size > 0 then
-    local stored = rget('GETRANGE', key, 0, 1 + 255 + 1 + HEAD * n - 1)
+    stored = rget('GETRANGE', key, 0, 1 + 255 + 1 + HEAD * n - 1)
     local sfl = string.byte(stored, 1)
     local start = 2 + sfl + HEAD * n  -- header bytes
     if (fp == '' or string.sub(stored, 2, 1 + sfl) == fp) and string.byte(stored, 2 + sfl) == n and
@@ -97,10 +110,7 @@ local function decide(key, cost)
         if C[i] > e then valid = false end
       end
       if valid then
-        base, E = start, e
-        for i = 1, m > 0 and n or 0 do
-          A[i], B[i] = struct.unpack('<dd', stored, 3 + sfl + 8 * n + 16 * (i - 1))
-        end
+        base, E, at = start, e, 3 + sfl
       else
         for i = 1, n do C[i], S[i] = 0, 0 end
       end
@@ -134,14 +144,48 @@ local function decide(key, cost)
     if C[i] < lo then lo = C[i] end
   end
 
-  local res = {}
-  local admitted = true
+  -- A refund (cost < 0) takes the -cost newest units off the log, from the
+  -- newest event back: each limit's sum loses what it counted of them, and
+  -- a cursor past a dropped event points past the new newest one. The log
+  -- is then lo..E-1 again, its last event holding `last` units; the
+  -- decision goes on as a peek (cost 0), which writes a state of this rule
+  -- back as refunded (refunded), or deletes it when it holds nothing.
+  local refunded, last = false, nil
+  if cost < 0 then
+    refunded = at ~= nil
+    local left = -cost
+    while left > 0 and E > lo do
+      local _, eu = event(key, base, cache, E - 1)
+      local take = eu < left and eu or left
+      for i = 1, n do
+        if C[i] <= E - 1 then S[i] = S[i] - take end
+      end
+      left = left - take
+      if take < eu then
+        last = eu - take
+        break
+      end
+      E = E - 1
+    end
+    for i = 1, n do
+      if C[i] > E then C[i] = E end
+    end
+    newest = lo < E and event(key, base, cache, E - 1) or nil
+    -- The peek's instant, as the engine's peek after its refund: not before
+    -- the newest event left (the cursors stay where they moved).
+    t = now
+    if newest and t < newest then t = newest end
+    cost = 0
+  end
+
+  local admitted = 1
+  local pos = 1
   for i = 1, n do
-    local r = {allowed = 0, limit = count[i], retry = 0}
+    local allowed, retry = 0, 0
     if cost > count[i] then
-      r.retry = -1
+      retry = -1
     elseif S[i] + cost <= count[i] then
-      r.allowed = 1
+      allowed = 1
     else
       -- Walk from the oldest counted event until enough units have aged out.
       local still = S[i]
@@ -149,21 +193,32 @@ local function decide(key, cost)
         local et, eu = event(key, base, cache, ev)
         still = still - eu
         if still + cost <= count[i] then
-          r.retry = et + period[i] - t
+          retry = et + period[i] - t
           break
         end
       end
     end
-    if r.allowed == 0 then admitted = false end
-    res[i] = r
+    if allowed == 0 then admitted = 0 end
+    vals[pos + 1], vals[pos + 2], vals[pos + 4] = allowed, count[i], retry
+    pos = pos + 5
   end
+  vals[1] = admitted
+  local ok = cost > 0 and admitted == 1
 
   local kept = nil  -- the new log's events, when it is written
-  if (admitted and cost > 0) or moved then
+  if refunded then
+    kept = ''
+    if lo < E then
+      kept = rget('GETRANGE', key, base + EVENT * lo, base + EVENT * E - 1)
+      if last then
+        kept = string.sub(kept, 1, #kept - EVENT) .. struct.pack('<i6I3', newest, last)
+      end
+    end
+  elseif ok or moved then
     kept = ''
     if lo < E then kept = rget('GETRANGE', key, base + EVENT * lo, size - 1) end
   end
-  if admitted and cost > 0 then
+  if ok then
     for i = 1, n do S[i] = S[i] + cost end
     -- Same instant: one event, so the log stays small; but not when a cursor
     -- has already passed that event (a step back after a later request): the
@@ -184,22 +239,17 @@ local function decide(key, cost)
     newest = nil  -- every event aged out
   end
 
+  pos = 1
   for i = 1, n do
-    local r = res[i]
-    r.remaining = count[i] > S[i] and count[i] - S[i] or 0
-    r.reset = (S[i] > 0 and newest) and newest + period[i] - t or 0
+    vals[pos + 3] = count[i] > S[i] and count[i] - S[i] or 0  -- remaining
+    vals[pos + 5] = (S[i] > 0 and newest) and newest + period[i] - t or 0  -- reset
+    pos = pos + 5
   end
 
-  local keep = 0  -- the state's life for its alert bits
-  local avals = {}  -- the reply's alert fields
-  for i = 1, m > 0 and n or 0 do
-    local ws, we = epoch_window(i)
-    local fired, keep_i
-    fired, A[i], B[i], keep_i =
-      alert(i, admitted and cost > 0, count[i] - res[i].remaining, ws, we, A[i], B[i])
-    if keep_i > keep then keep = keep_i end
-    avals[3 * i - 2], avals[3 * i - 1], avals[3 * i] = fired, ws, we
-  end
+  -- The state's life for its alert bits, whose pairs to store alerts() puts
+  -- in out after n (unused) values.
+  local keep = 0
+  if m > 0 then keep = alerts(ok, stored, at, WORDS * n, 0) end
 
   if kept then
     -- Alert bits outlive an emptied log, as in the C++ state (which the
@@ -207,34 +257,29 @@ local function decide(key, cost)
     -- a clock step back into their window must still find them.
     local bits_left = false
     for i = 1, m > 0 and n or 0 do
-      if B[i] ~= 0 then bits_left = true end
+      if out[n + 2 * i] ~= 0 then bits_left = true end
     end
-    if #kept == 0 and not bits_left then
+    local life = newest and newest + longest or 0
+    if keep > life then life = keep end
+    -- A refund's state that holds nothing any more goes, bits and all, as
+    -- the engine frees it then.
+    if (#kept == 0 and not bits_left) or (refunded and life <= now) then
       rget('DEL', key)
     else
       local parts = {head, string.char(n)}
       for i = 1, n do parts[#parts + 1] = struct.pack('<I4I4', C[i] - lo, S[i]) end
-      for i = 1, m > 0 and n or 0 do parts[#parts + 1] = struct.pack('<dd', A[i], B[i]) end
-      local life = newest and newest + longest or 0
-      if keep > life then life = keep end
+      for i = 1, m > 0 and n or 0 do
+        parts[#parts + 1] = struct.pack('<dd', out[n + 2 * i - 1], out[n + 2 * i])
+      end
       local ttl = life - now
       if ttl < 1 then ttl = 1 end
       rget('SET', key, table.concat(parts) .. kept, 'PX', string.format('%d', ttl))
     end
   end
 
-  local vals = {admitted and 1 or 0}
-  for i = 1, n do
-    local r = res[i]
-    local p = 5 * (i - 1) + 1
-    vals[p + 1], vals[p + 2], vals[p + 3], vals[p + 4] = r.allowed, r.limit, r.remaining, r.retry
-    vals[p + 5] = r.reset
-  end
-  for x = 1, #avals do vals[1 + 5 * n + x] = avals[x] end
   return struct.pack(rfmt, unpack(vals, 1, rlen))
 end
 
-local reply = {now}
 for j = 1, k do
   reply[j + 1] = decide(KEYS[j], same_cost or tonumber(ARGV[cost_at + j]))
 end

@@ -13,8 +13,8 @@
 -- ARGV[4..3+2n]  2 fields per limit: count, period_ms
 -- then, with alerts, 1 + m fields per limit: its period_ms, then the usage
 --             that reaches each threshold
--- then the cost of each decision (0 peeks); or one value, the cost of
---             every decision
+-- then the cost of each decision (0 peeks; -u refunds u units, see
+--             Refund below); or one value, the cost of every decision
 --
 -- Reply: {now_ms, then per key a string of 1 + 7n (+ 3n) little-endian
 --        doubles (struct '<d...')}: admitted, then per limit allowed, limit,
@@ -25,11 +25,20 @@
 --        reply into RESP one by one.
 -- Error: "ERR floodgate: bad sliding_window arguments", before any decision.
 --
+-- Refund (a cost -u): each limit takes u units off its current bucket
+-- first, then off the previous one, neither below zero (a unit taken from
+-- the previous bucket lowers the estimate by its weight only). The reply
+-- element is a cost-0 peek at the state as refunded (a limit that gave units
+-- back in the form a decision writes: current bucket start, current,
+-- previous), which is written back (SET PX, the peek's expiry), or deleted
+-- when it holds nothing any more (DEL). No state (or another fingerprint):
+-- nothing is written. Alert bits are left as they are.
+--
 -- State (one string): a byte with the fingerprint's length, the fingerprint,
 -- then per limit three little-endian doubles: current bucket start, current,
 -- previous; then, with alerts, per limit two more: the window start its alert
 -- bits belong to, and the bits. Written (SET PX) only when a request with
--- cost > 0 is admitted.
+-- cost > 0 is admitted, or by a refund (above).
 --
 -- Exactness: the configuration keeps count * period_ms <= 2^53, and every
 -- comparison below is arranged so that no product or sum exceeds that (the
@@ -38,26 +47,24 @@
 --
 -- Cost: the batch shares the argument parsing, TIME and the formats; per
 -- decision the script makes one GET and at most one write, and creates no
--- closure and no table beyond the decoded state.
+-- closure and no table.
 
 -- The shared prelude's parameters (include/rule_prelude.lua): this script's
--- name, its ARGV fields per limit, its reply doubles per limit.
-local SCRIPT, FIELDS, REPLY = 'sliding_window', 2, 7
+-- name, its ARGV fields per limit, its reply doubles per limit, its state's
+-- words per limit.
+local SCRIPT, FIELDS, REPLY, WORDS = 'sliding_window', 2, 7, 3
+--! include prelude.lua
 --! include rule_prelude.lua
 
-local count, period = {}, {}
-for i = 1, n do
-  count[i] = tonumber(ARGV[2 + 2 * i])
-  period[i] = tonumber(ARGV[3 + 2 * i])
-end
+local count, period = field[1], field[2]
 
-local words = m > 0 and 5 or 3  -- doubles per limit in the state
-local fmt = '<' .. string.rep('d', words * n)
-
--- Limit i for cost c against its stored (bucket start, current, previous):
--- allowed (0/1), remaining, retry, reset, window start, window end, the
--- state afterwards (start, current, previous) and its expiry (0: none).
-local function step(i, c, sws, scur, sprev)
+-- Limit i for cost c against its stored (bucket start, current, previous),
+-- in the state at byte `at` of `raw` (at nil: none): allowed (0/1),
+-- remaining, retry, reset, window start, window end, the state afterwards
+-- (start, current, previous) and its expiry (0: none).
+local function step(i, c, raw, at)
+  local sws, scur, sprev = 0, 0, 0
+  if at then sws, scur, sprev = unpack_state('<ddd', raw, at + 24 * (i - 1)) end
   local p, lim = period[i], count[i]
   local empty = scur == 0 and sprev == 0
   local t = now
@@ -101,25 +108,27 @@ local function step(i, c, sws, scur, sprev)
     expires
 end
 
-local reply = {now}
-local out = {}  -- the state to write, 3 per limit
-local vals = {}  -- the decision's reply fields
 for j = 1, k do
-  local key = KEYS[j]
-  local raw = rpget('GET', key)
-  if type(raw) == 'table' then
-    reply[j + 1] = wrong_type(key)
-  else
-    local cost = same_cost or tonumber(ARGV[cost_at + j])
-    local at = state_at(raw, words)
-    local state = at and {unpack_state(fmt, raw, at)} or nil
-    local admitted = 1
-    local expires = 0
-    local pos = 1
+--! include rule_key.lua
+  local refunded = false
+  if cost and cost < 0 then  -- a refund of -cost units (see the header)
+    refunded = at ~= nil
+    for i = 1, at and n or 0 do
+      local _, _, _, _, ws, _, cur, prev = step(i, 0, raw, at)
+      local from_cur = cur < -cost and cur or -cost
+      local from_prev = prev < -cost - from_cur and prev or -cost - from_cur
+      if from_cur + from_prev > 0 then
+        out[3 * i - 2], out[3 * i - 1], out[3 * i] = ws, cur - from_cur, prev - from_prev
+      else
+        out[3 * i - 2], out[3 * i - 1], out[3 * i] = unpack_state('<ddd', raw, at + 24 * (i - 1))
+      end
+    end
+--! include rule_refund.lua
+  end
+  if cost then  -- nil: the key holds another type (answered)
+    local admitted, expires, pos = 1, 0, 1
     for i = 1, n do
-      local sws, scur, sprev = 0, 0, 0
-      if state then sws, scur, sprev = state[3 * i - 2], state[3 * i - 1], state[3 * i] end
-      local allowed, remaining, retry, reset, ws, we, cur, prev, e = step(i, cost, sws, scur, sprev)
+      local allowed, remaining, retry, reset, ws, we, cur, prev, e = step(i, cost, raw, at)
       if allowed == 0 then admitted = 0 end
       vals[pos + 1], vals[pos + 2], vals[pos + 3], vals[pos + 4] = allowed, count[i], remaining,
         retry
@@ -128,38 +137,7 @@ for j = 1, k do
       if e > expires then expires = e end
       pos = pos + 7
     end
-    vals[1] = admitted
-    if m > 0 then
-      local ok = cost > 0 and admitted == 1
-      for i = 1, n do
-        local aws, abits = 0, 0
-        if state then aws, abits = state[3 * n + 2 * i - 1], state[3 * n + 2 * i] end
-        local p = 1 + 7 * (i - 1)
-        local ws, we = vals[p + 6], vals[p + 7]
-        local fired, keep
-        fired, aws, abits, keep = alert(i, ok, vals[p + 2] - vals[p + 3], ws, we, aws, abits)
-        out[3 * n + 2 * i - 1], out[3 * n + 2 * i] = aws, abits
-        if keep > expires then expires = keep end
-        local r = 1 + 7 * n + 3 * (i - 1)
-        vals[r + 1], vals[r + 2], vals[r + 3] = fired, ws, we
-      end
-    end
-    if cost > 0 and admitted == 1 then
-      write_state(key, fmt, out, words, expires)
-    elseif cost > 0 then
-      -- Nothing is consumed: limits that had room report as of a peek.
-      pos = 1
-      for i = 1, n do
-        if vals[pos + 1] == 1 then
-          local sws, scur, sprev = 0, 0, 0
-          if state then sws, scur, sprev = state[3 * i - 2], state[3 * i - 1], state[3 * i] end
-          local _, remaining, retry, reset = step(i, 0, sws, scur, sprev)
-          vals[pos + 3], vals[pos + 4], vals[pos + 5] = remaining, retry, reset
-        end
-        pos = pos + 7
-      end
-    end
-    reply[j + 1] = pack_state(rfmt, unpack(vals, 1, rlen))
+--! include rule_decided.lua
   end
 end
 return reply

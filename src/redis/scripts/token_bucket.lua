@@ -14,8 +14,8 @@
 --             capacity
 -- then, with alerts, 1 + m fields per limit: its period_ms, then the usage
 --             (burst consumed) that reaches each threshold
--- then the cost of each decision (0 peeks); or one value, the cost of
---             every decision
+-- then the cost of each decision (0 peeks; -u refunds u units, see
+--             Refund below); or one value, the cost of every decision
 --
 -- Reply: {now_ms, then per key a string of 1 + 5n (+ 3n) little-endian
 --        doubles (struct '<d...')}: admitted, then per limit allowed, limit,
@@ -26,38 +26,42 @@
 --        into RESP one by one.
 -- Error: "ERR floodgate: bad token_bucket arguments", before any decision.
 --
+-- Refund (a cost -u): each limit's bucket, refilled up to now, gets u
+-- tokens back, capped at its capacity. The reply element is a cost-0 peek at
+-- the state as refunded, which is written back (SET PX, the peek's expiry),
+-- or deleted when every bucket is full and no alert bit keeps it (DEL). No
+-- state (or another fingerprint): nothing is written. Alert bits are left
+-- as they are.
+--
 -- State (one string): a byte with the fingerprint's length, the fingerprint,
 -- then per limit two little-endian doubles: tokens missing scaled by
 -- period_ms (0 = full), time of the last update; then, with alerts, per limit
 -- two more: the window start its alert bits belong to, and the bits. Written
--- (SET PX) only when a request with cost > 0 is admitted.
+-- (SET PX) only when a request with cost > 0 is admitted, or by a refund
+-- (above).
 --
 -- Exactness: the configuration keeps max(count, capacity) * period_ms <= 2^53;
 -- comparisons are arranged so no sum exceeds the full bucket.
 --
 -- Cost: the batch shares the argument parsing, TIME and the formats; per
 -- decision the script makes one GET and at most one write, and creates no
--- closure and no table beyond the decoded state.
+-- closure and no table.
 
 -- The shared prelude's parameters (include/rule_prelude.lua): this script's
--- name, its ARGV fields per limit, its reply doubles per limit.
-local SCRIPT, FIELDS, REPLY = 'token_bucket', 3, 5
+-- name, its ARGV fields per limit, its reply doubles per limit, its state's
+-- words per limit.
+local SCRIPT, FIELDS, REPLY, WORDS = 'token_bucket', 3, 5, 2
+--! include prelude.lua
 --! include rule_prelude.lua
 
-local rate, period, capacity = {}, {}, {}
-for i = 1, n do
-  local a = 3 + 3 * (i - 1)
-  rate[i] = tonumber(ARGV[a + 1])
-  period[i] = tonumber(ARGV[a + 2])
-  capacity[i] = tonumber(ARGV[a + 3])
-end
+local rate, period, capacity = field[1], field[2], field[3]
 
-local words = m > 0 and 4 or 2  -- doubles per limit in the state
-local fmt = '<' .. string.rep('d', words * n)
-
--- Limit i for cost c against its stored (missing, updated): allowed (0/1),
--- remaining, retry, reset, missing and time afterwards, expiry (0: none).
-local function step(i, c, missing, updated)
+-- Limit i for cost c against its stored (missing, updated), in the state at
+-- byte `at` of `raw` (at nil: none): allowed (0/1), remaining, retry, reset,
+-- missing and time afterwards, expiry (0: none).
+local function step(i, c, raw, at)
+  local missing, updated = 0, 0
+  if at then missing, updated = unpack_state('<dd', raw, at + 16 * (i - 1)) end
   local p = period[i]
   local cap = capacity[i]
   local full = cap * p
@@ -85,65 +89,41 @@ local function step(i, c, missing, updated)
     missing > 0 and t + reset or 0
 end
 
-local reply = {now}
-local out = {}  -- the state to write, 2 per limit
-local vals = {}  -- the decision's reply fields
 for j = 1, k do
-  local key = KEYS[j]
-  local raw = rpget('GET', key)
-  if type(raw) == 'table' then
-    reply[j + 1] = wrong_type(key)
-  else
-    local cost = same_cost or tonumber(ARGV[cost_at + j])
-    local at = state_at(raw, words)
-    local state = at and {unpack_state(fmt, raw, at)} or nil
-    local admitted = 1
-    local expires = 0
-    local pos = 1
+--! include rule_key.lua
+  local refunded = false
+  if cost and cost < 0 then  -- a refund of -cost units (see the header)
+    refunded = at ~= nil
+    for i = 1, at and n or 0 do
+      local _, _, _, _, missing, t = step(i, 0, raw, at)  -- refilled up to now
+      if missing > 0 then
+        local p = period[i]
+        -- Compared before multiplying, as the C++ does: -cost * p may pass 2^53.
+        if -cost >= ceildiv(missing, p) then
+          missing = 0
+        else
+          missing = missing + cost * p
+        end
+        out[2 * i - 1], out[2 * i] = missing, t
+      else
+        out[2 * i - 1], out[2 * i] = unpack_state('<dd', raw, at + 16 * (i - 1))
+      end
+    end
+--! include rule_refund.lua
+  end
+  if cost then  -- nil: the key holds another type (answered)
+    local admitted, expires, pos = 1, 0, 1
     for i = 1, n do
-      local missing, updated = 0, 0
-      if state then missing, updated = state[2 * i - 1], state[2 * i] end
-      local allowed, remaining, retry, reset, m, t, e = step(i, cost, missing, updated)
+      local allowed, remaining, retry, reset, missing, t, e = step(i, cost, raw, at)
       if allowed == 0 then admitted = 0 end
       vals[pos + 1], vals[pos + 2], vals[pos + 3], vals[pos + 4] = allowed, capacity[i], remaining,
         retry
       vals[pos + 5] = reset
-      out[2 * i - 1], out[2 * i] = m, t
+      out[2 * i - 1], out[2 * i] = missing, t
       if e > expires then expires = e end
       pos = pos + 5
     end
-    vals[1] = admitted
-    if m > 0 then
-      local ok = cost > 0 and admitted == 1
-      for i = 1, n do
-        local aws, abits = 0, 0
-        if state then aws, abits = state[2 * n + 2 * i - 1], state[2 * n + 2 * i] end
-        local p = 1 + 5 * (i - 1)
-        local ws, we = epoch_window(i)
-        local fired, keep
-        fired, aws, abits, keep = alert(i, ok, vals[p + 2] - vals[p + 3], ws, we, aws, abits)
-        out[2 * n + 2 * i - 1], out[2 * n + 2 * i] = aws, abits
-        if keep > expires then expires = keep end
-        local r = 1 + 5 * n + 3 * (i - 1)
-        vals[r + 1], vals[r + 2], vals[r + 3] = fired, ws, we
-      end
-    end
-    if cost > 0 and admitted == 1 then
-      write_state(key, fmt, out, words, expires)
-    elseif cost > 0 then
-      -- Nothing is consumed: limits that had room report as of a peek.
-      pos = 1
-      for i = 1, n do
-        if vals[pos + 1] == 1 then
-          local missing, updated = 0, 0
-          if state then missing, updated = state[2 * i - 1], state[2 * i] end
-          local _, remaining, retry, reset = step(i, 0, missing, updated)
-          vals[pos + 3], vals[pos + 4], vals[pos + 5] = remaining, retry, reset
-        end
-        pos = pos + 5
-      end
-    end
-    reply[j + 1] = pack_state(rfmt, unpack(vals, 1, rlen))
+--! include rule_decided.lua
   end
 end
 return reply

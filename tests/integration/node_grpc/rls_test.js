@@ -73,8 +73,11 @@ const checks = [
     assert.strictEqual(over.statuses[1].limit_remaining, 95);
     const headers = Object.fromEntries(over.response_headers_to_add.map((h) => [h.key, h.value]));
     assert.deepStrictEqual(Object.keys(headers), ['RateLimit-Limit', 'RateLimit-Remaining',
-      'RateLimit-Reset']);
+      'RateLimit-Reset', 'floodgate-limit']);
     assert.strictEqual(headers['RateLimit-Remaining'], '0');
+    // What bound it: the deciding rule and its limit, as the HTTP front's
+    // Floodgate-Limit field (docs/visibility.md).
+    assert.match(headers['floodgate-limit'], /^[^,]+;5\/day$/);
   }],
   ['example 3: a value named in the config wins over the key alone', async () => {
     await freshSecond();

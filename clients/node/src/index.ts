@@ -1,0 +1,24 @@
+// floodgate-client: a promise API over floodgate's RESP front, a Store for
+// express-rate-limit, and Express middleware.
+
+export {
+  createClient,
+  FloodgateClient,
+  type AcquireOptions,
+  type AcquireResult,
+  type CheckOptions,
+  type CheckResult,
+  type ClientOptions,
+  type LimitState,
+  type SubjectState,
+} from './client';
+export {
+  FloodgateConnectionError,
+  FloodgateReplyError,
+  FloodgateTimeoutError,
+  isUnavailable,
+} from './errors';
+export { ceilSeconds, rateLimitFields } from './headers';
+export { floodgate, type FloodgateRequest, type MiddlewareOptions } from './middleware';
+export { FloodgateStore, type ClientRateLimitInfo, type StoreOptions } from './store';
+export type { RespValue } from './resp';

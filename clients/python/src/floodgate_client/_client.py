@@ -1,0 +1,132 @@
+"""The synchronous client: POST /v1/check over kept-alive http.client
+connections, shared safely by any number of threads."""
+
+from __future__ import annotations
+
+import http.client
+import socket
+import threading
+from typing import List, Optional, Tuple
+
+from ._common import (DEFAULT_TIMEOUT, Decision, Endpoint, UnavailableError, decode_check,
+                      encode_check, read_timeout, token_or_env)
+
+# What a kept-alive connection the server has meanwhile closed looks like
+# when it is used again: nothing of the request was read, so sending it
+# again on a new connection counts it once.
+_STALE = (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError,
+          ConnectionAbortedError)
+
+
+class Client:
+    """A client of floodgate's HTTP front.
+
+    `url` defaults to $FLOODGATE_URL, else http://127.0.0.1:8080; `token`
+    (sent as `Authorization: Bearer`) to $FLOODGATE_TOKEN. `timeout` bounds
+    connecting and each answer, in seconds. Connections are kept alive and
+    reused; at most `max_idle` idle ones are kept. One Client may be used by
+    many threads at once.
+    """
+
+    def __init__(self, url: Optional[str] = None, timeout: float = DEFAULT_TIMEOUT,
+                 token: Optional[str] = None, max_idle: int = 16):
+        self._endpoint = Endpoint(url)
+        self.url = self._endpoint.url
+        self.timeout = timeout
+        self._max_idle = max_idle
+        self._idle: List[http.client.HTTPConnection] = []
+        self._lock = threading.Lock()
+        self._closed = False
+        self._headers = {"Content-Type": "application/json", "Accept": "application/json"}
+        token = token_or_env(token)
+        if token:
+            self._headers["Authorization"] = f"Bearer {token}"
+
+    def check(self, rule: str, key: str, cost: int = 1, tier: Optional[str] = None,
+              wait_ms: Optional[int] = None) -> Decision:
+        """May `key` spend `cost` of `rule` (in `tier`) now? With `wait_ms`,
+        floodgate may hold a request it would deny until it can be admitted,
+        for at most that long. Raises RequestError when floodgate refuses
+        the check (unknown rule, bad argument) and UnavailableError when it
+        cannot be asked."""
+        body = encode_check(rule, key, cost, tier, wait_ms)
+        timeout = read_timeout(self.timeout, wait_ms)
+        while True:
+            conn, reused = self._take()
+            try:
+                if conn.sock is None:
+                    conn.connect()
+                conn.sock.settimeout(timeout)
+                conn.request("POST", self._endpoint.path, body, self._headers)
+                resp = conn.getresponse()
+                data = resp.read()
+            except _STALE as e:
+                conn.close()
+                if reused:
+                    continue  # the server closed it while idle: once more on a new one
+                raise UnavailableError(f"floodgate at {self.url} closed the connection: {e}") from e
+            except (socket.timeout, TimeoutError) as e:
+                conn.close()
+                raise UnavailableError(
+                    f"floodgate at {self.url} did not answer within {timeout:g} s") from e
+            except (OSError, http.client.HTTPException) as e:
+                conn.close()
+                raise UnavailableError(f"floodgate at {self.url} is unreachable: {e}") from e
+            except BaseException:
+                conn.close()
+                raise
+            if resp.will_close:
+                conn.close()
+            else:
+                self._give(conn)
+            headers = {k.lower(): v for k, v in resp.getheaders()}
+            return decode_check(self.url, resp.status, headers, data)
+
+    def close(self) -> None:
+        """Closes the idle connections; connections in use close when done."""
+        with self._lock:
+            self._closed = True
+            idle, self._idle = self._idle, []
+        for conn in idle:
+            conn.close()
+
+    def __enter__(self) -> "Client":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def _take(self) -> Tuple[http.client.HTTPConnection, bool]:
+        with self._lock:
+            if self._idle:
+                return self._idle.pop(), True
+        e = self._endpoint
+        cls = http.client.HTTPSConnection if e.https else http.client.HTTPConnection
+        return cls(e.host, e.port, timeout=self.timeout), False
+
+    def _give(self, conn: http.client.HTTPConnection) -> None:
+        with self._lock:
+            if not self._closed and len(self._idle) < self._max_idle:
+                self._idle.append(conn)
+                return
+        conn.close()
+
+
+_default: Optional[Client] = None
+_default_lock = threading.Lock()
+
+
+def default_client() -> Client:
+    """The Client the module-level check() uses: $FLOODGATE_URL (else
+    http://127.0.0.1:8080), made at the first call."""
+    global _default
+    with _default_lock:
+        if _default is None:
+            _default = Client()
+        return _default
+
+
+def check(rule: str, key: str, cost: int = 1, tier: Optional[str] = None,
+          wait_ms: Optional[int] = None) -> Decision:
+    """Client.check on the default client."""
+    return default_client().check(rule, key, cost=cost, tier=tier, wait_ms=wait_ms)

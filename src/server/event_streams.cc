@@ -1,0 +1,77 @@
+// One thread for every stream: the events of a second are made once and
+// handed to each stream's loop (ConnectionRef::Complete), which writes them
+// within the connection's output bounds: a reader that stops reading is
+// closed by its loop like any other (output_soft_limit), never blocks this
+// thread or the others' events.
+#include "server/event_streams.h"
+
+#include <algorithm>
+#include <chrono>
+#include <memory>
+
+namespace floodgate::server {
+
+EventStreams::EventStreams(std::function<std::string(int64_t tick, bool streaming)> tick)
+    : tick_(std::move(tick)), thread_([this] { Run(); }) {}
+
+EventStreams::~EventStreams() { Stop(); }
+
+void EventStreams::Stop() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+bool EventStreams::Add(const ConnectionRef& ref) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (streams_.size() >= kMaxEventStreams) return false;
+  streams_.push_back(ref);
+  return true;
+}
+
+void EventStreams::Remove(const ConnectionRef& ref) {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::erase_if(streams_, [&](const ConnectionRef& r) {
+    return r.loop == ref.loop && r.fd == ref.fd && r.generation == ref.generation;
+  });
+}
+
+size_t EventStreams::size() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return streams_.size();
+}
+
+void EventStreams::Run() {
+  auto next = std::chrono::steady_clock::now();
+  for (int64_t tick = 0;; ++tick) {
+    next += std::chrono::seconds(1);
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      if (cv_.wait_until(lock, next, [&] { return stopping_; })) return;
+    }
+    // Made outside the lock: it reads the server's counters and may wait
+    // for the store; streams opened meanwhile get the next tick's.
+    bool streaming;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      streaming = !streams_.empty();
+    }
+    const std::string text = tick_(tick, streaming);
+    std::vector<ConnectionRef> streams;
+    if (!text.empty()) {
+      std::lock_guard<std::mutex> lock(mu_);
+      streams = streams_;
+    }
+    auto shared = std::make_shared<const std::string>(text);
+    for (const ConnectionRef& ref : streams) {
+      ref.Complete(kStreamTag, [shared](std::string* out) { out->append(*shared); });
+    }
+    // A tick that overran (a slow store) is not made up for in a burst.
+    next = std::max(next, std::chrono::steady_clock::now());
+  }
+}
+
+}  // namespace floodgate::server

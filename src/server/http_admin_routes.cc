@@ -1,0 +1,461 @@
+// /v1/admin/*: see http_admin_routes.h.
+#include "server/http_admin_routes.h"
+
+#include <nlohmann/json.hpp>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/json_text.h"
+#include "protocol/http/query.h"
+#include "protocol/http/response.h"
+#include "server/admin_access.h"
+#include "server/error_labels.h"
+#include "server/http_visibility_routes.h"
+#include "service/control_plane.h"
+
+namespace floodgate::server {
+namespace {
+
+constexpr std::string_view kPrefix = "/v1/admin/";
+
+std::string Quoted(std::string_view text) {
+  std::string out = "\"";
+  json::AppendEscaped(&out, text);
+  out += '"';
+  return out;
+}
+
+// One admin request, as its handler sees it.
+struct AdminCall {
+  LoopContext& loop;
+  const http::Request& req;
+  std::vector<std::string> segments;  // after "/v1/admin/", decoded
+  std::string_view query;
+  const HttpAsync& async;
+  std::string* out;
+  service::Actor who;
+};
+
+void Problem(const AdminCall& c, int status, std::string_view detail,
+             std::span<const http::HeaderField> headers = {}) {
+  c.loop.service().metrics->CountError(status == 401   ? "unauthorized"
+                                       : status == 403 ? "forbidden"
+                                       : status == 404 ? "not_found"
+                                       : status == 405 ? "method_not_allowed"
+                                       : status == 409 ? "conflict"
+                                       : status >= 500 ? "unavailable"
+                                                       : "bad_request");
+  http::AppendProblem(c.out, status, http::StatusReason(status), detail, c.req.keep_alive, headers);
+}
+
+void Json(std::string* out, bool keep_alive, int status, std::string_view body) {
+  const http::HeaderField json[] = {{"Content-Type", "application/json"}};
+  http::AppendResponse(out, status, http::StatusReason(status), json, body, keep_alive);
+}
+
+int HttpStatusOf(const Status& s) { return LabelError(Operation::kAdmin, s).http_status; }
+
+// The answer of a control-plane change, now or from its thread.
+service::ControlPlane::Done Answer(const AdminCall& c) {
+  auto later = c.async.To(c.out).Later<std::string>(
+      [keep_alive = c.req.keep_alive](const Status& s, const std::string& body,
+                                      std::string* reply) {
+        if (!s.ok()) {
+          const int status = HttpStatusOf(s);
+          http::AppendProblem(reply, status, http::StatusReason(status), s.message(), keep_alive);
+          return;
+        }
+        Json(reply, keep_alive, 200, body);
+      });
+  return [later](const Status& s, const std::string& json) { later(s, json); };
+}
+
+// The body as a JSON object, or a 400 answered.
+std::optional<nlohmann::json> Body(const AdminCall& c, std::string_view example) {
+  nlohmann::json body = nlohmann::json::parse(c.req.body, nullptr, /*allow_exceptions=*/false);
+  if (body.is_discarded() || !body.is_object()) {
+    Problem(c, 400, "the body must be a JSON object, e.g. " + std::string(example));
+    return std::nullopt;
+  }
+  return body;
+}
+
+bool AllowOnly(const AdminCall& c, std::initializer_list<std::string_view> methods,
+               const char* allow) {
+  for (std::string_view m : methods) {
+    // No HEAD: admin answers may come later, past the session's body cut.
+    if (c.req.method == m) return true;
+  }
+  const http::HeaderField headers[] = {{"Allow", allow}};
+  Problem(c, 405, std::string("use ") + allow, headers);
+  return false;
+}
+
+// Every limit's figures of a peek: limit, used, remaining, reset, period.
+void AppendLimits(std::string* body, const Decision& d) {
+  const bool known = d.fallback == Fallback::kNone;
+  *body += "\"limits\":[";
+  for (int i = 0; i < d.num_limits; ++i) {
+    const LimitStatus& st = d.limits[i];
+    if (i > 0) *body += ',';
+    *body += "{\"limit\":" + std::to_string(st.limit);
+    *body += ",\"used\":" +
+             (known ? std::to_string(std::max<int64_t>(0, st.limit - st.remaining)) : "null");
+    *body += ",\"remaining\":" + (known ? std::to_string(st.remaining) : "null");
+    *body += ",\"reset_after_ms\":" + (known ? std::to_string(st.reset_after_ms) : "null");
+    *body += ",\"period_ms\":" + std::to_string(st.period_ms) + "}";
+  }
+  *body += "]";
+}
+
+// GET /v1/admin/subjects/{rule}/{key}: every limit's figures from a peek
+// (cost 0, blocks aside), the override in force and the blocks.
+void SubjectState(const AdminCall& c, const std::string& rule, const std::string& key) {
+  std::string error;
+  const std::optional<std::string> tier = http::QueryParam(c.query, "tier", &error);
+  if (!error.empty()) return Problem(c, 400, error);
+  service::LimiterCore& limiter = *c.loop.service().limiter;
+  service::LimiterCore::CheckArgs args;
+  args.rule = rule;
+  args.key = key;
+  args.cost = 0;
+  args.tier = tier.value_or("");
+  args.ignore_blocks = true;
+  service::ControlPlane& control = limiter.control();
+  std::string extra = ",\"override\":";
+  const auto o = limiter.HasOverride(rule, key) ? control.GetOverride(rule, key) : std::nullopt;
+  extra += o ? control.OverrideJson(*o) : "null";
+  extra += ",\"blocks\":[";
+  bool first = true;
+  for (const service::BlockRecord& b : control.BlocksOf(key)) {
+    if (!b.rule.empty() && b.rule != rule) continue;
+    if (!first) extra += ',';
+    first = false;
+    extra += control.BlockJson(b);
+  }
+  extra += "]}";
+  auto write = [rule, key, tier, extra, keep_alive = c.req.keep_alive](
+                   const Status& s, const Decision& d, std::string* reply) {
+    if (!s.ok()) {
+      const int status = HttpStatusOf(s);
+      http::AppendProblem(reply, status, http::StatusReason(status), s.message(), keep_alive);
+      return;
+    }
+    std::string body = "{\"rule\":" + Quoted(rule) + ",\"key\":" + Quoted(key) + ",\"tier\":";
+    body += tier ? Quoted(*tier) : "null";
+    body += ",\"fallback\":";
+    body += d.fallback == Fallback::kNone ? "null" : Quoted(FallbackName(d.fallback));
+    body += ',';
+    AppendLimits(&body, d);
+    body += extra;
+    Json(reply, keep_alive, 200, body);
+  };
+  Decision d;
+  Status s;
+  const ReplyTo to = c.async.To(c.out);
+  if (limiter.Check(args, &d, &s, [&] { return to.Later<Decision>(write); }) ==
+      store::Answer::kNow) {
+    write(s, d, c.out);
+  }
+}
+
+void ResetSubject(const AdminCall& c, const std::string& rule, const std::string& key) {
+  c.loop.service().limiter->Reset(
+      rule, key,
+      c.async.To(c.out).Later<>([rule, key, keep_alive = c.req.keep_alive](const Status& s,
+                                                                           std::string* reply) {
+        if (!s.ok()) {
+          const int status = HttpStatusOf(s);
+          http::AppendProblem(reply, status, http::StatusReason(status), s.message(), keep_alive);
+          return;
+        }
+        Json(reply, keep_alive, 200,
+             "{\"rule\":" + Quoted(rule) + ",\"key\":" + Quoted(key) + ",\"reset\":true}");
+      }));
+}
+
+// Reads ttl_ms (absent: 0) and reason (absent: "") from `body`; false with a
+// 400 answered when one has the wrong type.
+bool TtlAndReason(const AdminCall& c, const nlohmann::json& body, int64_t* ttl_ms,
+                  std::string* reason) {
+  *ttl_ms = 0;
+  if (auto it = body.find("ttl_ms"); it != body.end() && !it->is_null()) {
+    if (!it->is_number_integer()) {
+      Problem(c, 400, "ttl_ms: must be an integer number of milliseconds");
+      return false;
+    }
+    *ttl_ms = it->get<int64_t>();
+  }
+  if (auto it = body.find("reason"); it != body.end() && !it->is_null()) {
+    if (!it->is_string()) {
+      Problem(c, 400, "reason: must be a string");
+      return false;
+    }
+    *reason = it->get<std::string>();
+  }
+  return true;
+}
+
+bool OnlyFields(const AdminCall& c, const nlohmann::json& body,
+                std::initializer_list<std::string_view> known) {
+  for (const auto& [name, value] : body.items()) {
+    bool ok = false;
+    for (std::string_view k : known) ok = ok || name == k;
+    if (!ok) {
+      std::string list;
+      for (std::string_view k : known) list += (list.empty() ? "" : ", ") + std::string(k);
+      Problem(c, 400, "unknown field '" + name + "'; expected " + list);
+      return false;
+    }
+  }
+  return true;
+}
+
+void PutOverride(const AdminCall& c, const std::string& rule, const std::string& key) {
+  const auto body = Body(c, R"({"limits":["5000/day"],"ttl_ms":86400000,"reason":"..."})");
+  if (!body || !OnlyFields(c, *body, {"limits", "ttl_ms", "reason"})) return;
+  std::vector<std::string> limits;
+  auto it = body->find("limits");
+  if (it == body->end() || !it->is_array()) {
+    return Problem(c, 400, "limits: required, an array of limits such as [\"5000/day\"]");
+  }
+  for (const auto& l : *it) {
+    if (!l.is_string())
+      return Problem(c, 400, "limits: each limit is a string such as \"5000/day\"");
+    limits.push_back(l.get<std::string>());
+  }
+  int64_t ttl_ms = 0;
+  std::string reason;
+  if (!TtlAndReason(c, *body, &ttl_ms, &reason)) return;
+  c.loop.service().limiter->control().SetOverride(c.who, rule, key, std::move(limits), ttl_ms,
+                                                  std::move(reason), Answer(c));
+}
+
+void Overrides(const AdminCall& c) {
+  if (c.segments.size() == 1) {
+    if (!AllowOnly(c, {"GET"}, "GET")) return;
+    std::string error;
+    const std::optional<std::string> rule = http::QueryParam(c.query, "rule", &error);
+    if (!error.empty()) return Problem(c, 400, error);
+    service::ControlPlane& control = c.loop.service().limiter->control();
+    std::string body = "{\"overrides\":[";
+    bool first = true;
+    for (const service::OverrideRecord& o : control.ListOverrides(rule.value_or(""))) {
+      if (!first) body += ',';
+      first = false;
+      body += control.OverrideJson(o);
+    }
+    body += "]}";
+    return Json(c.out, c.req.keep_alive, 200, body);
+  }
+  if (c.segments.size() != 3 || c.segments[2].empty()) {
+    return Problem(c, 404, "overrides are /v1/admin/overrides/{rule}/{key}");
+  }
+  const std::string& rule = c.segments[1];
+  const std::string& key = c.segments[2];
+  if (!AllowOnly(c, {"GET", "PUT", "DELETE"}, "GET, PUT, DELETE")) return;
+  service::ControlPlane& control = c.loop.service().limiter->control();
+  if (c.req.method == "PUT") return PutOverride(c, rule, key);
+  if (c.req.method == "DELETE") return control.DeleteOverride(c.who, rule, key, Answer(c));
+  const auto o = control.GetOverride(rule, key);
+  if (!o) return Problem(c, 404, "no override of rule '" + rule + "' for this key");
+  Json(c.out, c.req.keep_alive, 200, control.OverrideJson(*o));
+}
+
+void Blocks(const AdminCall& c) {
+  service::ControlPlane& control = c.loop.service().limiter->control();
+  if (c.segments.size() == 1) {
+    if (!AllowOnly(c, {"GET"}, "GET")) return;
+    std::string body = "{\"blocks\":[";
+    bool first = true;
+    for (const service::BlockRecord& b : control.ListBlocks()) {
+      if (!first) body += ',';
+      first = false;
+      body += control.BlockJson(b);
+    }
+    body += "]}";
+    return Json(c.out, c.req.keep_alive, 200, body);
+  }
+  if (c.segments.size() != 2 || c.segments[1].empty()) {
+    return Problem(c, 404, "blocks are /v1/admin/blocks/{key}");
+  }
+  const std::string& key = c.segments[1];
+  if (!AllowOnly(c, {"GET", "PUT", "DELETE"}, "GET, PUT, DELETE")) return;
+  if (c.req.method == "GET") {
+    std::string body = "{\"key\":" + Quoted(key) + ",\"blocks\":[";
+    bool first = true;
+    for (const service::BlockRecord& b : control.BlocksOf(key)) {
+      if (!first) body += ',';
+      first = false;
+      body += control.BlockJson(b);
+    }
+    return Json(c.out, c.req.keep_alive, 200, body + "]}");
+  }
+  if (c.req.method == "DELETE") {
+    std::string error;
+    const std::optional<std::string> rule = http::QueryParam(c.query, "rule", &error);
+    if (!error.empty()) return Problem(c, 400, error);
+    return control.Unblock(c.who, key, rule.value_or(""), Answer(c));
+  }
+  const auto body = Body(c, R"({"ttl_ms":3600000,"rule":"api","reason":"..."})");
+  if (!body || !OnlyFields(c, *body, {"ttl_ms", "rule", "reason"})) return;
+  int64_t ttl_ms = 0;
+  std::string reason, rule;
+  if (!TtlAndReason(c, *body, &ttl_ms, &reason)) return;
+  if (body->find("ttl_ms") == body->end() || (*body)["ttl_ms"].is_null()) {
+    return Problem(c, 400, "ttl_ms: required; a block always expires");
+  }
+  if (auto it = body->find("rule"); it != body->end() && !it->is_null()) {
+    if (!it->is_string()) return Problem(c, 400, "rule: must be a string");
+    rule = it->get<std::string>();
+  }
+  control.Block(c.who, key, rule, ttl_ms, std::move(reason), Answer(c));
+}
+
+void Rules(const AdminCall& c) {
+  if (c.segments.size() != 2 || c.segments[1].empty()) {
+    return Problem(c, 404, "runtime rules are /v1/admin/rules/{name}");
+  }
+  if (!AllowOnly(c, {"PUT", "DELETE"}, "PUT, DELETE")) return;
+  const std::string& name = c.segments[1];
+  service::ControlPlane& control = c.loop.service().limiter->control();
+  if (control.IsFileRule(name)) {
+    return Problem(c, 409,
+                   "rule '" + name + "' comes from the config file; change it there and reload");
+  }
+  if (c.req.method == "DELETE") return control.DeleteRule(c.who, name, Answer(c));
+  const auto body = Body(c, R"({"algorithm":"sliding_window","limits":["60/minute"]})");
+  if (!body) return;
+  control.PutRule(c.who, name, body->dump(), Answer(c));
+}
+
+void ChangeLog(const AdminCall& c) {
+  if (!AllowOnly(c, {"GET"}, "GET")) return;
+  std::string error;
+  const std::optional<std::string> limit_text = http::QueryParam(c.query, "limit", &error);
+  if (!error.empty()) return Problem(c, 400, error);
+  int64_t limit = 100;
+  if (limit_text) {
+    char* end = nullptr;
+    limit = std::strtoll(limit_text->c_str(), &end, 10);
+    if (limit_text->empty() || *end != '\0' || limit < 1 || limit > 1000) {
+      return Problem(c, 400, "limit: an integer from 1 to 1000");
+    }
+  }
+  auto later = c.async.To(c.out).Later<std::vector<std::string>>(
+      [keep_alive = c.req.keep_alive](const Status& s, const std::vector<std::string>& entries,
+                                      std::string* reply) {
+        if (!s.ok()) {
+          http::AppendProblem(reply, 503, http::StatusReason(503), s.message(), keep_alive);
+          return;
+        }
+        std::string body = "{\"entries\":[";
+        for (size_t i = 0; i < entries.size(); ++i) {
+          if (i > 0) body += ',';
+          body += entries[i];
+        }
+        Json(reply, keep_alive, 200, body + "]}");
+      });
+  c.loop.service().limiter->control().RecentLog(
+      static_cast<size_t>(limit),
+      [later](const Status& s, std::vector<std::string> entries) { later(s, entries); });
+}
+
+// POST /v1/admin/subjects/{rule}/{key}/refund {"cost":n}: the state after.
+void Refund(const AdminCall& c, const std::string& rule, const std::string& key) {
+  const auto body = Body(c, R"({"cost":1})");
+  if (!body || !OnlyFields(c, *body, {"cost", "tier"})) return;
+  auto it = body->find("cost");
+  if (it == body->end() || !it->is_number_integer()) {
+    return Problem(c, 400, "cost: required, an integer of at least 1");
+  }
+  const int64_t cost = it->get<int64_t>();
+  if (cost < 1) return Problem(c, 400, "cost: must be at least 1");
+  std::string tier;
+  if (auto t = body->find("tier"); t != body->end() && !t->is_null()) {
+    if (!t->is_string()) return Problem(c, 400, "tier: must be a string");
+    tier = t->get<std::string>();
+  }
+  c.loop.service().limiter->Refund(
+      rule, key, cost, tier,
+      c.async.To(c.out).Later<Decision>([rule, key, cost, keep_alive = c.req.keep_alive](
+                                            const Status& s, const Decision& d,
+                                            std::string* reply) {
+        if (!s.ok()) {
+          const int status = HttpStatusOf(s);
+          http::AppendProblem(reply, status, http::StatusReason(status), s.message(), keep_alive);
+          return;
+        }
+        std::string out = "{\"rule\":" + Quoted(rule) + ",\"key\":" + Quoted(key) +
+                          ",\"refunded\":" + std::to_string(cost) + ",";
+        AppendLimits(&out, d);
+        Json(reply, keep_alive, 200, out + "}");
+      }));
+}
+
+void Subjects(const AdminCall& c) {
+  const size_t n = c.segments.size();
+  if (n < 3 || c.segments[1].empty() || c.segments[2].empty() ||
+      (n == 4 && c.segments[3] != "refund") || n > 4) {
+    return Problem(c, 404,
+                   "subjects are /v1/admin/subjects/{rule}/{key} and "
+                   "/v1/admin/subjects/{rule}/{key}/refund");
+  }
+  const std::string& rule = c.segments[1];
+  const std::string& key = c.segments[2];
+  if (n == 4) {
+    if (!AllowOnly(c, {"POST"}, "POST")) return;
+    return Refund(c, rule, key);
+  }
+  if (!AllowOnly(c, {"GET", "DELETE"}, "GET, DELETE")) return;
+  if (c.req.method == "DELETE") return ResetSubject(c, rule, key);
+  SubjectState(c, rule, key);
+}
+
+}  // namespace
+
+bool IsAdminPath(std::string_view path) { return path.starts_with(kPrefix) || path == "/v1/admin"; }
+
+void HandleAdminRequest(LoopContext& loop, const http::Request& req, std::string_view path,
+                        std::string_view query, const HttpAsync& async, std::string* out) {
+  auto segments = http::DecodePathSegments(path);
+  AdminCall c{loop, req, {}, query, async, out, {}};
+  if (!segments.has_value()) return Problem(c, 400, "the path has an invalid percent-escape");
+  // "/v1/admin/x/y" -> {"x", "y"}
+  c.segments.assign(segments->begin() + std::min<size_t>(2, segments->size()), segments->end());
+  const ServiceContext& service = loop.service();
+  const PeerAddress peer = async.self.Peer();
+  const AdminAccess access = AdminAccessOf(service, BearerToken(req), peer);
+  if (access == AdminAccess::kNone) {
+    if (service.admin_token.empty()) {
+      return Problem(c, 403,
+                     "no admin token is set (admin.token_env): the admin API answers loopback "
+                     "clients only");
+    }
+    const http::HeaderField headers[] = {{"WWW-Authenticate", "Bearer"}};
+    return Problem(c, 401, "a valid 'Authorization: Bearer <admin token>' header is required",
+                   headers);
+  }
+  const bool read = req.method == "GET";
+  if (!read && access == AdminAccess::kRead) {
+    return Problem(c, 403, "the read token cannot change anything; use the admin token");
+  }
+  c.who = service::Actor{std::string(AdminActorKind(service, access)), peer.ToString()};
+  const std::string what = c.segments.empty() ? "" : c.segments[0];
+  if (what == "subjects") return Subjects(c);
+  if (what == "overrides") return Overrides(c);
+  if (what == "blocks") return Blocks(c);
+  if (what == "rules") return Rules(c);
+  if (what == "log" && c.segments.size() == 1) return ChangeLog(c);
+  if (IsVisibilityRoute(what)) {
+    return HandleVisibilityRequest(loop, req, c.segments, query, async, out);
+  }
+  Problem(c, 404,
+          "no admin route for " + std::string(path) +
+              "; see /v1/admin/subjects, overrides, blocks, rules, log, top, stats, events and "
+              "simulate");
+}
+
+}  // namespace floodgate::server

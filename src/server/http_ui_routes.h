@@ -1,0 +1,39 @@
+// The dashboard's pages over HTTP, from the assets built into the binary
+// (server/ui_assets.h):
+//   GET|HEAD /ui          301 to /ui/
+//   GET|HEAD /ui/         index.html
+//   GET|HEAD /ui/<file>   that file of ui/; 404 problem+json for any other
+// Every asset answer carries Content-Type, a strong ETag (304 when
+// If-None-Match names it, or is "*"), Cache-Control: no-cache (revalidated
+// on every use, so a new binary's dashboard is picked up at once), a
+// Content-Security-Policy the dashboard satisfies (same origin only: no
+// inline script or style, no eval, no framing), X-Content-Type-Options:
+// nosniff and Referrer-Policy: no-referrer. Other methods: 405.
+//
+// The pages are public: they hold no data. The data they show comes from
+// the admin routes, which check access themselves (docs/operations.md,
+// "Dashboard").
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include "protocol/http/request_parser.h"
+#include "server/service_context.h"
+
+namespace floodgate::server {
+
+// The policy every asset is served with.
+inline constexpr std::string_view kUiContentSecurityPolicy =
+    "default-src 'self'; connect-src 'self'; img-src 'self' data:; style-src 'self'; "
+    "script-src 'self'; frame-ancestors 'none'";
+
+// Whether `path` (no query) is "/ui" or under "/ui/".
+bool IsUiPath(std::string_view path);
+
+// Answers a request for a dashboard path (IsUiPath), appending the whole
+// response to `out`. Touches no shared state but the error counter.
+void HandleUiRequest(LoopContext& loop, const http::Request& req, std::string_view path,
+                     std::string* out);
+
+}  // namespace floodgate::server

@@ -1,0 +1,176 @@
+// The control plane on the embedded store: overrides, blocks, block_for and
+// runtime rules in force for checks, validation that changes nothing, and
+// the records kept in data_dir across a new limiter.
+#include "service/control_plane.h"
+
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <filesystem>
+#include <future>
+#include <string>
+
+#include "api/open_store.h"
+#include "floodgate/clock.h"
+#include "service/limiter_core.h"
+
+namespace floodgate::service {
+namespace {
+
+constexpr const char* kRules =
+    "rules:\n"
+    "  api: { algorithm: fixed_window, limits: [3/hour] }\n"
+    "  login: { algorithm: sliding_window, limits: [1/hour], block_for: 30s }\n"
+    "  g: { algorithm: gcra, limits: [10/s] }\n";
+
+class ControlPlaneTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/floodgate-cp-XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+    clock_.SetMs(1'800'000'000'000);
+    Open();
+  }
+  void TearDown() override {
+    core_.reset();
+    std::filesystem::remove_all(dir_);
+  }
+  void Open() {
+    core_.reset();
+    auto config = ParseConfig(std::string("data_dir: ") + dir_ + "\n" + kRules, "test");
+    ASSERT_TRUE(config.ok()) << config.status().message();
+    auto core = api::OpenLimiterCore(*config, clock_);
+    ASSERT_TRUE(core.ok()) << core.status().message();
+    core_ = std::move(*core);
+  }
+  // Runs a change and waits for its answer.
+  Status Wait(const std::function<void(ControlPlane::Done)>& change) {
+    std::promise<Status> done;
+    change([&](const Status& s, const std::string&) { done.set_value(s); });
+    return done.get_future().get();
+  }
+  Decision Check(const std::string& rule, const std::string& key) {
+    auto d = core_->CheckAndWait(rule, key);
+    EXPECT_TRUE(d.ok()) << d.status().message();
+    return d.ok() ? *d : Decision{};
+  }
+
+  ManualClock clock_;
+  std::string dir_;
+  std::unique_ptr<LimiterCore> core_;
+  const Actor who_{"admin", "test"};
+};
+
+TEST_F(ControlPlaneTest, AnOverrideIsInForceForItsSubjectOnly) {
+  ControlPlane& cp = core_->control();
+  ASSERT_TRUE(Wait([&](auto done) {
+                cp.SetOverride(who_, "api", "vip", {"5/hour"}, 60'000, "launch", done);
+              }).ok());
+  EXPECT_TRUE(core_->HasOverride("api", "vip"));
+  int admitted = 0;
+  for (int i = 0; i < 7; ++i) admitted += Check("api", "vip").allowed ? 1 : 0;
+  EXPECT_EQ(admitted, 5);
+  EXPECT_EQ(Check("api", "other").limit, 3);
+  // It expires with its ttl: the subject is back on the rule's own count.
+  clock_.AdvanceMs(60'000);
+  EXPECT_FALSE(core_->HasOverride("api", "vip"));
+  EXPECT_EQ(Check("api", "vip").limit, 3);
+}
+
+TEST_F(ControlPlaneTest, ABlockDeniesWithTheTimeLeftAndTheReason) {
+  ControlPlane& cp = core_->control();
+  ASSERT_TRUE(Wait([&](auto done) { cp.Block(who_, "m", "", 10'000, "spam", done); }).ok());
+  Decision d = Check("api", "m");
+  EXPECT_FALSE(d.allowed);
+  EXPECT_TRUE(d.blocked);
+  EXPECT_EQ(d.block_reason, "spam");
+  EXPECT_EQ(d.retry_after_ms, 10'000);
+  EXPECT_EQ(d.remaining, 0);
+  clock_.AdvanceMs(4'000);
+  EXPECT_EQ(Check("g", "m").retry_after_ms, 6'000);
+  // A state read sees the usage, which the block did not touch.
+  LimiterCore::CheckArgs peek;
+  peek.rule = "api";
+  peek.key = "m";
+  peek.cost = 0;
+  peek.ignore_blocks = true;
+  Decision s;
+  ASSERT_TRUE(core_->CheckAndWait(peek, &s).ok());
+  EXPECT_FALSE(s.blocked);
+  EXPECT_EQ(s.remaining, 3);
+  clock_.AdvanceMs(6'000);
+  EXPECT_TRUE(Check("api", "m").allowed);
+}
+
+TEST_F(ControlPlaneTest, BlockForBlocksADeniedSubjectOnItsRule) {
+  EXPECT_TRUE(Check("login", "p").allowed);
+  Decision d = Check("login", "p");
+  EXPECT_FALSE(d.allowed);
+  EXPECT_FALSE(d.blocked);  // the denial that starts the block
+  d = Check("login", "p");
+  EXPECT_TRUE(d.blocked);
+  EXPECT_EQ(d.retry_after_ms, 30'000);
+  EXPECT_TRUE(Check("api", "p").allowed);  // that rule only
+}
+
+TEST_F(ControlPlaneTest, BadChangesAreRefusedAndChangeNothing) {
+  ControlPlane& cp = core_->control();
+  auto set = [&](std::string rule, std::vector<std::string> limits, int64_t ttl = 0) {
+    return Wait([&](auto done) { cp.SetOverride(who_, rule, "k", limits, ttl, "", done); });
+  };
+  EXPECT_EQ(set("nope", {"1/s"}).code(), StatusCode::kNotFound);
+  Status s = set("api", {"1/fortnight"});
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("limits[0]"), std::string::npos) << s.message();
+  EXPECT_EQ(set("api", {}).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(set("api", {"1/s"}, -1).code(), StatusCode::kInvalidArgument);
+  s = set("g", {"10000/ms"});
+  EXPECT_NE(s.message().find("too fine for gcra"), std::string::npos) << s.message();
+  EXPECT_EQ(Wait([&](auto done) { cp.Block(who_, "k", "", 0, "", done); }).code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(Wait([&](auto done) { cp.Block(who_, "k", "nope", 10, "", done); }).code(),
+            StatusCode::kNotFound);
+  EXPECT_EQ(
+      Wait([&](auto done) { cp.PutRule(who_, "api", "{\"limits\":[\"1/s\"]}", done); }).code(),
+      StatusCode::kInvalidArgument);
+  EXPECT_EQ(Wait([&](auto done) { cp.PutRule(who_, "x", "{\"limits\":[\"1/q\"]}", done); }).code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(Wait([&](auto done) { cp.DeleteOverride(who_, "api", "k", done); }).code(),
+            StatusCode::kNotFound);
+  EXPECT_TRUE(cp.ListOverrides("").empty());
+  EXPECT_TRUE(cp.ListBlocks().empty());
+  EXPECT_TRUE(cp.RuntimeRules().empty());
+  EXPECT_FALSE(std::filesystem::exists(dir_ + "/control.db"));
+}
+
+TEST_F(ControlPlaneTest, RecordsSurviveANewLimiterAndARuntimeRuleAReload) {
+  ControlPlane& cp = core_->control();
+  ASSERT_TRUE(Wait([&](auto done) {
+                cp.PutRule(who_, "rt", "{\"algorithm\":\"token_bucket\",\"limits\":[\"2/hour\"]}",
+                           done);
+              }).ok());
+  ASSERT_TRUE(
+      Wait([&](auto done) { cp.SetOverride(who_, "api", "vip", {"4/hour"}, 0, "", done); }).ok());
+  ASSERT_TRUE(Wait([&](auto done) { cp.Block(who_, "b", "api", 60'000, "why", done); }).ok());
+  EXPECT_TRUE(Check("rt", "x").allowed);
+  Open();
+  EXPECT_EQ(Check("api", "vip").limit, 4);
+  EXPECT_EQ(Check("api", "b").block_reason, "why");
+  EXPECT_EQ(Check("rt", "y").limit, 2);
+  auto file = ParseConfig(std::string("data_dir: ") + dir_ + "\n" + kRules, "test");
+  ASSERT_TRUE(core_->Reload(*file).ok());
+  EXPECT_EQ(Check("rt", "z").limit, 2);
+  // The change log lists each change, newest first.
+  std::promise<std::vector<std::string>> log;
+  core_->control().RecentLog(10, [&](const Status&, std::vector<std::string> entries) {
+    log.set_value(std::move(entries));
+  });
+  const auto entries = log.get_future().get();
+  ASSERT_EQ(entries.size(), 3u);
+  EXPECT_NE(entries[0].find("\"action\":\"block.set\""), std::string::npos) << entries[0];
+  EXPECT_NE(entries[2].find("\"action\":\"rule.put\""), std::string::npos) << entries[2];
+}
+
+}  // namespace
+}  // namespace floodgate::service

@@ -1,0 +1,282 @@
+// FakeStore: a store::Store (store/store.h) with neither the engine nor
+// Redis behind it, for tests that prove a layer works on the store
+// interface alone. Decisions run the real algorithms (core::EvaluateRule)
+// on states kept in a map under one mutex, so their figures are exact.
+//
+// A subject that holds "later:" is answered later, from the fake's
+// own thread (as a remote store's I/O thread answers): the fronts' path for
+// an answer that comes after the request's round (decisions and leases).
+// Every other operation answers now. Leases run core/concurrency.h on a
+// table of their own per (rule, subject). Expiring sets and OTP are not
+// kept: they answer UNAVAILABLE.
+#pragma once
+
+#include <algorithm>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "core/concurrency.h"
+#include "core/rule_eval.h"
+#include "floodgate/clock.h"
+#include "store/store.h"
+
+namespace floodgate::testing {
+
+class FakeStore final : public store::Store {
+ public:
+  explicit FakeStore(const Clock& clock) : clock_(clock), worker_([this] { Run(); }) {}
+  ~FakeStore() override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stopping_ = true;
+    }
+    wake_.notify_all();
+    worker_.join();
+    for (auto& [subject, kept] : states_) core::ReleaseRuleState(kept.algorithm, kept.words.data());
+  }
+
+  // Decisions made, and how many of them were answered later.
+  int64_t checks() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return checks_;
+  }
+  int64_t later_checks() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return later_checks_;
+  }
+
+  Result<std::string> Describe(const core::CompiledRule& rule, uint32_t id) override {
+    return "fake:" + std::to_string(id);
+  }
+
+  store::Answer Check(const store::CheckOp& op, Decision* decision, Status* status,
+                      store::CheckLater later, store::Batch*) override {
+    const int64_t now_ms = op.at_ms != nullptr ? *op.at_ms : clock_.NowMs();
+    std::unique_lock<std::mutex> lock(mu_);
+    ++checks_;
+    Decision made;
+    Kept& kept = states_[{op.variant.id, std::string(op.subject)}];
+    kept.algorithm = op.variant.rule->algorithm;
+    kept.words.resize(static_cast<size_t>(op.variant.rule->state_words));
+    core::EvaluateRule(*op.variant.rule, kept.words.data(), now_ms, op.cost, &made);
+    if (op.subject.find("later:") == std::string_view::npos) {
+      *decision = made;
+      *status = Status::Ok();
+      return store::Answer::kNow;
+    }
+    ++later_checks_;
+    queue_.push_back([done = later(), made]() mutable { done(Status::Ok(), made, nullptr); });
+    lock.unlock();
+    wake_.notify_one();
+    return store::Answer::kLater;
+  }
+  size_t Prefetch(uint32_t, std::string_view) override { return 0; }
+  std::unique_ptr<store::Batch> NewBatch(int) override {
+    return std::make_unique<store::ImmediateBatch>();
+  }
+
+  store::Answer Throttle(const store::ThrottleOp&, ThrottleResult*, Status* status,
+                         store::Later<ThrottleResult>) override {
+    return Unavailable(status);
+  }
+  void PrefetchThrottle(std::string_view) override {}
+  store::Answer Reset(const store::ResetOp& op, Status* status, store::Later<>) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const uint32_t id : op.ids) {
+      const auto it = states_.find({id, std::string(op.subject)});
+      if (it == states_.end()) continue;
+      core::ReleaseRuleState(it->second.algorithm, it->second.words.data());
+      states_.erase(it);
+    }
+    *status = Status::Ok();
+    return store::Answer::kNow;
+  }
+
+  // Answers now, even for "later:" subjects.
+  store::Answer Refund(const store::RefundOp& op, Decision* after, Status* status,
+                       store::Later<Decision>) override {
+    const int64_t now_ms = op.at_ms != nullptr ? *op.at_ms : clock_.NowMs();
+    std::lock_guard<std::mutex> lock(mu_);
+    ++refunds_;
+    const auto it = states_.find({op.variant.id, std::string(op.subject)});
+    if (it == states_.end()) {
+      // Nothing to give back, and nothing is kept: a peek of an empty state.
+      std::vector<int64_t> empty(static_cast<size_t>(op.variant.rule->state_words), 0);
+      core::EvaluateRule(*op.variant.rule, empty.data(), now_ms, 0, after);
+    } else {
+      core::RefundRuleAndPeek(*op.variant.rule, it->second.words.data(), now_ms, op.cost, after);
+    }
+    *status = Status::Ok();
+    return store::Answer::kNow;
+  }
+  int64_t refunds() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return refunds_;
+  }
+
+  store::Answer Lease(const store::LeaseOp& op, store::LeaseResult* result, Status* status,
+                      store::Later<store::LeaseResult> later) override {
+    const int64_t now_ms = op.at_ms != nullptr ? *op.at_ms : clock_.NowMs();
+    std::unique_lock<std::mutex> lock(mu_);
+    ++leases_made_;
+    const std::pair<std::string, std::string> name(op.rule, op.subject);
+    auto it = leases_.find(name);
+    LeaseTable empty;
+    LeaseTable& table = it != leases_.end() ? it->second : empty;
+    core::LeaseOutcome out;
+    switch (op.kind) {
+      case store::LeaseOpKind::kAcquire:
+        out = core::AcquireLease(table, op.lease, now_ms, op.ttl_ms, op.max_in_flight);
+        break;
+      case store::LeaseOpKind::kRelease:
+        out = core::ReleaseLease(table, op.lease, now_ms);
+        break;
+      case store::LeaseOpKind::kRenew:
+        out = core::RenewLease(table, op.lease, now_ms, op.ttl_ms);
+        break;
+    }
+    // Kept while it holds a lease, like the real stores' tables.
+    if (it == leases_.end() && table.size() > 0) {
+      leases_.emplace(name, std::move(table));
+    } else if (it != leases_.end() && table.size() == 0) {
+      leases_.erase(it);
+    }
+    store::LeaseResult made{out.ok, out.in_flight, out.ms, now_ms};
+    if (op.subject.find("later:") == std::string_view::npos) {
+      *result = made;
+      *status = Status::Ok();
+      return store::Answer::kNow;
+    }
+    queue_.push_back([done = later(), made]() mutable { done(Status::Ok(), made); });
+    lock.unlock();
+    wake_.notify_one();
+    return store::Answer::kLater;
+  }
+  int64_t leases_made() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return leases_made_;
+  }
+
+  store::Answer RunSet(const SetRequest&, int64_t, SetReply*, Status* status,
+                       store::Later<SetReply>) override {
+    return Unavailable(status);
+  }
+  store::Answer OtpIssue(std::string_view, std::string_view, std::string_view, const OtpPolicy&,
+                         OtpIssueOutcome*, Status* status, store::Later<OtpIssueOutcome>) override {
+    return Unavailable(status);
+  }
+  store::Answer OtpAttempt(std::string_view, std::string_view, const OtpPolicy&, OtpAttemptOutcome*,
+                           Status* status, store::Later<OtpAttemptOutcome>) override {
+    return Unavailable(status);
+  }
+  store::Answer OtpConsume(std::string_view, std::string_view, bool*, Status* status,
+                           store::Later<bool>) override {
+    return Unavailable(status);
+  }
+
+  Status BlockingAllowed() const override {
+    return std::this_thread::get_id() == worker_.get_id()
+               ? Status(StatusCode::kInternal, "the fake store's thread cannot wait for itself")
+               : Status::Ok();
+  }
+  Result<std::unique_ptr<LoopDriver>> NewLoopDriver() override {
+    return std::unique_ptr<LoopDriver>();
+  }
+  Status Health() const override { return Status::Ok(); }
+  int64_t SweepExpired(int64_t) override { return 0; }
+  Usage GetUsage() const override {
+    std::lock_guard<std::mutex> lock(mu_);
+    Usage usage;
+    usage.entries = static_cast<int64_t>(states_.size());
+    return usage;
+  }
+  std::vector<store::Metric> Metrics() const override {
+    return {{"floodgate_fake_store_checks_total", "counter", "Decisions the fake store made.",
+             checks()}};
+  }
+  std::unique_ptr<store::AlertLog> NewAlertLog(const AlertLogOptions&) override { return nullptr; }
+  Result<std::unique_ptr<store::ControlStore>> NewControlStore(
+      const store::ControlStoreOptions&) override {
+    return UnavailableError("the fake store keeps no control records");
+  }
+
+ private:
+  static store::Answer Unavailable(Status* status) {
+    *status = Status(StatusCode::kUnavailable, "the fake store keeps decisions only");
+    return store::Answer::kNow;
+  }
+
+  void Run() {
+    std::unique_lock<std::mutex> lock(mu_);
+    for (;;) {
+      wake_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+      if (queue_.empty()) return;  // stopping, and every answer given
+      auto answer = std::move(queue_.front());
+      queue_.pop_front();
+      lock.unlock();
+      answer();
+      lock.lock();
+    }
+  }
+
+  // The leases of one (rule, subject): id -> expiry, the table
+  // core/concurrency.h runs on.
+  struct LeaseTable {
+    std::map<std::string, int64_t, std::less<>> expiry;
+    size_t Prune(int64_t now_ms) {
+      return std::erase_if(expiry, [&](const auto& e) { return e.second <= now_ms; });
+    }
+    bool Upsert(std::string_view id, int64_t expires_at_ms) {
+      auto [it, added] = expiry.try_emplace(std::string(id), expires_at_ms);
+      it->second = expires_at_ms;
+      return added;
+    }
+    bool Erase(std::string_view id) {
+      const auto it = expiry.find(id);
+      if (it == expiry.end()) return false;
+      expiry.erase(it);
+      return true;
+    }
+    int64_t ExpiryOf(std::string_view id) const {
+      const auto it = expiry.find(id);
+      return it == expiry.end() ? 0 : it->second;
+    }
+    int64_t NthExpiry(size_t index) const {
+      std::vector<int64_t> sorted;
+      for (const auto& e : expiry) sorted.push_back(e.second);
+      std::sort(sorted.begin(), sorted.end());
+      return index < sorted.size() ? sorted[index] : 0;
+    }
+    size_t size() const { return expiry.size(); }
+    int64_t LastExpiry() const { return size() == 0 ? 0 : NthExpiry(size() - 1); }
+  };
+
+  // A subject's state under one variant (the algorithm: to release it).
+  struct Kept {
+    Algorithm algorithm = Algorithm::kFixedWindow;
+    std::vector<int64_t> words;
+  };
+
+  const Clock& clock_;
+  mutable std::mutex mu_;
+  std::condition_variable wake_;
+  std::map<std::pair<uint32_t, std::string>, Kept> states_;
+  std::map<std::pair<std::string, std::string>, LeaseTable> leases_;
+  std::deque<absl::AnyInvocable<void()>> queue_;
+  int64_t checks_ = 0;
+  int64_t later_checks_ = 0;
+  int64_t refunds_ = 0;
+  int64_t leases_made_ = 0;
+  bool stopping_ = false;
+  std::thread worker_;  // last: started once the rest is ready
+};
+
+}  // namespace floodgate::testing

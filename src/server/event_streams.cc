@@ -11,8 +11,9 @@
 
 namespace floodgate::server {
 
-EventStreams::EventStreams(std::function<std::string(int64_t tick, bool streaming)> tick)
-    : tick_(std::move(tick)), thread_([this] { Run(); }) {}
+EventStreams::EventStreams(std::function<std::string(int64_t tick, bool streaming)> tick,
+                           const Clock& clock)
+    : tick_(std::move(tick)), clock_(clock), thread_([this] { Run(); }) {}
 
 EventStreams::~EventStreams() { Stop(); }
 
@@ -45,9 +46,12 @@ size_t EventStreams::size() const {
 }
 
 void EventStreams::Run() {
-  auto next = std::chrono::steady_clock::now();
   for (int64_t tick = 0;; ++tick) {
-    next += std::chrono::seconds(1);
+    // Just past the next whole second. A tick that overran (a slow store)
+    // is not made up for in a burst: the next is past the next second.
+    const int64_t now_ms = clock_.NowMs();
+    const auto next = std::chrono::steady_clock::now() +
+                      std::chrono::milliseconds(1000 - now_ms % 1000 + kTickAfterMs);
     {
       std::unique_lock<std::mutex> lock(mu_);
       if (cv_.wait_until(lock, next, [&] { return stopping_; })) return;
@@ -69,8 +73,6 @@ void EventStreams::Run() {
     for (const ConnectionRef& ref : streams) {
       ref.Complete(kStreamTag, [shared](std::string* out) { out->append(*shared); });
     }
-    // A tick that overran (a slow store) is not made up for in a burst.
-    next = std::max(next, std::chrono::steady_clock::now());
   }
 }
 

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "floodgate/clock.h"
 #include "server/session.h"
 
 namespace floodgate::server {
@@ -27,11 +28,14 @@ inline constexpr size_t kMaxEventStreams = 64;
 class EventStreams {
  public:
   // `tick(n, streaming)` runs once a second on the streams' thread (n
-  // counts from 0): it does the visibility's periodic work, which may
-  // block (publishing sketches to a shared store), and, when `streaming`
-  // (a stream is open), returns the second's events as SSE text for every
-  // stream (empty: none).
-  explicit EventStreams(std::function<std::string(int64_t tick, bool streaming)> tick);
+  // counts from 0), kTickAfterMs past each whole second of `clock`'s wall
+  // time, so that the second just ended is whole and each second has its
+  // tick (a plain 1 s period drifts by the tick's own work, and now and
+  // then would skip a second or report one twice). It does the
+  // visibility's periodic work, which may block (publishing sketches to a
+  // shared store), and, when `streaming` (a stream is open), returns the
+  // second's events as SSE text for every stream (empty: none).
+  EventStreams(std::function<std::string(int64_t tick, bool streaming)> tick, const Clock& clock);
   ~EventStreams();  // Stop()
   // Stops the thread: no event is written after this returns (Add and
   // Remove still may be called). Idempotent.
@@ -46,9 +50,12 @@ class EventStreams {
   size_t size() const;
 
  private:
+  static constexpr int64_t kTickAfterMs = 20;
+
   void Run();
 
   const std::function<std::string(int64_t tick, bool streaming)> tick_;
+  const Clock& clock_;
   mutable std::mutex mu_;
   std::condition_variable cv_;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;

@@ -81,7 +81,7 @@ Visibility::~Visibility() { Stop(); }
 void Visibility::Start(const ServiceContext* service) {
   service_ = service;
   streams_ = std::make_unique<EventStreams>(
-      [this](int64_t tick, bool streaming) { return Tick(tick, streaming); });
+      [this](int64_t tick, bool streaming) { return Tick(tick, streaming); }, limiter_->clock());
 }
 
 void Visibility::Stop() {

@@ -9,6 +9,7 @@
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <memory>
@@ -52,8 +53,10 @@ struct Answer {
 // Makes `n` ShouldRateLimit calls, `in_flight` at a time over `channels`
 // connections, from one thread (gRPC's asynchronous client API).
 // `descriptors` per call, the i-th call's values "<prefix><i>".
+// `all_started`, if given, is set once every call has been sent.
 std::vector<Answer> Calls(const std::string& address, int n, int in_flight, int descriptors,
-                          const std::string& prefix, int channels = 2) {
+                          const std::string& prefix, int channels = 2,
+                          std::atomic<bool>* all_started = nullptr) {
   std::vector<std::unique_ptr<pb::RateLimitService::Stub>> stubs;
   for (int i = 0; i < channels; ++i) {
     grpc::ChannelArguments args;
@@ -90,11 +93,13 @@ std::vector<Answer> Calls(const std::string& address, int n, int in_flight, int 
     ++started;
   };
   while (started < n && started < in_flight) start();
+  if (all_started != nullptr && started == n) all_started->store(true);
   void* tag = nullptr;
   bool ok = false;
   while (done < n && cq.Next(&tag, &ok)) {
     ++done;
     if (started < n) start();
+    if (all_started != nullptr && started == n) all_started->store(true);
   }
   cq.Shutdown();
   while (cq.Next(&tag, &ok)) {
@@ -180,15 +185,20 @@ TEST_F(GrpcFrontTest, SeveralThreadsServeOnePortAndCountEveryCall) {
 
 TEST_F(GrpcFrontTest, StopDrainsCallsWaitingForAStalledStore) {
   ASSERT_TRUE(redis_.Start()) << redis_.error();
-  ASSERT_NO_FATAL_FAILURE(Start(redis_.url(), 1, /*redis_timeout_ms=*/300));
+  ASSERT_NO_FATAL_FAILURE(Start(redis_.url(), 1, /*redis_timeout_ms=*/1000));
   // Warm up: the connection and the script are in place.
   ASSERT_TRUE(Calls(front_->address(), 1, 1, 1, "warm")[0].status.ok());
-  // Redis answers nothing for 3 s: every decision runs into the timeout
-  // and is answered by on_backend_error (allow).
-  testing::QueryText(redis_.port(), {"CLIENT", "PAUSE", "3000", "ALL"});
+  // Redis answers nothing for the rest of the test: every decision runs
+  // into the timeout and is answered by on_backend_error (allow).
+  testing::QueryText(redis_.port(), {"CLIENT", "PAUSE", "10000", "ALL"});
   std::vector<Answer> answers;
-  std::thread client([&] { answers = Calls(front_->address(), 20, 20, 1, "p"); });
-  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  std::atomic<bool> sent{false};
+  std::thread client([&] { answers = Calls(front_->address(), 20, 20, 1, "p", 2, &sent); });
+  // Sent, and given time to arrive; still waiting for the store (1 s).
+  for (int i = 0; i < 1000 && !sent.load(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
   const auto stop_began = std::chrono::steady_clock::now();
   front_->Stop();
   const auto stop_took = std::chrono::steady_clock::now() - stop_began;

@@ -352,11 +352,14 @@ def run_scenario(binary: Path, store: str, migrate: int, restarts: int, workdir:
             start = time.monotonic()
             current.send_signal(signal.SIGTERM)
             code = current.wait_exit(DRAIN_S + 10)
+            # The drain's time: the old process's exit (the handover's load
+            # and msg=listening below are not part of it).
+            seconds = round(time.monotonic() - start, 3)
             if handing_over:
                 assert replacement.wait_for(r"\bmsg=listening\b", timeout=30) is not None, (
                     replacement.stderr_text())
             result["restarts"].append({
-                "exit": code, "seconds": round(time.monotonic() - start, 3),
+                "exit": code, "seconds": seconds,
                 "warned_about_sysctl": warned,
                 "log_tail": current.stderr_text()[-2000:] if code != 0 else ""})
             current = replacement

@@ -18,14 +18,16 @@ LIMIT = 3
 @pytest.mark.parametrize("eject", [False, True], ids=["auto_eject_false", "auto_eject_true"])
 def test_a_dead_backend_with_and_without_auto_eject(start_server, redis_server, tmp_dir, eject):
     backends = [redis_server(), redis_server()]
-    # Ejected after one failure, and kept out for the whole test.
+    # Ejected after one failure, and kept out for the whole test. The dead
+    # backend refuses at once; the timeouts are long enough that a slow
+    # machine never ejects the live one.
     proxy, port = start_nutcracker(
-        tmp_dir, backends, timeout_ms=500, eject=eject,
+        tmp_dir, backends, timeout_ms=3000, eject=eject,
         extra="  server_failure_limit: 1\n  server_retry_timeout: 60000\n")
     try:
         server = start_server(
             f"store: redis+proxy://127.0.0.1:{port}\n"
-            "redis: { timeout_ms: 1000 }\n"
+            "redis: { timeout_ms: 5000 }\n"
             f"rules:\n  quota: {{ limits: {LIMIT}/day, on_backend_error: deny }}\n",
             threads=1)
         with RespConn(server.resp_port) as c:

@@ -80,6 +80,21 @@ ControlWrite Erase(std::string table, std::string key, std::string log = "") {
   return w;
 }
 
+// The version, as the servers' poll reads it. Version waits 100 ms at most
+// whatever the timeout (a poll that misses one simply polls again), so on a
+// slow machine a call can miss it, the first on a new connection above all:
+// asked again then, for up to 10 s, as the next poll would.
+Result<uint64_t> VersionOf(store::ControlStore& c) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (true) {
+    auto v = c.Version();
+    if (v.ok() || v.status().code() != StatusCode::kDeadlineExceeded ||
+        std::chrono::steady_clock::now() > until) {
+      return v;
+    }
+  }
+}
+
 // "table/key=value@expiry" per entry, in Load's order.
 std::vector<std::string> Describe(const store::ControlSnapshot& s) {
   std::vector<std::string> out;
@@ -176,7 +191,7 @@ TEST_F(RedisControlStoreTest, EntriesRoundTripAnyBytesInKeyAndValue) {
 
 TEST_F(RedisControlStoreTest, EveryWriteBumpsTheVersionAndLoadAgreesWithIt) {
   store::ControlStore& c = *a_.control;
-  auto v = c.Version();
+  auto v = VersionOf(c);
   ASSERT_TRUE(v.ok()) << v.status().ToString();
   EXPECT_EQ(*v, 0u);  // nothing written yet: no key
   auto empty = c.Load(kNow);
@@ -189,7 +204,7 @@ TEST_F(RedisControlStoreTest, EveryWriteBumpsTheVersionAndLoadAgreesWithIt) {
     auto applied = c.Apply(Put(store::kBlocksTable, "ip:" + std::to_string(want), "x"), kNow);
     ASSERT_TRUE(applied.ok()) << applied.status().ToString();
     EXPECT_EQ(*applied, want);
-    EXPECT_EQ(*c.Version(), want);
+    EXPECT_EQ(*VersionOf(c), want);
   }
   // An erase bumps it too, whether or not the entry was there.
   EXPECT_EQ(*c.Apply(Erase(store::kBlocksTable, "ip:1"), kNow), 4u);
@@ -284,7 +299,7 @@ TEST_F(RedisControlStoreTest, TheLogIsNewestFirstAndKeepsTheLast1000) {
     const std::string log = has_log(i) ? "entry " + std::to_string(i) : "";
     ASSERT_TRUE(c.Apply(Put(store::kRulesTable, "r", std::to_string(i), 0, log), kNow).ok()) << i;
   }
-  EXPECT_EQ(*c.Version(), 1020u);
+  EXPECT_EQ(*VersionOf(c), 1020u);
   std::vector<std::string> want;
   for (int i = 1019; i >= 0 && want.size() < 1000; --i) {
     if (has_log(i)) want.push_back("entry " + std::to_string(i));
@@ -306,12 +321,12 @@ TEST_F(RedisControlStoreTest, TheLogIsNewestFirstAndKeepsTheLast1000) {
 // Two floodgate servers on one Redis: each polls the version and loads
 // what the other wrote.
 void ExpectTwoServersShare(store::ControlStore& a, store::ControlStore& b) {
-  auto start = b.Version();
+  auto start = VersionOf(b);
   ASSERT_TRUE(start.ok()) << start.status().ToString();
   auto wrote = a.Apply(Put(store::kOverridesTable, "api:alice", "1000/hour", 0, "a put"), kNow);
   ASSERT_TRUE(wrote.ok()) << wrote.status().ToString();
   EXPECT_EQ(*wrote, *start + 1);
-  auto seen = b.Version();
+  auto seen = VersionOf(b);
   ASSERT_TRUE(seen.ok()) << seen.status().ToString();
   EXPECT_EQ(*seen, *wrote);
   auto loaded = b.Load(kNow);
@@ -321,7 +336,7 @@ void ExpectTwoServersShare(store::ControlStore& a, store::ControlStore& b) {
 
   auto erased = b.Apply(Erase(store::kOverridesTable, "api:alice", "b erase"), kNow);
   ASSERT_TRUE(erased.ok()) << erased.status().ToString();
-  EXPECT_EQ(*a.Version(), *erased);
+  EXPECT_EQ(*VersionOf(a), *erased);
   auto after = a.Load(kNow);
   ASSERT_TRUE(after.ok()) << after.status().ToString();
   EXPECT_EQ(after->version, *erased);
@@ -403,9 +418,9 @@ TEST(RedisControlStoreFailureTest, AHungRedisFailsEachCallWithinTheTimeout) {
   SystemClock clock;
   std::vector<Server> servers;
   for (int i = 0; i < 4; ++i) {
-    servers.push_back(Open(redis.url(), clock, /*timeout_ms=*/200));
+    servers.push_back(Open(redis.url(), clock, /*timeout_ms=*/1000));
     ASSERT_NE(servers.back().control, nullptr);
-    ASSERT_TRUE(servers.back().control->Version().ok());  // connected
+    ASSERT_TRUE(VersionOf(*servers.back().control).ok());  // connected
   }
   ASSERT_TRUE(servers[0].control->Apply(Put(store::kBlocksTable, "k", "v"), kNow).ok());
   ASSERT_EQ(::kill(redis.pid(), SIGSTOP), 0);
@@ -427,9 +442,10 @@ TEST(RedisControlStoreFailureTest, AHungRedisFailsEachCallWithinTheTimeout) {
     EXPECT_EQ(status.code(), StatusCode::kDeadlineExceeded) << what << ": " << status.ToString();
     EXPECT_NE(status.message().find("control store"), std::string::npos) << status.message();
     // Version, polled, waits 100 ms at most whatever the timeout; the rest
-    // the store's 200 ms.
-    EXPECT_GE(took, Ms(i == 0 ? 80 : 150)) << what;
-    EXPECT_LT(took, Ms(i == 0 ? 190 : 1000)) << what;
+    // the store's 1000 ms. The upper bounds leave room for a slow machine
+    // and still tell the two apart.
+    EXPECT_GE(took, Ms(i == 0 ? 80 : 900)) << what;
+    EXPECT_LT(took, Ms(i == 0 ? 700 : 5000)) << what;
   }
   ASSERT_EQ(::kill(redis.pid(), SIGCONT), 0);
 }
@@ -438,14 +454,16 @@ TEST(RedisControlStoreFailureTest, AHungRedisFailsEachCallWithinTheTimeout) {
 TEST(RedisControlStoreFailureTest, AnUnreachableRedisIsUnavailableWithinTheTimeout) {
   SystemClock clock;
   const std::string url = "redis://127.0.0.1:" + std::to_string(testing::FreePort());
-  Server s = Open(url, clock, /*timeout_ms=*/300);
+  Server s = Open(url, clock, /*timeout_ms=*/2000);
   ASSERT_NE(s.control, nullptr);
   const auto start = std::chrono::steady_clock::now();
+  // Version last: its own 100 ms cap could expire before a slow machine
+  // sees the connection refused.
   const Status statuses[] = {
-      s.control->Version().status(),
       s.control->Load(kNow).status(),
       s.control->Apply(Put(store::kBlocksTable, "k", "v"), kNow).status(),
       s.control->RecentLog(10).status(),
+      s.control->Version().status(),
   };
   const auto took = std::chrono::steady_clock::now() - start;
   for (const Status& status : statuses) {
@@ -453,8 +471,8 @@ TEST(RedisControlStoreFailureTest, AnUnreachableRedisIsUnavailableWithinTheTimeo
     EXPECT_NE(status.message().find("control store"), std::string::npos) << status.message();
     EXPECT_NE(status.message().find("127.0.0.1"), std::string::npos) << status.message();
   }
-  // Four calls, each within the timeout.
-  EXPECT_LT(took, std::chrono::milliseconds(4 * 300));
+  // Refused at once: all four together take less than one timeout.
+  EXPECT_LT(took, std::chrono::milliseconds(2000));
 }
 
 TEST(RedisControlStoreClusterTest, TwoServersOnAClusterShareOneSlot) {

@@ -155,14 +155,14 @@ TEST_F(WaitRoomTest, ArrivalOrderPerSubjectAndWakeTriesAtOnce) {
 TEST_F(WaitRoomTest, GivenUpByTheDeadlineOrAtOnceWhenTheRetryIsTooLate) {
   WaitRoom room(clock_);
   const int64_t start = Now();
-  ASSERT_TRUE(room.Hold("r", 10, "s", 0, start + 200, 0,
+  ASSERT_TRUE(room.Hold("r", 10, "s", 0, start + 3000, 0,
                         std::make_unique<Fake>("late", journal_, room_, 5000)));
   ASSERT_TRUE(room.Hold("r", 10, "t", 0, start + 300, 0,
                         std::make_unique<Fake>("soon", journal_, room_, 100)));
   // "late" can never make it: given up at its first try, not at its deadline.
   ASSERT_TRUE(journal_.WaitFor(1));
   EXPECT_EQ(journal_.Get()[0], "late:gave_up");
-  EXPECT_LT(Now() - start, 150);
+  EXPECT_LT(Now() - start, 2000);
   ASSERT_TRUE(journal_.WaitFor(2));
   EXPECT_EQ(journal_.Get()[1], "soon:gave_up");
   EXPECT_GE(Now() - start, 200);

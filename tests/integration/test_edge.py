@@ -154,10 +154,20 @@ def test_non_reader_closed_after_soft_limit_timeout(start_server):
 
 def test_sigterm_stops_within_drain_time_with_a_non_reader(start_server):
     server = start_server(RULES + "server: { drain_timeout: 1s }\n")
-    flooder = NonReader(server.resp_port, CHECK, 10.0)
+    flooder = NonReader(server.resp_port, CHECK, 20.0)
     busy = RespConn(server.resp_port)
     try:
-        time.sleep(1.0)  # its output is over the soft limit by now
+        # Its output is over the soft limit once the server stops reading it:
+        # what it sends stops growing (a slow build takes longer to get there).
+        deadline = time.monotonic() + 15
+        last, still_since = -1, time.monotonic()
+        while time.monotonic() < deadline:
+            if flooder.sent != last:
+                last, still_since = flooder.sent, time.monotonic()
+            elif last > 0 and time.monotonic() - still_since > 0.5:
+                break
+            time.sleep(0.05)
+        assert last > 0 and time.monotonic() < deadline, "the server kept reading the non-reader"
         busy.send(b"*1\r\n$4\r\nPI")  # and another with a request half sent
         t = time.monotonic()
         server.stop()

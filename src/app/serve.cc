@@ -8,6 +8,7 @@
 #include <signal.h>
 #include <sys/resource.h>
 #include <unistd.h>
+#include <algorithm>
 
 #include <atomic>
 #include <cstdint>
@@ -135,6 +136,13 @@ server::ConnectionPolicy Policy(const ServerConfig& c, int64_t request_timeout_m
   p.output_soft_timeout_ms = c.output_soft_timeout_ms;
   p.output_hard_limit = static_cast<size_t>(c.output_hard_limit);
   return p;
+}
+
+// How long into a drain of `drain_timeout_ms` the requests held waiting
+// are answered at the latest: early enough for the answer to be written
+// before the drain closes the connection.
+int64_t WaitsEndWithin(int64_t drain_timeout_ms) {
+  return drain_timeout_ms - std::min<int64_t>(500, drain_timeout_ms / 2);
 }
 
 }  // namespace
@@ -352,7 +360,9 @@ int RunServe(const ServeFlags& flags) {
     }
     Log(LogLevel::kInfo, "shutting down", {{"signal", sig == SIGTERM ? "SIGTERM" : "SIGINT"}});
     // Every front stops accepting at once (a replacement takes the new
-    // connections), then each drains.
+    // connections), then each drains. A request held waiting gets its
+    // answer within the drain: admitted meanwhile, or denied then.
+    (*limiter)->EndWaitsBy(clock.NowMs() + WaitsEndWithin(options.limits.drain_timeout_ms));
     (*server)->Stop();
     if (grpc_front != nullptr) grpc_front->Stop();
     (*server)->Wait();

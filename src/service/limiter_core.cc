@@ -1077,6 +1077,8 @@ std::vector<std::pair<std::string, WaitRoom::RuleStats>> LimiterCore::WaitStats(
 
 void LimiterCore::CancelWaits(uint64_t owner) { impl_->room->Cancel(owner); }
 
+void LimiterCore::EndWaitsBy(int64_t at_ms) { impl_->room->EndBy(at_ms); }
+
 WaitRoom& LimiterCore::room() { return *impl_->room; }
 
 int64_t LimiterCore::MaxWaiters(std::string_view rule) const {

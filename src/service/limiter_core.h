@@ -195,6 +195,8 @@ class LimiterCore {
   // The client `owner` has gone: its held requests are dropped unanswered,
   // and never decided again.
   void CancelWaits(uint64_t owner);
+  // The server is stopping: every wait ends by `at_ms` (WaitRoom::EndBy).
+  void EndWaitsBy(int64_t at_ms);
   // Per rule, for /metrics.
   std::vector<std::pair<std::string, WaitRoom::RuleStats>> WaitStats() const;
   std::vector<std::pair<std::string, LeaseLedger::RuleStats>> LeaseStats() const;

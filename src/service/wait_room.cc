@@ -85,6 +85,7 @@ bool WaitRoom::Hold(std::string_view rule, int64_t max_waiters, std::string subj
     h->rule.assign(rule);
     h->subject = subject;
     h->owner = owner;
+    deadline_ms = std::min(deadline_ms, end_by_ms_);
     h->deadline_ms = deadline_ms;
     h->waiter = std::move(waiter);
     const int64_t now = clock_.NowMs();
@@ -143,6 +144,20 @@ void WaitRoom::Cancel(uint64_t owner) {
       // The next step drops them (an attempt in flight keeps its own until
       // it comes back).
       Arm(subject, now);
+    }
+  }
+  wake_.notify_all();
+}
+
+void WaitRoom::EndBy(int64_t at_ms) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    end_by_ms_ = std::min(end_by_ms_, at_ms);
+    for (auto& [subject, q] : queues_) {
+      for (auto& h : q->held) h->deadline_ms = std::min(h->deadline_ms, end_by_ms_);
+      // Its next step gives up on them then (a front being tried, once its
+      // attempt is back).
+      Arm(subject, end_by_ms_);
     }
   }
   wake_.notify_all();

@@ -99,6 +99,12 @@ class WaitRoom {
   // Drops every waiter `owner` holds, unanswered (the client has gone).
   void Cancel(uint64_t owner);
 
+  // Every wait ends by `at_ms` on the clock, those held now and those held
+  // later: admitted meanwhile, or answered as at their deadline then. The
+  // server is stopping, and each waiter must have its answer before the
+  // drain closes its connection. The earliest of several calls holds.
+  void EndBy(int64_t at_ms);
+
   // Runs `fn` every `every_ms` on the room's thread (housekeeping that
   // needs no thread of its own). Set before any Hold.
   void SetTick(int64_t every_ms, absl::AnyInvocable<void(int64_t now_ms)> fn);
@@ -138,6 +144,7 @@ class WaitRoom {
   int64_t tick_every_ms_ = 0;
   absl::AnyInvocable<void(int64_t)> tick_;
   int64_t next_tick_ms_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t end_by_ms_ ABSL_GUARDED_BY(mu_) = INT64_MAX;  // EndBy
   std::atomic<int64_t> waiting_{0};
   std::thread thread_;
 };

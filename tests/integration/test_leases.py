@@ -511,3 +511,51 @@ def test_overrides_and_blocks_apply_to_leases(start_server):
         assert refused[0] == 0 and 59000 < refused[4] <= 60000, refused
     status, body, _ = post(server.http_port, "/v1/leases", {"rule": "exports", "key": "mallory"})
     assert status == 429 and body["blocked"] is True and body["reason"] == "abuse", body
+
+
+def test_requests_held_waiting_are_answered_when_the_server_stops(start_server):
+    """SIGTERM while a lease, a RESP check and an HTTP check are held, each
+    able to wait far longer than the drain: each gets its answer (denied,
+    with when to come back) before the drain closes its connection, and the
+    server exits 0."""
+    server = start_server("server: { drain_timeout: 2s }\n" + RULES)
+    port = server.resp_port
+    with RespConn(port) as c:
+        assert [c.command("FG.ACQUIRE", "exports", "busy")[0] for _ in range(3)] == [1, 1, 1]
+        assert c.command("FG.CHECK", "crowd", "stop")[0] == 1  # the next in 200 s
+    lease_waiter = RespConn(port, timeout=10)
+    lease_waiter.send(RespConn.encode("FG.ACQUIRE", "exports", "busy", "WAIT", 60000))
+    check_waiter = RespConn(port, timeout=10)
+    check_waiter.send(RespConn.encode("FG.CHECK", "crowd", "stop", "WAIT", 300000))
+    http_answer = {}
+
+    def http_waiter():
+        try:
+            http_answer["status"], http_answer["body"] = request(
+                server.http_port, "GET", "/v1/check?rule=crowd&key=stop&wait_ms=300000")
+        except Exception as e:  # reported by the test
+            http_answer["error"] = repr(e)
+
+    t = threading.Thread(target=http_waiter)
+    t.start()
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        text = metrics(server)
+        held = [metric_value(text, "floodgate_waiting", {"rule": r}) for r in ("exports", "crowd")]
+        if held == [1, 2]:
+            break
+        time.sleep(0.02)
+    assert held == [1, 2], held
+    server.send_signal(signal.SIGTERM)
+    try:
+        lease = lease_waiter.read_reply()
+        assert lease[0] == 0 and lease[2] == 3 and lease[4] > 0, lease
+        check = check_waiter.read_reply()
+        assert check[0] == 0 and check[3] > 0, check
+        t.join(10)
+        assert "error" not in http_answer, http_answer
+        assert http_answer["status"] == 429, http_answer
+    finally:
+        lease_waiter.close()
+        check_waiter.close()
+    assert server.stop() == 0

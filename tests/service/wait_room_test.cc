@@ -1,11 +1,12 @@
 // WaitRoom on its own: held requests tried at their retry time, in arrival
 // order per subject, given up at their deadline, bounded per rule, dropped
-// unanswered when their owner goes, with attempts answered now or later on
-// another thread.
+// unanswered when their owner goes, all ended by a time when the server
+// stops, with attempts answered now or later on another thread.
 #include "service/wait_room.h"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -169,6 +170,31 @@ TEST_F(WaitRoomTest, GivenUpByTheDeadlineOrAtOnceWhenTheRetryIsTooLate) {
   EXPECT_LE(Now() - start, 1000);
   EXPECT_EQ(room.waiting(), 0);
   EXPECT_EQ(room.Stats()[0].second.timed_out, 2);
+}
+
+TEST_F(WaitRoomTest, EndByAnswersEveryWaitByThenHeldBeforeOrAfter) {
+  WaitRoom room(clock_);
+  const int64_t start = Now();
+  // Each could wait a minute; the server stops, and all end by 600 ms.
+  ASSERT_TRUE(room.Hold("r", 10, "s", 0, start + 60'000, 10'000,
+                        std::make_unique<Fake>("before", journal_, room_, 10'000)));
+  ASSERT_TRUE(room.Hold("r", 10, "t", 0, start + 60'000, 50,
+                        std::make_unique<Fake>("admitted", journal_, room_, 50)));
+  room.EndBy(start + 600);
+  ASSERT_TRUE(room.Hold("r", 10, "u", 0, start + 60'000, 10'000,
+                        std::make_unique<Fake>("after", journal_, room_, 10'000)));
+  room_ = 1;  // room for one, which the waiter tried every 50 ms takes
+  ASSERT_TRUE(journal_.WaitFor(3));
+  EXPECT_GE(Now() - start, 600);
+  EXPECT_LT(Now() - start, 10'000);  // not at their retry, nor their deadline
+  auto got = journal_.Get();
+  std::sort(got.begin(), got.end());
+  EXPECT_EQ(got,
+            (std::vector<std::string>{"admitted:admitted", "after:gave_up", "before:gave_up"}));
+  const auto stats = room.Stats();
+  ASSERT_EQ(stats.size(), 1u);
+  EXPECT_EQ(stats[0].second.timed_out, 2);
+  EXPECT_EQ(stats[0].second.admitted, 1);
 }
 
 TEST_F(WaitRoomTest, MaxWaitersPerRule) {

@@ -8,8 +8,8 @@
 #include <signal.h>
 #include <sys/resource.h>
 #include <unistd.h>
-#include <algorithm>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <cstdlib>

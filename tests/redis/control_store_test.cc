@@ -21,6 +21,7 @@
 #include <memory>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -92,6 +93,7 @@ Result<uint64_t> VersionOf(store::ControlStore& c) {
         std::chrono::steady_clock::now() > until) {
       return v;
     }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
 }
 

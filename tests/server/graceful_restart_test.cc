@@ -65,7 +65,6 @@ std::string ReadUntil(int fd, Done done, bool* closed) {
   return got;
 }
 
-// Whether the peer closes `fd` within `within` (reading what comes).
 // Until a connection to `port` is refused: the drain has begun (its first
 // step closes the listeners), for up to 2 s.
 void WaitUntilRefused(int port) {
@@ -78,6 +77,7 @@ void WaitUntilRefused(int port) {
   ADD_FAILURE() << "port " << port << " still accepts";
 }
 
+// Whether the peer closes `fd` within `within` (reading what comes).
 bool ClosedWithin(int fd, milliseconds within) {
   const auto give_up = steady_clock::now() + within;
   while (steady_clock::now() < give_up) {

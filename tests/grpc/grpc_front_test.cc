@@ -20,6 +20,7 @@
 #include "envoy/service/ratelimit/v3/rls.grpc.pb.h"
 #include "server/rls_service.h"
 #include "service/limiter_core.h"
+#include "testing/eventually.h"
 #include "testing/redis_cluster.h"
 #include "testing/redis_server.h"
 #include "testing/rls_limiter.h"
@@ -195,9 +196,7 @@ TEST_F(GrpcFrontTest, StopDrainsCallsWaitingForAStalledStore) {
   std::atomic<bool> sent{false};
   std::thread client([&] { answers = Calls(front_->address(), 20, 20, 1, "p", 2, &sent); });
   // Sent, and given time to arrive; still waiting for the store (1 s).
-  for (int i = 0; i < 1000 && !sent.load(); ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
+  testing::Eventually([&] { return sent.load(); }, std::chrono::seconds(5));
   std::this_thread::sleep_for(std::chrono::milliseconds(200));
   const auto stop_began = std::chrono::steady_clock::now();
   front_->Stop();

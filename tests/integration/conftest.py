@@ -82,6 +82,20 @@ def floodgate_bin() -> Path:
 # Time windows
 
 
+def until(condition, timeout_s: float = 10.0, what: str = "the condition",
+          every_s: float = 0.01):
+    """Polls `condition` until it returns a true value, which is returned;
+    fails the test if `timeout_s` passes first. For what another thread or
+    process does: a slow machine only takes longer."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = condition()
+        if value:
+            return value
+        assert time.monotonic() < deadline, f"{what} not within {timeout_s} s"
+        time.sleep(every_s)
+
+
 def avoid_window_edge(period_s: float, margin_s: float = 3.0) -> None:
     """Sleeps past the next epoch-aligned boundary of `period_s` when it is
     closer than `margin_s`, so that a test counting requests in one window

@@ -6,7 +6,6 @@ admitted as soon as it can be, max_waiters bounds the waiting room, and a
 client that goes away while waiting leaves nothing behind."""
 import json
 import http.client
-import os
 import random
 import signal
 import socket
@@ -16,7 +15,7 @@ import time
 
 import pytest
 
-from conftest import Floodgate, RespConn, RespError, avoid_window_edge, metric_value, http_get
+from conftest import RespConn, RespError, avoid_window_edge, http_get, metric_value, until
 
 try:
     import redis
@@ -412,13 +411,8 @@ def test_max_waiters_bounds_the_room_and_a_disconnect_leaks_nothing(servers):
         conn.send(b"".join(RespConn.encode("FG.CHECK", "crowd", "crowd", "WAIT", 300000)
                            for _ in range(50)))
         held.append(conn)
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        waiting = metric_value(metrics(server), "floodgate_waiting", {"rule": "crowd"})
-        if waiting == 1000:
-            break
-        time.sleep(0.05)
-    assert waiting == 1000
+    until(lambda: metric_value(metrics(server), "floodgate_waiting", {"rule": "crowd"}) == 1000,
+          what="1000 requests held")
     # 1000 more: no room, answered at once (denied).
     start = time.monotonic()
     others = []
@@ -439,12 +433,9 @@ def test_max_waiters_bounds_the_room_and_a_disconnect_leaks_nothing(servers):
     for conn in held:
         conn.sock.shutdown(socket.SHUT_RDWR)
         conn.close()
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        text = metrics(server)
-        if metric_value(text, "floodgate_waiting", {"rule": "crowd"}) == 0:
-            break
-        time.sleep(0.05)
+    until(lambda: metric_value(metrics(server), "floodgate_waiting", {"rule": "crowd"}) == 0,
+          what="the held requests dropped")
+    text = metrics(server)
     assert metric_value(text, "floodgate_waiting", {"rule": "crowd"}) == 0
     assert metric_value(text, "floodgate_waits_total",
                         {"rule": "crowd", "outcome": "cancelled"}) == 1000
@@ -460,19 +451,13 @@ def test_max_waiters_bounds_the_room_and_a_disconnect_leaks_nothing(servers):
         cancelled = exports("floodgate_waits_total", {"outcome": "cancelled"})
         w = RespConn(port)
         w.send(RespConn.encode("FG.ACQUIRE", "exports", "gone", "WAIT", 300000))
-        deadline = time.monotonic() + 10
-        while exports("floodgate_waiting", {}) != 1 and time.monotonic() < deadline:
-            time.sleep(0.02)
-        assert exports("floodgate_waiting", {}) == 1
+        until(lambda: exports("floodgate_waiting", {}) == 1, what="the lease waiter held")
         w.sock.shutdown(socket.SHUT_RDWR)
         w.close()
         # Its going away is seen before any slot is freed.
-        deadline = time.monotonic() + 10
-        while (exports("floodgate_waits_total", {"outcome": "cancelled"}) != cancelled + 1
-               and time.monotonic() < deadline):
-            time.sleep(0.02)
+        until(lambda: exports("floodgate_waits_total", {"outcome": "cancelled"}) == cancelled + 1,
+              what="the lease waiter cancelled")
         assert exports("floodgate_waiting", {}) == 0
-        assert exports("floodgate_waits_total", {"outcome": "cancelled"}) == cancelled + 1
         for t in taken:
             assert c.command("FG.RELEASE", "exports", "gone", t[1]) == 1
         time.sleep(0.3)
@@ -541,14 +526,11 @@ def test_requests_held_waiting_are_answered_when_the_server_stops(start_server):
 
     t = threading.Thread(target=http_waiter)
     t.start()
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
+    def held():
         text = metrics(server)
-        held = [metric_value(text, "floodgate_waiting", {"rule": r}) for r in ("exports", "crowd")]
-        if held == [1, 2]:
-            break
-        time.sleep(0.02)
-    assert held == [1, 2], held
+        return [metric_value(text, "floodgate_waiting", {"rule": r}) for r in ("exports", "crowd")]
+
+    until(lambda: held() == [1, 2], what="a lease and two checks held")
     server.send_signal(signal.SIGTERM)
     try:
         lease = lease_waiter.read_reply()

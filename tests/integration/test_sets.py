@@ -7,11 +7,10 @@ sleep standing in for an event."""
 import json
 import subprocess
 import threading
-import time
 
 import pytest
 
-from conftest import metric_value, require_tool
+from conftest import metric_value, require_tool, until
 
 try:
     import redis
@@ -39,17 +38,6 @@ def store(request, redis_server):
         return [], None
     backend = redis_server()
     return ["--store", backend.url], backend
-
-
-def until(condition, timeout_s=10.0, every_s=0.01):
-    """Polls `condition` until it returns a true value (returned) or fails."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = condition()
-        if value:
-            return value
-        assert time.monotonic() < deadline, "condition not met in time"
-        time.sleep(every_s)
 
 
 def test_resp_commands(start_server, store):

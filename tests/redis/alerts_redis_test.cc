@@ -20,6 +20,7 @@
 #include "nlohmann/json.hpp"
 #include "redis/alert_stream.h"
 #include "redis/client.h"
+#include "testing/eventually.h"
 #include "testing/http_receiver.h"
 #include "testing/redis_server.h"
 
@@ -27,6 +28,7 @@ namespace floodgate {
 namespace {
 
 using namespace std::chrono_literals;
+using testing::Eventually;
 
 int64_t WallMs() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -153,7 +155,7 @@ TEST_F(RedisAlertsTest, TwoServersOnOneRedisSendOneEventPerThreshold) {
   auto delivered = [&] {
     return (*a)->alerts().GetStats().delivered + (*b)->alerts().GetStats().delivered;
   };
-  for (int i = 0; i < 500 && delivered() < 2; ++i) std::this_thread::sleep_for(20ms);
+  Eventually([&] { return delivered() >= 2; });
   EXPECT_EQ(delivered(), 2);
   // The stream key expires by itself, like every key floodgate writes.
   EXPECT_GT(Command("PTTL %s", "fg:{alerts}"), 0);
@@ -174,11 +176,11 @@ TEST_F(RedisAlertsTest, AGracefulStopHandsPendingEventsToTheNextServer) {
     ASSERT_TRUE(limiter.ok()) << limiter.status().ToString();
     ASSERT_TRUE((*limiter)->Check("quota", "k", 10).ok());
     // Until both are taken from the stream and have failed.
-    Alerts::Stats s = (*limiter)->alerts().GetStats();
-    for (int i = 0; i < 500 && (s.pending < 2 || s.retried < 2); ++i) {
-      std::this_thread::sleep_for(20ms);
+    Alerts::Stats s;
+    Eventually([&] {
       s = (*limiter)->alerts().GetStats();
-    }
+      return s.pending >= 2 && s.retried >= 2;
+    });
     EXPECT_EQ(s.emitted, 2);
     EXPECT_EQ(s.pending, 2);
     EXPECT_GE(s.retried, 2);

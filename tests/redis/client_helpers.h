@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "redis/client.h"
+#include "testing/eventually.h"
 #include "testing/redis_cluster.h"
 
 namespace floodgate::redis::client_testing {
@@ -33,16 +34,7 @@ inline std::unique_ptr<Client> MakeClient(const ClientOptions& options) {
   return client.ok() ? std::move(client).value() : nullptr;
 }
 
-// Polls `condition` every 5 ms until it holds or `timeout` passes.
-template <typename F>
-bool Eventually(F condition, std::chrono::milliseconds timeout = std::chrono::seconds(10)) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (condition()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-  return condition();
-}
+using floodgate::testing::Eventually;
 
 // Counts callbacks down to zero.
 class Latch {

@@ -17,6 +17,7 @@
 #include "floodgate/clock.h"
 #include "floodgate/config.h"
 #include "redis/remote_store.h"
+#include "testing/eventually.h"
 #include "testing/nutcracker.h"
 #include "testing/redis_cluster.h"
 #include "testing/redis_server.h"
@@ -78,10 +79,10 @@ TEST(RedisSketchBoardTest, SharedTimedAndExpired) {
                                  {"PTTL", std::string(redis::RedisSketchBoard::kServersKey)})),
             5000);
   size_t seen = 3;
-  while (seen != 2 && std::chrono::steady_clock::now() - published < std::chrono::seconds(10)) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  testing::Eventually([&] {
     seen = board_b->Read()->size();
-  }
+    return seen == 2;
+  });
   EXPECT_EQ(seen, 2u);
   EXPECT_GE(std::chrono::steady_clock::now() - published, std::chrono::milliseconds(1400));
   // Its entries go with the next publication.

@@ -19,24 +19,17 @@
 #include "server/event_loop.h"
 #include "server/listener.h"
 #include "server/session.h"
+#include "testing/eventually.h"
 
 namespace floodgate::server {
 namespace {
 
+using floodgate::testing::Eventually;
 using std::chrono::milliseconds;
 
 // Long enough for a loop that reads a ManualClock every millisecond to have
 // acted, had it been going to.
 constexpr milliseconds kGrace{30};
-
-template <typename F>
-bool Eventually(F condition) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  while (!condition() && std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(milliseconds(1));
-  }
-  return condition();
-}
 
 // Echoes each complete line; a line without its '\n' is a partial request.
 class LineSession final : public Session {

@@ -22,6 +22,7 @@
 #include "server/listener.h"
 #include "server/server.h"
 #include "service/limiter_core.h"
+#include "testing/eventually.h"
 
 namespace floodgate::server {
 namespace {
@@ -68,13 +69,14 @@ std::string ReadUntil(int fd, Done done, bool* closed) {
 // Until a connection to `port` is refused: the drain has begun (its first
 // step closes the listeners), for up to 2 s.
 void WaitUntilRefused(int port) {
-  for (int i = 0; i < 400; ++i) {
-    const int probe = Connect(port);
-    if (probe < 0) return;
-    ::close(probe);
-    std::this_thread::sleep_for(milliseconds(5));
-  }
-  ADD_FAILURE() << "port " << port << " still accepts";
+  const bool refused = testing::Eventually(
+      [port] {
+        const int probe = Connect(port);
+        if (probe >= 0) ::close(probe);
+        return probe < 0;
+      },
+      milliseconds(2000));
+  EXPECT_TRUE(refused) << "port " << port << " still accepts";
 }
 
 // Whether the peer closes `fd` within `within` (reading what comes).

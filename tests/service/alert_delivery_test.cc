@@ -15,12 +15,14 @@
 #include <vector>
 
 #include "floodgate/clock.h"
+#include "testing/eventually.h"
 #include "testing/http_receiver.h"
 
 namespace floodgate::service {
 namespace {
 
 using namespace std::chrono_literals;
+using floodgate::testing::Eventually;
 
 int64_t WallMs() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -190,16 +192,6 @@ TEST(AlertDeliveryTest, ABadUrlIsGivenUpAtOnce) {
   ASSERT_TRUE(delivery.WaitIdle(5s));
   EXPECT_EQ(delivery.GetStats().expired, 1);
   EXPECT_EQ(delivery.GetStats().retried, 0);
-}
-
-// Polls `condition` every millisecond, for at most 10 s of real time.
-template <typename F>
-bool Eventually(F condition) {
-  const auto deadline = std::chrono::steady_clock::now() + 10s;
-  while (!condition() && std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(1ms);
-  }
-  return condition();
 }
 
 // Long enough for a worker that reads a ManualClock every millisecond to

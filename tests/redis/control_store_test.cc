@@ -19,9 +19,9 @@
 #include <iterator>
 #include <limits>
 #include <memory>
+#include <optional>
 #include <sstream>
 #include <string>
-#include <thread>
 #include <utility>
 #include <vector>
 
@@ -32,6 +32,7 @@
 #include "redis/wrong_type.h"
 #include "store/control.h"
 #include "testing/audit_cli.h"
+#include "testing/eventually.h"
 #include "testing/nutcracker.h"
 #include "testing/redis_cluster.h"
 #include "testing/redis_server.h"
@@ -86,15 +87,12 @@ ControlWrite Erase(std::string table, std::string key, std::string log = "") {
 // slow machine a call can miss it, the first on a new connection above all:
 // asked again then, for up to 10 s, as the next poll would.
 Result<uint64_t> VersionOf(store::ControlStore& c) {
-  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  while (true) {
-    auto v = c.Version();
-    if (v.ok() || v.status().code() != StatusCode::kDeadlineExceeded ||
-        std::chrono::steady_clock::now() > until) {
-      return v;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
+  std::optional<Result<uint64_t>> v;
+  testing::Eventually([&] {
+    v = c.Version();
+    return v->ok() || v->status().code() != StatusCode::kDeadlineExceeded;
+  });
+  return *v;
 }
 
 // "table/key=value@expiry" per entry, in Load's order.

@@ -46,7 +46,7 @@ alert_delivery:
   spool: {tmp_dir}/state/alerts.spool
   backoff_initial: 50ms
   backoff_max: 300ms
-  timeout_ms: 1000
+  timeout_ms: 5000
 {extra}
 rules:
   quota:

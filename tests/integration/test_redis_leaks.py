@@ -25,6 +25,9 @@ rules:
   burst:  { algorithm: token_bucket, limits: [10/minute] }
   cell:   { algorithm: gcra, limits: [10/minute] }
   log:    { algorithm: sliding_log, limits: [5/minute, 20/hour] }
+# Every check reaches Redis, however slow the machine: a timed-out one is
+# answered by on_backend_error and may write no key for the audit to count.
+redis: { timeout_ms: 2000 }
 """
 
 

@@ -71,8 +71,11 @@ def test_members_expire_on_their_own(start_server, store):
     args, backend = store
     server = start_server(CONFIG, extra_args=args)
     c = client(server.resp_port)
-    c.execute_command("FG.SADD", "s", "short", 300)
-    c.execute_command("FG.SADD", "s", "long", 1300)
+    # Seconds apart, so that both are live when first listed and the long
+    # one is still there when the short one has gone, however slow the
+    # machine.
+    c.execute_command("FG.SADD", "s", "short", 2000)
+    c.execute_command("FG.SADD", "s", "long", 6000)
     first = c.execute_command("FG.SMEMBERS", "s", "WITHTTL")
     assert first[0::2] == [b"short", b"long"]
     # The short member leaves first, and the long one is still there then.
@@ -81,7 +84,7 @@ def test_members_expire_on_their_own(start_server, store):
         return members if b"short" not in members else None
 
     assert until(short_gone) == [b"long"]
-    until(lambda: c.execute_command("FG.SCARD", "s") == 0)
+    until(lambda: c.execute_command("FG.SCARD", "s") == 0, 20)
     assert c.execute_command("FG.SMEMBERS", "s") == []
     if backend is not None:
         until(lambda: backend.client().exists("fg:set:{s}") == 0)

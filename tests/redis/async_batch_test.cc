@@ -162,19 +162,9 @@ TEST(AsyncBatchTest, ClusterDecidesOneKeyPerCallWithTheSameAnswers) {
   ExpectCountdowns(answers);
 }
 
-// Starts DEBUG SLEEP on its own connection (it blocks the whole server)
-// and returns once the server has begun sleeping.
-std::thread SleepServer(int port, double seconds) {
-  std::thread sleeper([port, seconds] {
-    testing::QueryText(port, {"DEBUG", "SLEEP", std::to_string(seconds)});
-  });
-  std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  return sleeper;
-}
-
 TEST(AsyncBatchTest, CallsInFlightHoldDecisionsBackUntilAnAnswer) {
   testing::RedisServer redis;
-  ASSERT_TRUE(redis.Start({"--enable-debug-command", "yes"})) << redis.error();
+  ASSERT_TRUE(redis.Start()) << redis.error();
   ManualClock clock;
   auto limiter = api::OpenLimiterCore(BatchConfig(redis.url()), clock);
   ASSERT_TRUE(limiter.ok()) << limiter.status().ToString();
@@ -183,7 +173,7 @@ TEST(AsyncBatchTest, CallsInFlightHoldDecisionsBackUntilAnAnswer) {
   auto batch_owner = (*limiter)->NewBatch(/*max_calls_in_flight=*/1);
   store::Batch& batch = *batch_owner;
   // While Redis sleeps, the first call stays in flight.
-  std::thread sleeper = SleepServer(redis.port(), 0.3);
+  std::thread sleeper = testing::StallServer(redis.port(), 1.0);
   (*limiter)->CheckAsync({"fw", "a", 1, ""}, answers.Callback("a"), &batch);
   batch.Flush();
   EXPECT_TRUE((batch.size() == 0));  // the first call goes at once
@@ -198,7 +188,7 @@ TEST(AsyncBatchTest, CallsInFlightHoldDecisionsBackUntilAnAnswer) {
   ASSERT_TRUE(answers.WaitFor(3));
   sleeper.join();
   // A batch destroyed while holding decisions still sends them.
-  sleeper = SleepServer(redis.port(), 0.2);
+  sleeper = testing::StallServer(redis.port(), 1.0);
   {
     auto held_owner = (*limiter)->NewBatch(1);
     store::Batch& held = *held_owner;
@@ -270,7 +260,7 @@ TEST(AsyncBatchTest, ADecisionWhoseTimeoutRanOutWhileHeldIsAnsweredWithoutBeingS
 // decision's deadline is checked to the nanosecond.
 TEST(AsyncBatchTest, ADecisionHeldBehindAStalledCallIsAnsweredOneTimeoutAfterItCame) {
   testing::RedisServer redis;
-  ASSERT_TRUE(redis.Start({"--enable-debug-command", "yes"})) << redis.error();
+  ASSERT_TRUE(redis.Start()) << redis.error();
   ManualClock clock;
   Config config = BatchConfig(redis.url());
   config.redis.timeout_ms = 200;
@@ -288,7 +278,7 @@ TEST(AsyncBatchTest, ADecisionHeldBehindAStalledCallIsAnsweredOneTimeoutAfterItC
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
   };
-  std::thread sleeper = SleepServer(redis.port(), 3.0);
+  std::thread sleeper = testing::StallServer(redis.port(), 3.0);
   Timed first(clock), held(clock);
   const int64_t first_at = clock.MonotonicNs();
   (*limiter)->CheckAsync({"fw", "first", 1, ""}, first.Callback(), &batch);

@@ -230,20 +230,33 @@ TEST(ClientClusterFailureTest, DeadMasterFailsOnlyItsSlotsAndRecovers) {
 
   cluster.server(0).Kill();
   using Clock = std::chrono::steady_clock;
+  // A loaded machine may now and then take a live node's answer past the
+  // 20 ms timeout, or deschedule this thread past timeout + 60 ms: a few
+  // of those are allowed, the live ones only as DEADLINE_EXCEEDED. A live
+  // slot refused as unavailable, or any call waiting out the dead master
+  // (400 ms), fails the test.
+  constexpr int kAllowed = 3;
   int live_failed = 0, dead_ok = 0, late = 0;
+  auto worst = Clock::duration::zero();
   const auto until = Clock::now() + std::chrono::milliseconds(400);
   while (Clock::now() < until) {
     for (size_t i = 0; i < keys.size(); ++i) {
       const auto start = Clock::now();
       Result<OwnedReply> r = client->Call(keys[i], {"GET", keys[i]});
-      if (Clock::now() - start > std::chrono::milliseconds(options.timeout_ms + 60)) ++late;
+      const auto took = Clock::now() - start;
+      if (took > std::chrono::milliseconds(options.timeout_ms + 60)) ++late;
+      worst = std::max(worst, took);
       if (on_dead[i] && r.ok()) ++dead_ok;
-      if (!on_dead[i] && !r.ok()) ++live_failed;
+      if (!on_dead[i] && !r.ok()) {
+        ++live_failed;
+        EXPECT_EQ(r.status().code(), StatusCode::kDeadlineExceeded) << r.status().ToString();
+      }
     }
   }
-  EXPECT_EQ(late, 0);
+  EXPECT_LE(late, kAllowed);
+  EXPECT_LT(worst, std::chrono::milliseconds(250));
   EXPECT_EQ(dead_ok, 0);
-  EXPECT_EQ(live_failed, 0);
+  EXPECT_LE(live_failed, kAllowed);
   EXPECT_EQ(client->GetStats().open_circuits, 1);
 
   ASSERT_TRUE(cluster.server(0).RestartSamePort()) << cluster.server(0).error();

@@ -34,13 +34,6 @@ int64_t MsSince(Clock::time_point start) {
   return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count();
 }
 
-// Starts DEBUG SLEEP on its own connection (it blocks the whole server).
-std::thread SleepServer(int port, double seconds) {
-  return std::thread([port, seconds] {
-    floodgate::testing::QueryText(port, {"DEBUG", "SLEEP", std::to_string(seconds)});
-  });
-}
-
 TEST(ClientTest, ConcurrentSendsFromManyThreadsAreAnsweredCorrectlyAndPipelined) {
   RedisServer redis;
   ASSERT_TRUE(redis.Start()) << redis.error();
@@ -286,15 +279,14 @@ TEST(ClientTest, CreateRefusesBadOptionsButNotADownServer) {
 
 TEST(ClientTest, DestructionAnswersEveryPendingRequest) {
   RedisServer redis;
-  ASSERT_TRUE(redis.Start({"--enable-debug-command", "yes"})) << redis.error();
+  ASSERT_TRUE(redis.Start()) << redis.error();
   std::atomic<int> answered{0};
   std::atomic<int> shut_down{0};
   std::thread sleeper;
   {
     auto client = MakeClient(OptionsFor(redis.url(), 5000));
     ASSERT_EQ(Text(client->Call("", {"PING"})), "PONG");
-    sleeper = SleepServer(redis.port(), 0.5);
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    sleeper = floodgate::testing::StallServer(redis.port(), 2.0);
     for (int i = 0; i < 500; ++i) {
       client->Send("k", {"INCR", "k"}, [&](Status s, const redisReply*) {
         if (s.code() == StatusCode::kUnavailable &&
@@ -307,7 +299,7 @@ TEST(ClientTest, DestructionAnswersEveryPendingRequest) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
     const auto start = Clock::now();
     client.reset();
-    EXPECT_LT(MsSince(start), 300) << "the destructor waited for the server";
+    EXPECT_LT(MsSince(start), 1000) << "the destructor waited for the server";
   }
   EXPECT_EQ(answered.load(), 500);
   EXPECT_EQ(shut_down.load(), 500);
@@ -316,13 +308,12 @@ TEST(ClientTest, DestructionAnswersEveryPendingRequest) {
 
 TEST(ClientTest, PendingBoundGivesQueueFull) {
   RedisServer redis;
-  ASSERT_TRUE(redis.Start({"--enable-debug-command", "yes"})) << redis.error();
+  ASSERT_TRUE(redis.Start()) << redis.error();
   ClientOptions options = OptionsFor(redis.url(), 5000);
   options.max_pending_per_thread = 10;
   auto client = MakeClient(options);
   ASSERT_EQ(Text(client->Call("", {"PING"})), "PONG");
-  std::thread sleeper = SleepServer(redis.port(), 0.3);
-  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  std::thread sleeper = floodgate::testing::StallServer(redis.port(), 2.0);
   std::atomic<int> full{0};
   std::atomic<int> ok{0};
   Latch latch(100);
@@ -405,15 +396,14 @@ TEST(ClientTest, SeveralIoThreadsShareOneCircuitPerNode) {
 
 TEST(ClientTest, ConnectionThatStopsAnsweringIsReset) {
   RedisServer redis;
-  ASSERT_TRUE(redis.Start({"--enable-debug-command", "yes"})) << redis.error();
+  ASSERT_TRUE(redis.Start()) << redis.error();
   ClientOptions options = OptionsFor(redis.url(), 20);
   options.connections_per_node = 1;
   options.max_stale_per_connection = 5;
   options.circuit_failure_threshold = 1000;  // keep sending: this is about the connection
   auto client = MakeClient(options);
   ASSERT_TRUE(Eventually([&] { return Text(client->Call("", {"PING"})) == "PONG"; }));
-  std::thread sleeper = SleepServer(redis.port(), 0.3);
-  std::this_thread::sleep_for(std::chrono::milliseconds(30));
+  std::thread sleeper = floodgate::testing::StallServer(redis.port(), 1.0);
   int timed_out = 0;
   for (int i = 0; i < 10; ++i) {
     if (client->Call("", {"PING"}).status().code() == StatusCode::kDeadlineExceeded) ++timed_out;
@@ -473,12 +463,17 @@ class Load {
 };
 
 // Slack for scheduling on a shared machine (and sanitizers): an answer is
-// "within the timeout" if it came within timeout + this.
+// "within the timeout" if it came within timeout + this. A loaded machine
+// may deschedule the load's threads longer now and then, so a few answers
+// may come later, but none as late as the server's stall or outage lasts: a
+// client that waited one out would answer most of its requests that late.
 constexpr int64_t kSlackMs = 60;
+constexpr int kLateAllowed = 3;
+constexpr int64_t kWorstMs = 250;  // under the 300 ms the server is away
 
 TEST(ClientFailureTest, UnresponsiveServerTimesOutOpensTheCircuitAndRecovers) {
   RedisServer redis;
-  ASSERT_TRUE(redis.Start({"--enable-debug-command", "yes"})) << redis.error();
+  ASSERT_TRUE(redis.Start()) << redis.error();
   ClientOptions options = OptionsFor(redis.url(), 20);
   auto client = MakeClient(options);
   ASSERT_TRUE(Eventually([&] { return Text(client->Call("", {"PING"})) == "PONG"; }));
@@ -487,7 +482,7 @@ TEST(ClientFailureTest, UnresponsiveServerTimesOutOpensTheCircuitAndRecovers) {
   Load load(*client, std::chrono::milliseconds(2));
   std::this_thread::sleep_for(std::chrono::milliseconds(50));
   const int64_t sleep_started_ms = load.ElapsedMs();
-  std::thread sleeper = SleepServer(redis.port(), 0.3);
+  std::thread sleeper = floodgate::testing::StallServer(redis.port(), 0.3);
   sleeper.join();  // returns when the server wakes up
   const int64_t awake_ms = load.ElapsedMs();
   // Back to normal within a second of the server answering again.
@@ -505,12 +500,15 @@ TEST(ClientFailureTest, UnresponsiveServerTimesOutOpensTheCircuitAndRecovers) {
               static_cast<long long>(recovered_ms - awake_ms));
 
   int deadline_exceeded = 0, unavailable = 0, late = 0;
+  int64_t worst = 0;
   for (const Outcome& o : load.outcomes()) {
     if (o.code == StatusCode::kDeadlineExceeded) ++deadline_exceeded;
     if (o.code == StatusCode::kUnavailable) ++unavailable;
     if (o.latency_ms > options.timeout_ms + kSlackMs) ++late;
+    worst = std::max(worst, o.latency_ms);
   }
-  EXPECT_EQ(late, 0) << "answers later than the timeout";
+  EXPECT_LE(late, kLateAllowed) << "answers later than the timeout";
+  EXPECT_LT(worst, kWorstMs) << "an answer waited for the server";
   EXPECT_GE(deadline_exceeded, 1);
   EXPECT_GE(unavailable, 1) << "the circuit never refused at once";
   const Client::Stats stats = client->GetStats();
@@ -554,6 +552,7 @@ TEST(ClientFailureTest, KilledServerAnswersFastOpensTheCircuitAndRecoversWithinA
       },
       std::chrono::seconds(1));
   const int64_t recovered_ms = load.ElapsedMs();
+  const uint64_t opens_at_recovery = client->GetStats().circuit_opens;
   std::this_thread::sleep_for(std::chrono::milliseconds(100));
   load.Stop();
   EXPECT_TRUE(recovered) << "not recovered within 1 s of the server's return";
@@ -561,19 +560,28 @@ TEST(ClientFailureTest, KilledServerAnswersFastOpensTheCircuitAndRecoversWithinA
               static_cast<long long>(recovered_ms - back_ms));
 
   int late = 0, down_ok = 0, down_failed = 0, after_failed = 0;
+  int64_t worst = 0;
   for (const Outcome& o : load.outcomes()) {
     if (o.latency_ms > options.timeout_ms + kSlackMs) ++late;
+    worst = std::max(worst, o.latency_ms);
     if (o.sent_at_ms > killed_ms + 50 && o.sent_at_ms < back_ms - 50) {
       (o.code == StatusCode::kOk ? down_ok : down_failed) += 1;
     }
-    // Once recovered, it stays recovered.
-    if (o.sent_at_ms > recovered_ms && o.code != StatusCode::kOk) ++after_failed;
+    // Once recovered, it stays recovered: no request refused by a circuit
+    // open again. One that took past the 20 ms timeout on a loaded machine
+    // may come back DEADLINE_EXCEEDED, but only now and then.
+    if (o.sent_at_ms > recovered_ms && o.code != StatusCode::kOk) {
+      ++after_failed;
+      EXPECT_EQ(o.code, StatusCode::kDeadlineExceeded);
+    }
   }
-  EXPECT_EQ(late, 0) << "answers later than the timeout";
+  EXPECT_LE(late, kLateAllowed) << "answers later than the timeout";
+  EXPECT_LT(worst, kWorstMs) << "an answer waited for the server";
   EXPECT_EQ(down_ok, 0);
   EXPECT_GT(down_failed, 100);
-  EXPECT_EQ(after_failed, 0);
+  EXPECT_LE(after_failed, kLateAllowed);
   const Client::Stats stats = client->GetStats();
+  EXPECT_EQ(stats.circuit_opens, opens_at_recovery) << "the circuit opened again after recovery";
   EXPECT_GE(stats.circuit_opens, 1u);
   EXPECT_GT(stats.circuit_rejections, 50u) << "most requests while down should not wait at all";
   EXPECT_GE(stats.connections_lost, 1u);

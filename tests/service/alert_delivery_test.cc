@@ -65,7 +65,7 @@ struct Finished {
 AlertDelivery::Options Fast() {
   AlertDelivery::Options o;
   o.workers = 2;
-  o.timeout_ms = 1000;
+  o.timeout_ms = 5000;  // a late 200 would be retried: a duplicate
   o.backoff_initial_ms = 20;
   o.backoff_max_ms = 80;
   o.retry_for_ms = 60'000;
@@ -104,14 +104,19 @@ TEST(AlertDeliveryTest, RetriesWithBackoffWhileTheReceiverIsDownThenDeliversOnce
   AlertDelivery::Options o = Fast();
   finished.Attach(&o);
   AlertDelivery delivery(std::move(o));
+  const auto added = std::chrono::steady_clock::now();
   for (int i = 0; i < 5; ++i) ASSERT_TRUE(delivery.Add(Event("e" + std::to_string(i), url)));
-  std::this_thread::sleep_for(400ms);
+  ASSERT_TRUE(testing::Eventually([&] { return delivery.GetStats().retried >= 5 * 3; }));
   const AlertDelivery::Stats down = delivery.GetStats();
+  const int64_t elapsed_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                                 std::chrono::steady_clock::now() - added)
+                                 .count();
   EXPECT_EQ(down.delivered, 0);
   EXPECT_EQ(down.pending, 5);
-  // Backoff 20, 40, 80, 80 … ms (jittered): a handful of tries each, not hundreds.
-  EXPECT_GE(down.retried, 5 * 3);
-  EXPECT_LE(down.retried, 5 * 25);
+  // Backoff 20, 40, 80, 80 … ms, jittered into its upper half: tries at
+  // least 10 ms apart, so a handful each, not the thousands a refused
+  // connection would allow without it.
+  EXPECT_LE(down.retried, 5 * (1 + elapsed_ms / 10));
 
   testing::HttpReceiver receiver(200, port);
   ASSERT_TRUE(delivery.WaitIdle(5s));
@@ -141,7 +146,7 @@ TEST(AlertDeliveryTest, GivesUpWhenRetryForHasPassed) {
   testing::HttpReceiver receiver(500);
   Finished finished;
   AlertDelivery::Options o = Fast();
-  o.retry_for_ms = 300;
+  o.retry_for_ms = 1000;  // several tries, even if one stalls a few hundred ms
   finished.Attach(&o);
   AlertDelivery delivery(std::move(o));
   ASSERT_TRUE(delivery.Add(Event("e1", receiver.url())));

@@ -17,6 +17,7 @@
 
 #include "floodgate/limiter.h"
 #include "nlohmann/json.hpp"
+#include "testing/eventually.h"
 #include "testing/http_receiver.h"
 
 namespace floodgate {
@@ -66,7 +67,7 @@ class LimiterAlertsTest : public ::testing::Test {
     c.alert_delivery.spool = dir_ + "/alerts.spool";
     c.alert_delivery.backoff_initial_ms = 20;
     c.alert_delivery.backoff_max_ms = 100;
-    c.alert_delivery.timeout_ms = 1000;
+    c.alert_delivery.timeout_ms = 5000;  // a late 200 would be retried: a duplicate
     return c;
   }
 
@@ -145,7 +146,8 @@ TEST_F(LimiterAlertsTest, PendingEventsSurviveARestartThroughTheSpool) {
     auto limiter = Limiter::Create(config, clock_);
     ASSERT_TRUE(limiter.ok()) << limiter.status().ToString();
     ASSERT_TRUE((*limiter)->Check("quota", "k", 10).ok());  // 80 % and 100 % at once
-    std::this_thread::sleep_for(150ms);                     // a few failed tries
+    ASSERT_TRUE(testing::Eventually(
+        [&] { return (*limiter)->alerts().GetStats().retried >= 2; }));  // a few failed tries
     const Alerts::Stats s = (*limiter)->alerts().GetStats();
     EXPECT_EQ(s.emitted, 2);
     EXPECT_EQ(s.pending, 2);

@@ -18,6 +18,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -78,6 +79,24 @@ inline std::string QueryText(int port, const std::vector<std::string>& command) 
   }
   if (c != nullptr) redisFree(c);
   return out;
+}
+
+// Stalls the redis-server at 127.0.0.1:port for `seconds`, as a server that
+// stops answering: CLIENT PAUSE ... ALL, acknowledged before this returns, so
+// the stall is in force once it has (a DEBUG SLEEP sent from another thread
+// may not have begun yet on a loaded machine). Commands sent meanwhile are
+// read and answered once it ends. The thread returned ends when the server
+// answers again (Redis lifts a pause on its own timer, up to a cron period
+// after `seconds`): join() it to wait for that.
+inline std::thread StallServer(int port, double seconds) {
+  const auto ms = static_cast<int64_t>(seconds * 1000);
+  const std::string ok = QueryText(port, {"CLIENT", "PAUSE", std::to_string(ms), "ALL"});
+  if (ok != "OK") std::fprintf(stderr, "StallServer: CLIENT PAUSE answered \"%s\"\n", ok.c_str());
+  const auto ends = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
+  return std::thread([port, ends] {
+    std::this_thread::sleep_until(ends);
+    QueryText(port, {"PING"});  // blocks until the pause is lifted
+  });
 }
 
 // EVALSHA plus EVAL calls a redis-server has run since its last CONFIG

@@ -227,7 +227,7 @@ TEST(RlsClientTest, DecisionsAndTheirFigures) {
 // go on over it.
 TEST(RlsClientTest, KeepalivePingsKeepALiveClientConnected) {
   Server server(TempDir("keepalive"), kMessaging,
-                "server: { grpc_keepalive_time: 100ms, grpc_keepalive_timeout: 1s }\n");
+                "server: { grpc_keepalive_time: 100ms, grpc_keepalive_timeout: 3s }\n");
   ASSERT_TRUE(server.WaitReady());
   const auto req = Request("messaging", {{{"to_number", "9"}}});
   pb::RateLimitResponse resp;
@@ -326,7 +326,7 @@ TEST(RlsClientTest, TwoServersSharingRedisCountExactly) {
       "domain: d\ndescriptors:\n  - key: user\n    rate_limit: {unit: hour, requests_per_unit: "
       "50}\n  - key: shared\n    rate_limit: {unit: hour, requests_per_unit: 30}\n";
   // A generous timeout: a late answer would be on_backend_error's, not a count.
-  const std::string redis_options = "redis: { timeout_ms: 1000 }\n";
+  const std::string redis_options = "redis: { timeout_ms: 5000 }\n";
   Server a(TempDir("redis_a"), yaml, redis_options, redis.url());
   Server b(TempDir("redis_b"), yaml, redis_options, redis.url());
   ASSERT_TRUE(a.WaitReady());

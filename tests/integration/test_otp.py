@@ -307,11 +307,11 @@ def test_check_config_validates_the_otp_section(floodgate_bin, tmp_dir):
     assert "otp: digits=6, ttl=300000ms, issue_limit=3/5m, verify_limit=5/15m" in out.stdout
 
 
-def delivery_config(port, extra=""):
+def delivery_config(port, extra="", timeout_ms=1000):
     return CONFIG.replace(
         "max_live_codes: 3 }",
-        "max_live_codes: 3,\n      delivery: { url: 'http://127.0.0.1:%d/sms', timeout_ms: 1000%s } }"
-        % (port, extra))
+        "max_live_codes: 3,\n      delivery: { url: 'http://127.0.0.1:%d/sms', timeout_ms: %d%s } }"
+        % (port, timeout_ms, extra))
 
 
 def test_delivery_posts_the_code_to_the_gateway(start_server, store, receiver):
@@ -354,7 +354,10 @@ def test_delivery_failures_are_counted_and_the_queue_is_bounded(start_server, re
     assert server.wait_for(r"msg=\"delivery failed\".*HTTP status 500", 5) is not None
 
     silent = receiver("--silent")
-    server = start_server(delivery_config(silent.port, ", queue_size: 1"), env=ENV)
+    # The worker waits on the silent gateway for 5 s: the second issue comes
+    # well within that however slow the machine.
+    server = start_server(delivery_config(silent.port, ", queue_size: 1", timeout_ms=5000),
+                          env=ENV)
     c = client(server.resp_port)
     assert c.execute_command("FG.OTP.ISSUE", "+15550100") == "QUEUED"
     silent.wait_for(1)  # the worker is now waiting on the silent gateway

@@ -197,7 +197,11 @@ def test_events_stream_each_second(start_server):
         return [next(r for r in data["rules"] if r["rule"] == "api")
                 for name, data in events if name == "stats"]
 
+    streaming = threading.Event()  # a first second reported: the stream is open
+
     def counted(events):  # the checks' seconds reported, and one more since
+        if api(events):
+            streaming.set()
         sums = itertools.accumulate(r["admitted"] + r["denied"] for r in api(events))
         return any(total >= 6 for total in list(sums)[:-1])
 
@@ -208,7 +212,7 @@ def test_events_stream_each_second(start_server):
 
     t = threading.Thread(target=reader)
     t.start()
-    time.sleep(1.2)
+    assert streaming.wait(10), "no stats event within 10 s"
     for _ in range(6):
         check(port, "api", "bob")  # 3 admitted, 3 denied
     t.join()

@@ -1,7 +1,7 @@
 // The Redis client against a real redis-server: concurrent requests from
 // many threads answered correctly and pipelined, batches, error replies,
 // AUTH and SELECT, bounds and shutdown; then failures: a server that stops
-// answering (DEBUG SLEEP), one that is killed under load and restarted.
+// answering (CLIENT PAUSE), one that is killed under load and restarted.
 #include "redis/client.h"
 
 #include <gtest/gtest.h>

@@ -274,7 +274,7 @@ class RedisLeaseStoreTest : public ::testing::Test {
       const bool taken = queued != nullptr && queued->type == REDIS_REPLY_STATUS;
       if (queued != nullptr) freeReplyObject(queued);
       if (!taken) {
-        *error = "MULTI refused " + argv[0];
+        *error = "the transaction refused " + argv[0];
         freeReplyObject(peek.Command({"DISCARD"}));
         return out;
       }

@@ -31,6 +31,7 @@
 #include "testing/lease_vectors.h"
 #include "testing/nutcracker.h"
 #include "testing/redis_cluster.h"
+#include "testing/redis_peek.h"
 #include "testing/redis_server.h"
 #include "testing/remote_store.h"
 
@@ -123,53 +124,7 @@ void RunLeaseVectors(store::Store& store, Client& peek, int* steps) {
   EXPECT_LE(reruns, 2) << "lease cases needing a second run: a timing artefact should be rare";
 }
 
-// A blocking hiredis connection for looking at keys directly.
-class Peek {
- public:
-  explicit Peek(int port) : c_(redisConnect("127.0.0.1", port)) {}
-  ~Peek() { redisFree(c_); }
-  redisReply* Command(const std::vector<std::string>& argv) {
-    std::vector<const char*> ptrs;
-    std::vector<size_t> lens;
-    for (const auto& a : argv) {
-      ptrs.push_back(a.data());
-      lens.push_back(a.size());
-    }
-    return static_cast<redisReply*>(
-        redisCommandArgv(c_, static_cast<int>(argv.size()), ptrs.data(), lens.data()));
-  }
-  int64_t Integer(const std::vector<std::string>& argv) {
-    redisReply* r = Command(argv);
-    const int64_t v = r != nullptr && r->type == REDIS_REPLY_INTEGER ? r->integer : INT64_MIN;
-    if (r != nullptr) freeReplyObject(r);
-    return v;
-  }
-  std::string Text(const std::vector<std::string>& argv) {
-    redisReply* r = Command(argv);
-    std::string t = r != nullptr && r->str != nullptr ? std::string(r->str, r->len) : "";
-    if (r != nullptr) freeReplyObject(r);
-    return t;
-  }
-  int64_t Pttl(const std::string& key) { return Integer({"PTTL", key}); }
-  // Keys without a TTL, by SCAN.
-  int KeysWithoutTtl() {
-    int missing = 0;
-    std::string cursor = "0";
-    do {
-      redisReply* page = Command({"SCAN", cursor, "COUNT", "1000"});
-      cursor = std::string(page->element[0]->str, page->element[0]->len);
-      for (size_t i = 0; i < page->element[1]->elements; ++i) {
-        const redisReply* key = page->element[1]->element[i];
-        if (Pttl(std::string(key->str, key->len)) == -1) ++missing;
-      }
-      freeReplyObject(page);
-    } while (cursor != "0");
-    return missing;
-  }
-
- private:
-  redisContext* c_;
-};
+using Peek = testing::RedisPeek;
 
 TEST(LeaseKeyTest, NamesTheRuleAndSubjectApart) {
   EXPECT_EQ(LeaseKey("api", "alice"), "fg:lease:{api:alice}");

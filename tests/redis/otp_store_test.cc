@@ -22,6 +22,7 @@
 #include "redis/otp_store.h"
 #include "service/otp_codes.h"
 #include "testing/redis_cluster.h"
+#include "testing/redis_peek.h"
 #include "testing/redis_server.h"
 
 namespace floodgate::redis {
@@ -42,43 +43,7 @@ std::unique_ptr<Client> MakeClient(const std::string& url) {
   return client.ok() ? std::move(*client) : nullptr;
 }
 
-// Blocking hiredis for looking at what Redis holds.
-class Peek {
- public:
-  explicit Peek(int port) : c_(redisConnect("127.0.0.1", port)) {}
-  ~Peek() { redisFree(c_); }
-  redisReply* Command(const std::vector<std::string>& argv) {
-    std::vector<const char*> ptrs;
-    std::vector<size_t> lens;
-    for (const auto& a : argv) {
-      ptrs.push_back(a.data());
-      lens.push_back(a.size());
-    }
-    return static_cast<redisReply*>(
-        redisCommandArgv(c_, static_cast<int>(argv.size()), ptrs.data(), lens.data()));
-  }
-  int64_t Integer(const std::vector<std::string>& argv) {
-    redisReply* r = Command(argv);
-    const int64_t v = r != nullptr && r->type == REDIS_REPLY_INTEGER ? r->integer : INT64_MIN;
-    if (r != nullptr) freeReplyObject(r);
-    return v;
-  }
-  std::vector<std::string> Strings(const std::vector<std::string>& argv) {
-    redisReply* r = Command(argv);
-    std::vector<std::string> out;
-    if (r != nullptr && r->type == REDIS_REPLY_ARRAY) {
-      for (size_t i = 0; i < r->elements; ++i) {
-        out.emplace_back(r->element[i]->str, r->element[i]->len);
-      }
-    }
-    if (r != nullptr) freeReplyObject(r);
-    return out;
-  }
-  std::vector<std::string> Keys() { return Strings({"KEYS", "*"}); }
-
- private:
-  redisContext* c_;
-};
+using Peek = testing::RedisPeek;
 
 OtpPolicy SmallPolicy() {
   OtpPolicy p;

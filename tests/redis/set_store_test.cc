@@ -21,6 +21,7 @@
 #include "redis/scripts.h"
 #include "redis/set_store.h"
 #include "testing/redis_cluster.h"
+#include "testing/redis_peek.h"
 #include "testing/redis_server.h"
 
 namespace floodgate::redis {
@@ -50,53 +51,7 @@ std::pair<Status, SetReply> RunRemote(SetStore& store, const SetRequest& r, int6
   return done.get_future().get();
 }
 
-// A blocking hiredis connection for looking at keys directly.
-class Peek {
- public:
-  explicit Peek(int port) : c_(redisConnect("127.0.0.1", port)) {}
-  ~Peek() { redisFree(c_); }
-  int64_t Pttl(const std::string& key) { return Integer({"PTTL", key}); }
-  int64_t Integer(const std::vector<std::string>& argv) {
-    redisReply* r = Command(argv);
-    const int64_t v = r != nullptr && r->type == REDIS_REPLY_INTEGER ? r->integer : INT64_MIN;
-    if (r != nullptr) freeReplyObject(r);
-    return v;
-  }
-  std::string Type(const std::string& key) {
-    redisReply* r = Command({"TYPE", key});
-    std::string t = r != nullptr && r->str != nullptr ? std::string(r->str, r->len) : "?";
-    if (r != nullptr) freeReplyObject(r);
-    return t;
-  }
-  // Keys without a TTL, by SCAN.
-  int KeysWithoutTtl() {
-    int missing = 0;
-    std::string cursor = "0";
-    do {
-      redisReply* page = Command({"SCAN", cursor, "COUNT", "1000"});
-      cursor = std::string(page->element[0]->str, page->element[0]->len);
-      for (size_t i = 0; i < page->element[1]->elements; ++i) {
-        const redisReply* key = page->element[1]->element[i];
-        if (Pttl(std::string(key->str, key->len)) < 0) ++missing;
-      }
-      freeReplyObject(page);
-    } while (cursor != "0");
-    return missing;
-  }
-  redisReply* Command(const std::vector<std::string>& argv) {
-    std::vector<const char*> ptrs;
-    std::vector<size_t> lens;
-    for (const auto& a : argv) {
-      ptrs.push_back(a.data());
-      lens.push_back(a.size());
-    }
-    return static_cast<redisReply*>(
-        redisCommandArgv(c_, static_cast<int>(argv.size()), ptrs.data(), lens.data()));
-  }
-
- private:
-  redisContext* c_;
-};
+using Peek = testing::RedisPeek;
 
 class RedisSetStoreTest : public ::testing::Test {
  protected:
@@ -141,7 +96,7 @@ TEST_F(RedisSetStoreTest, TheKeyExpiresWithItsLastMember) {
   Peek peek(redis_.port());
   Run(SetOp::kAdd, "s", kT0, "a", 60'000);
   Run(SetOp::kAdd, "s", kT0, "b", 120'000);
-  EXPECT_EQ(peek.Type(SetKey("s")), "zset");
+  EXPECT_EQ(peek.Text({"TYPE", SetKey("s")}), "zset");
   int64_t ttl = peek.Pttl(SetKey("s"));
   EXPECT_GT(ttl, 119'000);
   EXPECT_LE(ttl, 120'000);

@@ -104,27 +104,31 @@ int64_t EvaluateFixedSize(const CompiledRule& rule, int64_t* words, int64_t now_
 }
 
 int64_t EvaluateSlidingLog(const CompiledRule& rule, int64_t* words, int64_t now_ms, int64_t cost,
-                           Decision* d) {
+                           Decision* d, MemoryRoom* room) {
   const int n = static_cast<int>(rule.limits.size());
   Outcome outcomes[kMaxLimitsPerRule];
   auto* log = reinterpret_cast<SlidingLog*>(words[0]);
   bool admitted;
   if (log != nullptr) {
-    admitted = log->Apply(rule.limits, now_ms, cost, std::span(outcomes, n));
+    admitted = log->Apply(rule.limits, now_ms, cost, outcomes, room);
   } else {
     // Decide on an empty log first, so that a peek or a denial on a new
-    // subject allocates nothing.
+    // subject allocates nothing to keep.
     SlidingLog empty(n);
-    admitted = empty.Apply(rule.limits, now_ms, cost, std::span(outcomes, n));
+    admitted = empty.Apply(rule.limits, now_ms, cost, outcomes);
     if (admitted && cost > 0) {
-      log = new SlidingLog(std::move(empty));
-      words[0] = reinterpret_cast<int64_t>(log);
+      if (Claim(room, empty.HeapBytes())) {
+        log = new SlidingLog(std::move(empty));
+        words[0] = reinterpret_cast<int64_t>(log);
+      } else {
+        admitted = false;  // no room for the log: nothing recorded, nothing kept
+      }
     }
   }
   d->num_limits = n;
   for (int i = 0; i < n; ++i) d->limits[i] = outcomes[i].status;
   FinishDecision(rule, admitted, d);
-  return n > 0 ? outcomes[0].expires_at_ms : 0;
+  return log != nullptr && n > 0 ? outcomes[0].expires_at_ms : 0;
 }
 
 }  // namespace
@@ -301,7 +305,7 @@ Result<CompiledRule> CompileRule(const Rule& rule, const std::string& tier,
 }
 
 int64_t EvaluateRule(const CompiledRule& rule, int64_t* state, int64_t now_ms, int64_t cost,
-                     Decision* decision) {
+                     Decision* decision, MemoryRoom* room) {
   switch (rule.algorithm) {
     case Algorithm::kFixedWindow:
       return EvaluateFixedSize<FixedWindowState, ApplyFixedWindow>(rule, state, now_ms, cost,
@@ -315,7 +319,7 @@ int64_t EvaluateRule(const CompiledRule& rule, int64_t* state, int64_t now_ms, i
     case Algorithm::kGcra:
       return EvaluateFixedSize<GcraState, ApplyGcra>(rule, state, now_ms, cost, decision);
     case Algorithm::kSlidingLog:
-      return EvaluateSlidingLog(rule, state, now_ms, cost, decision);
+      return EvaluateSlidingLog(rule, state, now_ms, cost, decision, room);
     case Algorithm::kConcurrency:
       break;  // decided by leases, never by a check: see below
   }

@@ -10,6 +10,7 @@
 #include "core/alerts.h"
 #include "core/calendar.h"
 #include "core/limit_params.h"
+#include "core/memory_room.h"
 #include "floodgate/decision.h"
 #include "floodgate/rule.h"
 
@@ -47,9 +48,13 @@ int StateWords(Algorithm algorithm, int num_limits);
 // Returns when the state will hold nothing (0: nothing to keep).
 // A concurrency rule is decided by leases, never here: it is denied with
 // retry_after_ms -1 and no limits, `state` untouched, 0 returned.
+// A state that owns memory (sliding_log's log) claims what an admission
+// adds to it from `room` (null: no bound); when the room refuses, the
+// admission is not recorded, the state keeps what it had, and *decision
+// describes a step that did not happen (the store answers it as full).
 // Not thread-safe for one state: the caller serialises.
 int64_t EvaluateRule(const CompiledRule& rule, int64_t* state, int64_t now_ms, int64_t cost,
-                     Decision* decision);
+                     Decision* decision, MemoryRoom* room = nullptr);
 
 // Completes a decision whose per-limit figures are set (num_limits and
 // limits[0, num_limits), as the algorithms report them): each limit's

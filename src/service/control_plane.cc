@@ -17,6 +17,14 @@ namespace {
 // applied here only (and counted), so a flood of denials cannot grow memory.
 constexpr size_t kMaxQueuedAutoBlocks = 10'000;
 
+// ttl_ms out of [min, kMaxTtlMs]: the range, named (0 is an override's "no
+// expiry"; a block needs at least 1).
+Status TtlError(int64_t min) {
+  return InvalidArgumentError("ttl_ms: must be an integer from " + std::to_string(min) + " to " +
+                              std::to_string(ControlPlane::kMaxTtlMs) + " (366 days)" +
+                              (min == 0 ? "; 0: no expiry" : "; a block always expires"));
+}
+
 // Records are stored as length-prefixed fields (common/length_fields.h); a
 // key of two parts is the two fields.
 std::string PairKey(std::string_view a, std::string_view b) {
@@ -264,7 +272,7 @@ void ControlPlane::SetOverride(const Actor& who, std::string_view rule, std::str
                                      " limits, e.g. [\"5000/day\"]"),
                 "");
   }
-  if (ttl_ms < 0) return done(InvalidArgumentError("ttl_ms: must be 0 (none) or positive"), "");
+  if (ttl_ms < 0 || ttl_ms > kMaxTtlMs) return done(TtlError(0), "");
   if (found->is_concurrency() && limits.size() != 1) {
     return done(InvalidArgumentError("limits: rule '" + std::string(rule) +
                                      "' is a concurrency rule: give its max_in_flight alone, "
@@ -335,11 +343,7 @@ void ControlPlane::Block(const Actor& who, std::string_view key, std::string_vie
     return done(
         InvalidArgumentError("key: must be 1 to " + std::to_string(kMaxKeyBytes) + " bytes"), "");
   }
-  if (ttl_ms <= 0) {
-    return done(InvalidArgumentError("ttl_ms: a block needs a positive ttl_ms (a block "
-                                     "without expiry is not allowed)"),
-                "");
-  }
+  if (ttl_ms <= 0 || ttl_ms > ControlPlane::kMaxTtlMs) return done(TtlError(1), "");
   if (!rule.empty() && !hooks_.rule(rule).has_value()) {
     return done(NotFoundError("unknown rule '" + std::string(rule) + "'"), "");
   }
@@ -407,7 +411,9 @@ void ControlPlane::Unblock(const Actor& who, std::string_view key, std::string_v
   if (gone.empty()) return done(NotFoundError("no block for this key"), "");
   Enqueue(std::make_unique<Task>(Task{[this, who, gone = std::move(gone), done = std::move(done)] {
     Status s;
-    std::string removed = "[";
+    // As GET /v1/admin/blocks/{key} shows a key's blocks: those removed.
+    std::string removed = "{\"key\":" + Quoted(gone.front().key) + ",\"blocks\":[";
+    const size_t first = removed.size();
     for (const BlockRecord& b : gone) {
       store::ControlWrite w;
       w.entry.table = store::kBlocksTable;
@@ -420,10 +426,10 @@ void ControlPlane::Unblock(const Actor& who, std::string_view key, std::string_v
         s = applied.status();
         break;
       }
-      if (removed.size() > 1) removed += ',';
+      if (removed.size() > first) removed += ',';
       removed += BlockJson(b);
     }
-    removed += ']';
+    removed += "]}";
     if (Status r = Reload(); s.ok()) s = r;
     done(s, s.ok() ? removed : "");
   }}));

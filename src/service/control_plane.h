@@ -72,6 +72,11 @@ struct ControlRecords {
 class ControlPlane {
  public:
   static constexpr int64_t kPollMs = 250;
+  // The longest ttl_ms a block or an override takes: 366 days, as a rule's
+  // block_for. Checked before anything is written, so that no far-future
+  // expiry can overflow into one already past (a block that would answer
+  // success and block nothing).
+  static constexpr int64_t kMaxTtlMs = 366LL * 86'400'000;
 
   // What the control plane needs of the limiter.
   struct Hooks {
@@ -96,7 +101,9 @@ class ControlPlane {
 
   // Each validates, then answers `done` on the control thread once the
   // store has the change (or at once, on a validation error: then nothing
-  // changed). `json` is the record as the admin API shows it.
+  // changed). `json` is the record as the admin API shows it. ttl_ms: an
+  // override's in [0, kMaxTtlMs] (0: no expiry), a block's in
+  // [1, kMaxTtlMs] (a block always expires).
   void SetOverride(const Actor& who, std::string_view rule, std::string_view key,
                    std::vector<std::string> limits, int64_t ttl_ms, std::string reason, Done done);
   void DeleteOverride(const Actor& who, std::string_view rule, std::string_view key, Done done);
@@ -120,6 +127,8 @@ class ControlPlane {
   // Whether `name` is a rule of the config file (which no change here may
   // replace or delete).
   bool IsFileRule(std::string_view name) const { return hooks_.file_rule(name) != nullptr; }
+  // Whether `name` is a rule in force (the file's or a runtime one).
+  bool IsKnownRule(std::string_view name) const { return hooks_.rule(name).has_value(); }
   // The last `limit` change-log entries (JSON objects), newest first: a
   // store round trip, answered on the control thread.
   void RecentLog(size_t limit, std::function<void(const Status&, std::vector<std::string>)> done);

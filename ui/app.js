@@ -183,7 +183,9 @@
   // ------------------------------------------------------------------ state
 
   const state = {
-    rules: new Map(),     // name -> {admitted[], denied[], shadow[], endSec, updates}
+    // name -> {admitted[], denied[], shadow[], endSec, updates, leases, inFlight}; a
+    // concurrency rule (leases) keeps its acquired and refused in admitted and denied.
+    rules: new Map(),
     ruleInfo: {},         // name -> /v1/rules entry
     alerts: [],
     version: '',
@@ -201,7 +203,8 @@
   function ruleSeries(name) {
     let r = state.rules.get(name);
     if (!r) {
-      r = { admitted: [], denied: [], shadow: [], endSec: null, updates: 0 };
+      r = { admitted: [], denied: [], shadow: [], endSec: null, updates: 0, leases: false,
+        inFlight: 0 };
       state.rules.set(name, r);
     }
     return r;
@@ -217,9 +220,11 @@
       seen.add(r.rule);
       const s = ruleSeries(r.rule);
       const cut = (a) => (Array.isArray(a) ? a.slice(0, Math.max(0, a.length - 1)) : []);
-      s.admitted = cut(r.admitted);
-      s.denied = cut(r.denied);
+      s.leases = Array.isArray(r.acquired);
+      s.admitted = cut(s.leases ? r.acquired : r.admitted);
+      s.denied = cut(s.leases ? r.refused : r.denied);
       s.shadow = cut(r.shadow_denied);
+      s.inFlight = r.in_flight || 0;
       const n = Math.max(s.admitted.length, s.denied.length);
       for (const a of [s.admitted, s.denied, s.shadow]) while (a.length < n) a.unshift(0);
       s.endSec = nowSec - 1;
@@ -239,7 +244,10 @@
     const sec = Math.floor(ev.now_ms / 1000) - 1;
     for (const r of ev.rules || []) {
       const s = ruleSeries(r.rule);
-      const values = [r.admitted || 0, r.denied || 0, r.shadow_denied || 0];
+      s.leases = r.acquired !== undefined;
+      if (s.leases) s.inFlight = r.in_flight || 0;
+      const values = s.leases ? [r.acquired || 0, r.refused || 0, 0]
+        : [r.admitted || 0, r.denied || 0, r.shadow_denied || 0];
       const arrays = [s.admitted, s.denied, s.shadow];
       if (s.endSec === null) {
         arrays.forEach((a, i) => a.push(values[i]));
@@ -266,6 +274,11 @@
 
   // ------------------------------------------------------------------ chart
 
+  // What a rule's two counts are called: a rate rule's decisions, a
+  // concurrency rule's acquisitions.
+  const DECISION_WORDS = ['admitted', 'denied'];
+  const LEASE_WORDS = ['acquired', 'refused'];
+
   // A chart of admitted and denied (two areas, denied in front) and
   // shadow-denied (a dashed line) per step; `bars` draws stacked bars
   // instead (admitted below, denied above: the bar is every event). The SVG stretches
@@ -274,6 +287,7 @@
     constructor(container, { bars = false, label }) {
       this.bars = bars;
       this.label = label;  // index -> text for the readout
+      this.words = DECISION_WORDS;  // what the two counts are called
       this.W = 1000;
       this.H = 100;
       this.plot = h('div', { class: 'plot' });
@@ -388,8 +402,9 @@
       this.cursor.setAttribute('x2', x.toFixed(2));
       this.cursor.setAttribute('visibility', 'visible');
       const sh = this.data.shadow[i];
-      this.readout.textContent = `${this.label(i)}: ${fmt(this.data.admitted[i] || 0)} admitted, ` +
-        `${fmt(this.data.denied[i] || 0)} denied` + (sh ? `, ${fmt(sh)} shadow denied` : '');
+      const [yes, no] = this.words;
+      this.readout.textContent = `${this.label(i)}: ${fmt(this.data.admitted[i] || 0)} ${yes}, ` +
+        `${fmt(this.data.denied[i] || 0)} ${no}` + (sh ? `, ${fmt(sh)} shadow denied` : '');
     }
   }
 
@@ -446,22 +461,31 @@
       if (box.children[order] !== card.el) box.insertBefore(card.el, box.children[order] || null);
       card.sub.textContent = ruleCaption(name);
       const a = sum(s.admitted), d = sum(s.denied), sh = sum(s.shadow);
-      allAdmitted += a;
-      allDenied += d;
+      const [yes, no] = s.leases ? LEASE_WORDS : DECISION_WORDS;
+      // The facts are decisions: a concurrency rule's leases are its own.
+      if (!s.leases) {
+        allAdmitted += a;
+        allDenied += d;
+      }
       card.totals.replaceChildren(...[
-        h('span', {}, h('span', { class: 'admitted', text: fmt(a) }), ' admitted'),
-        h('span', {}, h('span', { class: 'denied', text: fmt(d) }), ' denied'),
+        h('span', {}, h('span', { class: 'admitted', text: fmt(a) }), ' ' + yes),
+        h('span', {}, h('span', { class: 'denied', text: fmt(d) }), ' ' + no),
         d ? h('span', { class: 'muted', text: pct(d, a + d) }) : null,
         sh ? h('span', { class: 'muted', text: fmt(sh) + ' shadow' }) : null,
+        s.leases ? h('span', { class: 'in-flight' }, h('strong', { text: fmt(s.inFlight) }),
+          ' in flight') : null,
       ].filter(Boolean));
       const last = s.admitted.length - 1;
       const summary = last >= 0
-        ? `Last second: ${fmt(s.admitted[last])} admitted, ${fmt(s.denied[last])} denied`
+        ? `Last second: ${fmt(s.admitted[last])} ${yes}, ${fmt(s.denied[last])} ${no}`
         : 'Waiting for data';
+      card.chart.words = s.leases ? LEASE_WORDS : DECISION_WORDS;
       card.chart.update(s.admitted, s.denied, s.shadow, summary);
       card.el.dataset.updates = String(s.updates);
       card.el.dataset.points = String(s.admitted.length);
+      card.el.dataset.kind = s.leases ? 'leases' : 'decisions';
       card.el.dataset.denied = String(d);
+      if (s.leases) card.el.dataset.inFlight = String(s.inFlight);
     });
     $('fact-admitted').textContent = fmtCompact(allAdmitted);
     $('fact-denied').textContent = fmtCompact(allDenied);
@@ -589,6 +613,7 @@
   function renderRulePickers() {
     const names = ruleNames();
     fillRuleSelect($('top-rule'), names);
+    renderTopBy();
     fillRuleSelect($('sim-rule'), names.filter((n) => {
       const info = state.ruleInfo[n];
       return !info || info.max_in_flight === undefined;
@@ -606,6 +631,16 @@
   }
 
   // --------------------------------------------------------------- top list
+
+  // The ranking's words for the chosen rule: a concurrency rule's subjects
+  // are refused or acquired (the server takes either word).
+  function renderTopBy() {
+    const s = state.rules.get($('top-rule').value);
+    const words = s && s.leases ? LEASE_WORDS : DECISION_WORDS;
+    for (const option of $('top-by').options) {
+      option.textContent = option.value === 'admitted' ? words[0] : words[1];
+    }
+  }
 
   let topSeq = 0;
   async function loadTop() {
@@ -636,6 +671,7 @@
   }
 
   function renderTop(data, by) {
+    const byWord = $('top-by').selectedOptions[0]?.textContent || by;
     const rows = (data && data.subjects) || [];
     state.topRows = rows;
     const max = rows.reduce((m, r) => Math.max(m, r.count || 0), 0);
@@ -664,7 +700,7 @@
     }));
     $('redacted-note').hidden = !hashed;
     showEmpty('top-empty', rows.length ? ''
-      : `No ${by} subjects in the last ${data.window || 'window'}.`);
+      : `No ${byWord} subjects in the last ${data.window || 'window'}.`);
   }
 
   // ---------------------------------------------------------------- subject
@@ -1103,7 +1139,7 @@
     route();
     window.addEventListener('hashchange', route);
 
-    $('top-form').addEventListener('change', () => loadTop());
+    $('top-form').addEventListener('change', () => { renderTopBy(); loadTop(); });
     $('top-form').addEventListener('submit', (e) => { e.preventDefault(); loadTop(); });
     $('lookup-form').addEventListener('submit', (e) => {
       e.preventDefault();

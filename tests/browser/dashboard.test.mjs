@@ -3,12 +3,14 @@
 //   FLOODGATE_BIN=build/release/floodgate node --test tests/browser/dashboard.test.mjs
 //
 // Starts floodgate on a free loopback port with an admin token, sends
-// traffic to /v1/check so one subject is denied most, then drives the
-// dashboard: locked until the token is entered; the top denied subject in
-// the top list; the charts fed by the event stream; reset and block from
-// the page (checked with /v1/check); a simulated log's summary; the theme
-// toggle. No console errors, page errors or failed requests are allowed
-// (but the 401s the page gets before it has the token). Screenshots at
+// traffic to /v1/check so one subject is denied most and takes leases of a
+// concurrency rule, then drives the dashboard: locked until the token is
+// entered; the top denied subject in the top list; the charts fed by the
+// event stream, a concurrency rule's by its acquisitions, refusals and
+// leases in flight; reset and block from the page (checked with
+// /v1/check); a simulated log's summary; the theme toggle. No console
+// errors, page errors or failed requests are allowed (but the 401s the
+// page gets before it has the token). Screenshots at
 // 1280x800 and 390x844, light and dark, go to FLOODGATE_ARTIFACTS
 // (default build/artifacts/ of the source tree). Only 127.0.0.1 is used;
 // only the processes started here are stopped.
@@ -40,6 +42,7 @@ rules:
   api: { algorithm: fixed_window, limits: [5/minute] }
   login: { algorithm: sliding_window, limits: [3/minute] }
   search: { algorithm: token_bucket, limits: [100/minute], burst: 5 }
+  exports: { algorithm: concurrency, max_in_flight: 2, lease_ttl: 10m }
 `;
 
 // A promise that fails after `ms` with `what` in its message.
@@ -113,6 +116,13 @@ describe('dashboard', { timeout: 75000 }, () => {
     for (let i = 0; i < 6; i++) sends.push(['ip:192.0.2.7', 'login']);
     for (let i = 0; i < 12; i++) sends.push(['q:42', 'search']);
     for (const [key, rule] of sends) await check(key, rule);
+    // exports: two leases of job:1 granted and held, the third refused.
+    for (let i = 0; i < 3; i++) {
+      const res = await fetch(`${base}/v1/leases`, { method: 'POST',
+        body: JSON.stringify({ rule: 'exports', key: 'job:1' }) });
+      assert.equal(res.status, i < 2 ? 200 : 429);
+      await res.text();
+    }
 
     browser = await within(STEP_MS, 'chromium start', puppeteer.launch({
       executablePath: CHROMIUM,
@@ -210,7 +220,29 @@ describe('dashboard', { timeout: 75000 }, () => {
     assert.equal(await page.$eval('#live', (el) => el.dataset.state), 'live');
     // Every configured rule has its chart.
     const rules = await page.$$eval('.chart-card', (els) => els.map((e) => e.dataset.rule));
-    assert.deepEqual(rules, ['api', 'login', 'search']);
+    assert.deepEqual(rules, ['api', 'exports', 'login', 'search']);
+  });
+
+  test('a concurrency rule shows its acquisitions, refusals and leases in flight', async () => {
+    const card = '.chart-card[data-rule="exports"]';
+    await page.waitForSelector(`${card}[data-kind="leases"][data-in-flight="2"]`);
+    const totals = await page.$$eval(`${card} .chart-totals > span`,
+      (els) => els.map((el) => el.textContent));
+    assert.deepEqual(totals, ['2 acquired', '1 refused', '33.3 %', '2 in flight']);
+    // Its top subjects, ranked in its words.
+    await page.select('#top-rule', 'exports');
+    await page.waitForFunction(
+      () => document.querySelector('#top-by option[value="denied"]').textContent === 'refused');
+    const row = await page.waitForSelector('#top-body tr[data-rank="1"][data-key="job:1"]');
+    assert.match(await row.$eval('td.num', (td) => td.textContent), /^1\b/);
+    await page.select('#top-by', 'admitted');
+    await page.waitForFunction(() => {
+      const td = document.querySelector('#top-body tr[data-key="job:1"] td.num');
+      return td && /^2\b/.test(td.textContent);
+    });
+    await page.select('#top-by', 'denied');
+    await page.select('#top-rule', 'api');
+    await page.waitForSelector('#top-body tr[data-rank="1"][data-key="user:mallory"]');
   });
 
   test('reset and block from the subject panel', async () => {

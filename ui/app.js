@@ -18,9 +18,6 @@
   const THEME_KEY = 'floodgate.theme';
   const MAX_ALERTS = 100;
   const TOP_REFRESH_MS = 5000;
-  // The server's bound: a connection's unparsed input (4 MiB) less the
-  // header bound; it answers 413 past it.
-  const SIMULATE_MAX_BYTES = 4 * 1024 * 1024 - 8 * 1024;
   const SVG_NS = 'http://www.w3.org/2000/svg';
 
   // ---------------------------------------------------------------- helpers
@@ -51,6 +48,13 @@
 
   const numberFormat = new Intl.NumberFormat();
   const fmt = (n) => (n === null || n === undefined ? '–' : numberFormat.format(n));
+
+  // Exact: 4,088 KiB rather than a rounded 4 MiB.
+  function fmtBytes(n) {
+    if (n >= 1048576 && n % 1048576 === 0) return fmt(n / 1048576) + ' MiB';
+    if (n >= 1024 && n % 1024 === 0) return fmt(n / 1024) + ' KiB';
+    return fmt(n) + ' bytes';
+  }
 
   function fmtCompact(n) {
     if (n >= 1e9) return (n / 1e9).toFixed(n >= 1e10 ? 0 : 1) + 'G';
@@ -188,6 +192,7 @@
     rules: new Map(),
     ruleInfo: {},         // name -> /v1/rules entry
     alerts: [],
+    simulate: undefined,  // what POST /v1/admin/simulate takes (null: nothing)
     version: '',
     uptimeS: null,
     uptimeAt: 0,
@@ -232,6 +237,7 @@
     }
     for (const name of [...state.rules.keys()]) if (!seen.has(name)) state.rules.delete(name);
     state.alerts = (stats.alerts || []).slice(0, MAX_ALERTS);
+    state.simulate = stats.simulate === undefined ? undefined : stats.simulate;
     state.version = stats.version || '';
     state.uptimeS = stats.uptime_s;
     state.uptimeAt = Date.now();
@@ -614,10 +620,7 @@
     const names = ruleNames();
     fillRuleSelect($('top-rule'), names);
     renderTopBy();
-    fillRuleSelect($('sim-rule'), names.filter((n) => {
-      const info = state.ruleInfo[n];
-      return !info || info.max_in_flight === undefined;
-    }));
+    renderSimulateLimits();
     if (!state.defaultRulePicked && state.rules.size) {
       // Start on the rule denying the most.
       let best = null, bestDenied = -1;
@@ -842,6 +845,18 @@
 
   // --------------------------------------------------------------- simulate
 
+  // What the server's simulate route takes, as its stats say: the rules it
+  // replays and the largest log.
+  function renderSimulateLimits() {
+    const sim = state.simulate;
+    fillRuleSelect($('sim-rule'), sim ? [...sim.rules].sort() : []);
+    $('sim-limit').textContent = sim ? ` Up to ${fmtBytes(sim.max_body_bytes)}.` : '';
+    if (sim === null) {
+      $('sim-run').disabled = true;
+      $('sim-status').textContent = 'This server cannot simulate.';
+    }
+  }
+
   async function runSimulation(e) {
     e.preventDefault();
     const file = $('sim-file').files[0];
@@ -854,9 +869,10 @@
     };
     if (!file) return say('Choose a log file first.', 'error');
     if (!rule) return say('Choose a rule.', 'error');
-    if (file.size > SIMULATE_MAX_BYTES) {
-      return say(`${file.name} is ${fmtCompact(file.size)}B; the server takes up to 4 MiB.`,
-        'error');
+    const max = state.simulate ? state.simulate.max_body_bytes : Infinity;
+    if (file.size > max) {
+      return say(`${file.name} is ${fmtBytes(file.size)}; the server takes up to ` +
+        `${fmtBytes(max)}.`, 'error');
     }
     $('sim-run').disabled = true;
     say(`Replaying ${file.name} through ${rule}…`);
@@ -866,9 +882,14 @@
       renderSimulation(r, file.name);
       say(`Done: ${fmt(r.events)} events from ${file.name}.`, 'ok');
     } catch (err) {
-      if (err.status === 413) say('The log is larger than the server takes (4 MiB).', 'error');
-      else if (needsToken(err)) say('Enter the admin token in the header first.', 'error');
-      else say('Could not simulate: ' + err.message, 'error');
+      if (err.status === 413) {
+        say('The log is larger than the server takes' +
+          (state.simulate ? ` (${fmtBytes(state.simulate.max_body_bytes)}).` : '.'), 'error');
+      } else if (needsToken(err)) {
+        say('Enter the admin token in the header first.', 'error');
+      } else {
+        say('Could not simulate: ' + err.message, 'error');
+      }
     } finally {
       $('sim-run').disabled = false;
     }

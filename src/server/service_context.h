@@ -55,6 +55,9 @@ struct ServiceContext {
   std::function<std::string()> connections_json;
   // POST /v1/admin/simulate's replay (api::SimulateToJson); null: none.
   SimulateFn simulate;
+  // The largest traffic log POST /v1/admin/simulate takes (its body
+  // bound, set where the HTTP parser's limits are), for the dashboard.
+  size_t simulate_max_body_bytes = 0;
   // Who is being limited (docs/visibility.md); `top` null: not kept.
   Visibility* visibility = nullptr;
   TopRecorder* top = nullptr;

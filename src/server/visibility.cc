@@ -513,7 +513,27 @@ void Visibility::AppendStatsJson(int64_t now_ms, std::string* out) const {
   }
   *out += "},\"redact_keys\":";
   *out += redact_keys_ ? "true" : "false";
-  *out += '}';
+  // What POST /v1/admin/simulate takes: the rules it replays (a concurrency
+  // rule decides by leases, not a rate, and CL.THROTTLE is no rule) and its
+  // largest log. Null when this server cannot simulate.
+  *out += ",\"simulate\":";
+  if (!service_->simulate) {
+    *out += "null}";
+    return;
+  }
+  *out += "{\"max_body_bytes\":";
+  AppendInt(out, static_cast<int64_t>(service_->simulate_max_body_bytes));
+  *out += ",\"rules\":[";
+  first = true;
+  for (const Rule& r : config.rules) {
+    if (r.is_concurrency()) continue;
+    if (!first) *out += ',';
+    first = false;
+    *out += '"';
+    http::AppendJsonEscaped(out, r.name);
+    *out += '"';
+  }
+  *out += "]}}";
 }
 
 }  // namespace floodgate::server

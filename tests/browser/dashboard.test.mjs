@@ -3,14 +3,15 @@
 //   FLOODGATE_BIN=build/release/floodgate node --test tests/browser/dashboard.test.mjs
 //
 // Starts floodgate on a free loopback port with an admin token, sends
-// traffic to /v1/check so one subject is denied most and takes leases of a
-// concurrency rule, then drives the dashboard: locked until the token is
-// entered; the top denied subject in the top list; the charts fed by the
-// event stream, a concurrency rule's by its acquisitions, refusals and
-// leases in flight; reset and block from the page (checked with
-// /v1/check); a simulated log's summary; the theme toggle. No console
-// errors, page errors or failed requests are allowed (but the 401s the
-// page gets before it has the token). Screenshots at
+// traffic to /v1/check so one subject is denied most, takes leases of a
+// concurrency rule and calls CL.THROTTLE, then drives the dashboard:
+// locked until the token is entered; the top denied subject in the top
+// list; the charts fed by the event stream, a concurrency rule's by its
+// acquisitions, refusals and leases in flight; reset and block from the
+// page (checked with /v1/check); the simulate page's bound and rules as
+// the server takes them, and a simulated log's summary; the theme
+// toggle. No console errors, page errors or failed requests are allowed
+// (but the 401s the page gets before it has the token). Screenshots at
 // 1280x800 and 390x844, light and dark, go to FLOODGATE_ARTIFACTS
 // (default build/artifacts/ of the source tree). Only 127.0.0.1 is used;
 // only the processes started here are stopped.
@@ -19,6 +20,7 @@
 // `npm ci` in this directory (scripts/setup.sh does both).
 
 import { spawn } from 'node:child_process';
+import net from 'node:net';
 import { accessSync, constants, mkdtempSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -44,6 +46,9 @@ rules:
   search: { algorithm: token_bucket, limits: [100/minute], burst: 5 }
   exports: { algorithm: concurrency, max_in_flight: 2, lease_ttl: 10m }
 `;
+// What the server takes as a simulated log: a connection's unparsed input
+// (4 MiB) less the header bound (8 KiB), exactly.
+const SIMULATE_MAX = '4,088 KiB';
 
 // A promise that fails after `ms` with `what` in its message.
 function within(ms, what, promise) {
@@ -54,11 +59,27 @@ function within(ms, what, promise) {
   return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
 }
 
-// Starts floodgate; resolves with the process and its HTTP port once it
-// logs msg=listening.
+// One RESP command on a connection of its own; resolves with the raw reply.
+function resp(port, ...args) {
+  return new Promise((resolve, reject) => {
+    const sock = net.createConnection({ host: '127.0.0.1', port });
+    let reply = '';
+    sock.setEncoding('utf8');
+    sock.on('connect', () => sock.write(`*${args.length}\r\n` +
+      args.map((a) => `$${Buffer.byteLength(String(a))}\r\n${a}\r\n`).join('')));
+    sock.on('data', (chunk) => {
+      reply += chunk;
+      if (reply.endsWith('\r\n')) { sock.end(); resolve(reply); }
+    });
+    sock.on('error', reject);
+  });
+}
+
+// Starts floodgate; resolves with the process and its HTTP and RESP ports
+// once it logs msg=listening.
 function startFloodgate(configPath) {
   const proc = spawn(BIN, ['serve', '--config', configPath, '--http', '127.0.0.1:0',
-    '--resp', 'off', '--grpc', 'off', '--threads', '2'], {
+    '--resp', '127.0.0.1:0', '--grpc', 'off', '--threads', '2'], {
     env: { ...process.env, FG_BROWSER_ADMIN_TOKEN: TOKEN },
     stdio: ['ignore', 'ignore', 'pipe'],
   });
@@ -67,8 +88,9 @@ function startFloodgate(configPath) {
     proc.stderr.setEncoding('utf8');
     proc.stderr.on('data', (chunk) => {
       log += chunk;
-      const m = /msg=listening .*\bhttp=127\.0\.0\.1:(\d+)/.exec(log);
-      if (m) resolve(Number(m[1]));
+      const http = /msg=listening .*\bhttp=127\.0\.0\.1:(\d+)/.exec(log);
+      const resp = /msg=listening .*\bresp=127\.0\.0\.1:(\d+)/.exec(log);
+      if (http && resp) resolve({ http: Number(http[1]), resp: Number(resp[1]) });
     });
     proc.on('exit', (code) => reject(new Error(`floodgate exited (${code}):\n${log}`)));
     proc.on('error', reject);
@@ -105,7 +127,8 @@ describe('dashboard', { timeout: 75000 }, () => {
     const configPath = path.join(tmp, 'floodgate.yaml');
     writeFileSync(configPath, CONFIG);
     server = startFloodgate(configPath);
-    port = await within(STEP_MS, 'floodgate start', server.listening);
+    const ports = await within(STEP_MS, 'floodgate start', server.listening);
+    port = ports.http;
     base = `http://127.0.0.1:${port}`;
 
     // Traffic: mallory is denied most, bob a little, alice never.
@@ -123,6 +146,8 @@ describe('dashboard', { timeout: 75000 }, () => {
       assert.equal(res.status, i < 2 ? 200 : 429);
       await res.text();
     }
+    // CL.THROTTLE is counted (and charted) but is no rule to simulate.
+    assert.match(await resp(ports.resp, 'CL.THROTTLE', 'k', 1, 1, 60), /^\*5\r\n:0\r\n/);
 
     browser = await within(STEP_MS, 'chromium start', puppeteer.launch({
       executablePath: CHROMIUM,
@@ -218,9 +243,9 @@ describe('dashboard', { timeout: 75000 }, () => {
       (sel, n) => Number(document.querySelector(sel).dataset.updates) >= n + 2, {}, card,
       before.updates);
     assert.equal(await page.$eval('#live', (el) => el.dataset.state), 'live');
-    // Every configured rule has its chart.
+    // Every configured rule has its chart, and CL.THROTTLE, which counted.
     const rules = await page.$$eval('.chart-card', (els) => els.map((e) => e.dataset.rule));
-    assert.deepEqual(rules, ['api', 'exports', 'login', 'search']);
+    assert.deepEqual(rules, ['CL.THROTTLE', 'api', 'exports', 'login', 'search']);
   });
 
   test('a concurrency rule shows its acquisitions, refusals and leases in flight', async () => {
@@ -288,6 +313,13 @@ describe('dashboard', { timeout: 75000 }, () => {
     await page.goto(`${base}/ui/#/simulate`);
     await page.waitForSelector('#view-simulate:not([hidden])');
     await page.waitForSelector('#sim-rule option[value="api"]');
+    // The server's bound, as the server gives it, and only the rules the
+    // route replays (not the concurrency rule, not CL.THROTTLE).
+    const hint = await page.$eval('#view-simulate .hint', (el) => el.textContent);
+    assert.match(hint, new RegExp(`Up to ${SIMULATE_MAX}\\.`));
+    assert.doesNotMatch(hint, /8 MiB/);
+    const offered = await page.$$eval('#sim-rule option', (els) => els.map((e) => e.value));
+    assert.deepEqual(offered, ['api', 'login', 'search']);
     await page.select('#sim-rule', 'api');
     const input = await page.$('#sim-file');
     await input.uploadFile(log);

@@ -206,6 +206,54 @@ def test_concurrency_rules_show_acquired_refused_and_in_flight(start_server):
     assert 'floodgate_lease_acquisitions_total{rule="jobs",result="acquired"} 4' in metrics
 
 
+def test_stats_say_what_simulate_takes(start_server):
+    """The dashboard learns from the stats what the simulate route takes:
+    the rules it replays (a configured rate rule: not a concurrency rule,
+    not CL.THROTTLE) and the largest body, which is exactly the bound the
+    server enforces."""
+    server = start_server(RULES + LEASES)
+    port = server.http_port
+    with RespConn(server.resp_port) as c:
+        assert c.command("CL.THROTTLE", "t", 1, 1, 60)[0] == 0
+        assert c.command("FG.ACQUIRE", "jobs", "k")[0] == 1
+    stats = get_json(port, "/v1/admin/stats")
+    shown = {r["rule"] for r in stats["rules"]}
+    assert {"CL.THROTTLE", "jobs", "api"} <= shown
+    simulate = stats["simulate"]
+    assert sorted(simulate["rules"]) == ["api", "login", "trial"]
+    for rule in sorted(shown):
+        status, raw, _ = request(port, "POST", f"/v1/admin/simulate?rule={rule}", "1000,k\n")
+        assert (status == 200) == (rule in simulate["rules"]), (rule, status, raw)
+    limit = simulate["max_body_bytes"]
+    assert limit == 4 * 1024 * 1024 - 8 * 1024
+
+    def send(size: int) -> bytes:
+        """POSTs a log of `size` bytes (the body only if the head is taken)."""
+        line = b"1700000000000,k\n"
+        body = line * (size // len(line) - 1)
+        body += b"#" * (size - len(body) - 1) + b"\n"
+        assert len(body) == size
+        s = socket.create_connection(("127.0.0.1", port), timeout=60)
+        try:
+            s.sendall(b"POST /v1/admin/simulate?rule=api HTTP/1.1\r\nHost: x\r\n"
+                      b"Content-Length: %d\r\nConnection: close\r\n\r\n" % size)
+            s.settimeout(0.5)
+            try:
+                answer = s.recv(4096)  # refused from the head alone
+            except socket.timeout:
+                answer = b""
+            s.settimeout(60)
+            if not answer:
+                s.sendall(body)
+                answer = s.recv(4096)
+            return answer
+        finally:
+            s.close()
+
+    assert send(limit).startswith(b"HTTP/1.1 200"), "the bound itself is taken"
+    assert send(limit + 1).startswith(b"HTTP/1.1 413"), "one byte more is not"
+
+
 def parse_events(data: bytes) -> tuple[bytes, list]:
     """The head and the complete events, as (name, data), of a stream read
     so far."""

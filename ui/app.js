@@ -192,6 +192,7 @@
     rules: new Map(),
     ruleInfo: {},         // name -> /v1/rules entry
     alerts: [],
+    loaded: false,        // the stats were read with the access they need
     simulate: undefined,  // what POST /v1/admin/simulate takes (null: nothing)
     version: '',
     uptimeS: null,
@@ -237,6 +238,7 @@
     }
     for (const name of [...state.rules.keys()]) if (!seen.has(name)) state.rules.delete(name);
     state.alerts = (stats.alerts || []).slice(0, MAX_ALERTS);
+    state.loaded = true;
     state.simulate = stats.simulate === undefined ? undefined : stats.simulate;
     state.version = stats.version || '';
     state.uptimeS = stats.uptime_s;
@@ -586,7 +588,11 @@
   function renderAlerts(freshId) {
     const list = $('alerts');
     list.replaceChildren(...state.alerts.map((a) => alertItem(a, a.event_id === freshId)));
-    $('alerts-empty').hidden = state.alerts.length > 0;
+    // "No alerts" only once the server said so: not before the token
+    // that lets it say anything.
+    showEmpty('alerts-empty', state.alerts.length ? ''
+      : state.locked ? 'Enter the admin token (or the read token) in the header to see the alerts.'
+        : state.loaded ? 'No alerts yet.' : '');
     $('alerts-count').textContent = state.alerts.length ? state.alerts.length + ' recent' : '';
   }
 
@@ -947,6 +953,8 @@
   function lock() {
     if (state.locked) return;
     state.locked = true;
+    state.alerts = [];  // what the server said with another token, or none
+    renderAlerts();
     setLive('locked', 'Needs a token');
     notice(auth.token
       ? 'The server refused this token. Enter the admin token (or the read token, to view only).'

@@ -5,7 +5,8 @@
 // Starts floodgate on a free loopback port with an admin token, sends
 // traffic to /v1/check so one subject is denied most, takes leases of a
 // concurrency rule and calls CL.THROTTLE, then drives the dashboard:
-// locked until the token is entered; the top denied subject in the top
+// locked until the token is entered, with nothing shown that only the
+// token can tell (no "No alerts yet."); the top denied subject in the top
 // list; the charts fed by the event stream, a concurrency rule's by its
 // acquisitions, refusals and leases in flight; reset and block from the
 // page (checked with /v1/check); the simulate page's bound and rules as
@@ -204,6 +205,11 @@ describe('dashboard', { timeout: 75000 }, () => {
         /token/i.test(document.getElementById('notice').textContent));
     const live = await page.$eval('#live', (el) => el.dataset.state);
     assert.equal(live, 'locked');
+    // The alerts are behind the token too: not "none", but "enter it".
+    const alerts = await page.$eval('#alerts-empty', (el) => [el.hidden, el.textContent]);
+    assert.equal(alerts[0], false);
+    assert.match(alerts[1], /token/);
+    assert.doesNotMatch(alerts[1], /No alerts/);
   });
 
   test('the admin token unlocks the top list; the most denied subject comes first', async () => {
@@ -211,6 +217,8 @@ describe('dashboard', { timeout: 75000 }, () => {
     await page.click('#token-form button[type="submit"]');
     unlocked = true;
     await page.waitForFunction(() => document.getElementById('notice').hidden);
+    await page.waitForFunction(
+      () => document.getElementById('alerts-empty').textContent === 'No alerts yet.');
     await page.waitForSelector('#top-rule option[value="api"]');
     await page.select('#top-rule', 'api');
     await page.click('label[for="win-15m"]');

@@ -70,6 +70,12 @@ struct Variant {
 // the old ones made.
 constexpr std::string_view kOverrideTier = "(override)";
 
+// The reason of a block a rule's block_for makes (the block names its rule).
+// Static text: the denial that starts the block views it, and that denial
+// may be answered on another thread after its rules are gone (a later
+// answer), so it must outlive any decision.
+constexpr std::string_view kBlockForReason = "block_for after a denial";
+
 struct OverrideVariant {
   Variant variant;
   int64_t expires_at_ms = 0;  // 0: none
@@ -188,21 +194,27 @@ struct LimiterCore::Impl {
     std::string_view reason;
     const int64_t until = blocks.Until(rule.name, subject, now, &reason);
     if (until == 0) return false;
-    const int64_t left = until - now;
+    DenyAsBlocked(rule, until - now, reason, decision);
+    return true;
+  }
+  // *decision becomes the denial of a block of `rule` with `left_ms` to
+  // run: every limit at its capacity with nothing remaining, retry and
+  // reset the block's time left.
+  static void DenyAsBlocked(const core::CompiledRule& rule, int64_t left_ms,
+                            std::string_view reason, Decision* decision) {
     Decision& d = *decision;
     d.num_limits = static_cast<int>(rule.limits.size());
     for (int i = 0; i < d.num_limits; ++i) {
       LimitStatus& st = d.limits[i];
       st = LimitStatus{};
       st.limit = rule.limits[i].capacity;
-      st.retry_after_ms = left;
-      st.reset_after_ms = left;
+      st.retry_after_ms = left_ms;
+      st.reset_after_ms = left_ms;
     }
     core::FinishDecision(rule, false, &d);
     d.fallback = Fallback::kNone;
     d.blocked = true;
     d.block_reason = reason;
-    return true;
   }
   // A lease operation's rule, tier and key, as Resolve checks a decision's;
   // the variant in force for the subject (its override's).
@@ -338,15 +350,18 @@ struct LimiterCore::Impl {
   }
 
   // Blocks `subject` of `variant`'s rule when the rule says so (block_for)
-  // and it was just denied.
-  void MaybeBlockFor(const Variant& variant, std::string_view subject, const Decision& d) {
-    if (variant.block_for_ms == 0 || d.allowed || d.fallback != Fallback::kNone || d.blocked)
+  // and *d just denied it; *d then answers as that block does.
+  void MaybeBlockFor(const Variant& variant, std::string_view subject, Decision* d) {
+    if (variant.block_for_ms == 0 || d->allowed || d->fallback != Fallback::kNone || d->blocked)
       return;
-    const std::string reason = "block_for after a denial by rule '" + variant.compiled.name + "'";
-    blocks.Add(variant.compiled.name, subject, clock.NowMs() + variant.block_for_ms, reason);
+    const std::string& rule = variant.compiled.name;
+    const int64_t until = clock.NowMs() + variant.block_for_ms;
+    // The control plane first: it lists the block from now on, and a
+    // reload it makes keeps it in force from then on (ControlPlane::Reload).
+    if (control != nullptr) control->AutoBlock(rule, subject, until, kBlockForReason);
+    blocks.Add(rule, subject, until, std::string(kBlockForReason));
     controls.store(true, std::memory_order_relaxed);
-    if (control != nullptr)
-      control->AutoBlock(variant.compiled.name, subject, variant.block_for_ms, reason);
+    DenyAsBlocked(variant.compiled, variant.block_for_ms, kBlockForReason, d);
   }
 };
 
@@ -529,6 +544,10 @@ Result<std::unique_ptr<LimiterCore>> LimiterCore::Create(const Config& config, c
     }
     return nullptr;
   };
+  hooks.add_block = [raw](const BlockRecord& b) {
+    raw->blocks.Add(b.rule, b.key, b.expires_at_ms, b.reason);
+    raw->controls.store(true, std::memory_order_relaxed);
+  };
   hooks.rule = [raw](std::string_view name) -> std::optional<Rule> {
     const RuleSet& set = raw->Rules();
     for (const Rule& r : set.config.rules) {
@@ -623,7 +642,7 @@ store::Answer LimiterCore::Impl::Decide(const store::CheckOp& op, const Variant&
                                 const core::AlertOutcome* fired) mutable {
           Decision answered = d;
           const Status st = Finish(*variant, subject, s, &answered, fired);
-          if (variant->block_for_ms != 0 && st.ok()) MaybeBlockFor(*variant, subject, answered);
+          if (variant->block_for_ms != 0 && st.ok()) MaybeBlockFor(*variant, subject, &answered);
           done(st, answered);
         };
       },
@@ -642,7 +661,7 @@ store::Answer LimiterCore::Impl::DecideSlow(store::CheckOp op, const Variant& va
   const store::Answer answer = Decide(op, variant, decision, status, later, batch);
   // A later answer does this in its callback (Decide).
   if (variant.block_for_ms != 0 && answer == store::Answer::kNow && status->ok()) {
-    MaybeBlockFor(variant, op.subject, *decision);
+    MaybeBlockFor(variant, op.subject, decision);
   }
   return answer;
 }

@@ -307,3 +307,44 @@ def test_resp_admin_commands(start_server):
         assert_error(c.command("FG.BLOCK", "k", "0"), "positive")
         assert_error(c.command("FG.OVERRIDE", "SET", "nope", "k", "0", "1/s"), "unknown rule")
         assert_error(c.command("FG.REFUND", "api", "k", "0"), "cost")
+
+
+# --- block_for, on each store ----------------------------------------------
+
+@pytest.fixture(params=["memory", "redis"])
+def any_store(request, redis_server):
+    return "memory" if request.param == "memory" else redis_server().url
+
+
+def test_the_denial_that_starts_a_block_answers_as_the_block(start_server, any_store):
+    avoid_window_edge(3600, margin_s=60)
+    s = start_server(f"store: {any_store}\nredis: {{ timeout_ms: 2000 }}\n{RULES}")
+    assert [check(s.http_port, "login", "p")[0] for _ in range(2)] == [200, 200]
+    status, first = check(s.http_port, "login", "p")
+    # The block's own denial: blocked, its reason, its time left.
+    assert status == 429 and first.get("blocked") is True, first
+    assert 19000 < first["retry_after_ms"] <= 20000, first
+    assert first["reason"], first
+    # Listed at once, without waiting for the store.
+    blocks = http(s.http_port, "GET", "/v1/admin/blocks")[1]["blocks"]
+    assert [(b["key"], b["rule"]) for b in blocks] == [("p", "login")], blocks
+    assert 19000 < blocks[0]["expires_in_ms"] <= 20000, blocks
+    state = http(s.http_port, "GET", "/v1/admin/subjects/login/p")[1]
+    assert [b["rule"] for b in state["blocks"]] == ["login"], state
+    # The next denial is the same answer, the time left aside.
+    status, then = check(s.http_port, "login", "p")
+    assert status == 429, then
+
+    def timeless(body):
+        if isinstance(body, dict):
+            return {k: timeless(v) for k, v in body.items() if not k.endswith("_ms")}
+        return [timeless(v) for v in body] if isinstance(body, list) else body
+    assert timeless(then) == timeless(first), (first, then)
+    # On RESP too: FG.CHECK's denial names the block's wait, FG.STATE the block.
+    with RespConn(s.resp_port) as c:
+        assert c.command("FG.CHECK", "login", "q")[0] == 1
+        assert c.command("FG.CHECK", "login", "q")[0] == 1
+        allowed, limit, remaining, retry, reset = c.command("FG.CHECK", "login", "q")
+        assert (allowed, remaining) == (0, 0) and 19000 < retry <= 20000 and reset == retry
+        _, _, block_ms, reason = c.command("FG.STATE", "login", "q")
+        assert 19000 < block_ms <= 20000 and reason, (block_ms, reason)

@@ -866,54 +866,58 @@ bool LimiterCore::HasOverride(std::string_view rule, std::string_view key) const
 
 // --- Refunds ---
 
-void LimiterCore::Refund(const RefundArgs& args, store::Done<Decision> done) {
+void LimiterCore::Refund(const RefundArgs& args, store::Done<core::RefundResult> done) {
   Impl& impl = *impl_;
   const Variant* variant = nullptr;
   const RuleEntry* entry = nullptr;
   // Rule, tier and key as a decision's (a cost of 0 passes Resolve); the
   // cost as a refund's: giving back nothing is a caller's mistake.
   if (Status s = impl.Resolve(args.rule, args.key, 0, args.tier, &variant, &entry); !s.ok()) {
-    return done(s, Decision{});
+    return done(s, core::RefundResult{});
   }
   // A subject with an override spends its override's state: that is what
   // gets the units back.
   if (!entry->overrides.empty()) variant = impl.Overridden(*entry, args.key, variant);
-  if (args.cost < 1) return done(InvalidArgumentError("cost must be at least 1"), Decision{});
+  if (args.cost < 1) {
+    return done(InvalidArgumentError("cost must be at least 1"), core::RefundResult{});
+  }
   if (args.cost > kMaxLimitCount) {
     return done(
         InvalidArgumentError("cost " + std::to_string(args.cost) + " is above " +
                              std::to_string(kMaxLimitCount) + ", the most a limit can count"),
-        Decision{});
+        core::RefundResult{});
   }
   const store::RefundOp op{variant->Ref(), args.key, args.cost, args.at_ms};
-  Decision after;
+  core::RefundResult result;
   Status status;
   const store::Answer answer =
-      impl.store->Refund(op, &after, &status, [&]() -> store::Done<Decision> {
+      impl.store->Refund(op, &result, &status, [&]() -> store::Done<core::RefundResult> {
         // The variant lives in this thread's rule set: the callback keeps
         // that alive until the answer.
         return [rules = impl.Cache().rules, done = std::move(done)](
-                   const Status& s, const Decision& d) mutable { done(s, d); };
+                   const Status& s, const core::RefundResult& r) mutable { done(s, r); };
       });
-  if (answer == store::Answer::kNow) done(status, status.ok() ? after : Decision{});
+  if (answer == store::Answer::kNow) done(status, status.ok() ? result : core::RefundResult{});
 }
 
 void LimiterCore::Refund(std::string_view rule, std::string_view key, int64_t cost,
-                         std::string_view tier, store::Done<Decision> done) {
+                         std::string_view tier, store::Done<core::RefundResult> done) {
   Refund(RefundArgs{rule, key, cost, tier}, std::move(done));
 }
 
-Result<Decision> LimiterCore::RefundAndWait(const RefundArgs& args) {
+Result<core::RefundResult> LimiterCore::RefundAndWait(const RefundArgs& args) {
   if (Status s = impl_->store->BlockingAllowed(); !s.ok()) return s;
-  std::promise<std::pair<Status, Decision>> answered;
-  Refund(args, [&answered](const Status& s, const Decision& d) { answered.set_value({s, d}); });
-  auto [status, after] = answered.get_future().get();
+  std::promise<std::pair<Status, core::RefundResult>> answered;
+  Refund(args, [&answered](const Status& s, const core::RefundResult& r) {
+    answered.set_value({s, r});
+  });
+  auto [status, result] = answered.get_future().get();
   if (!status.ok()) return status;
-  return after;
+  return result;
 }
 
-Result<Decision> LimiterCore::RefundAndWait(std::string_view rule, std::string_view key,
-                                            int64_t cost, std::string_view tier) {
+Result<core::RefundResult> LimiterCore::RefundAndWait(std::string_view rule, std::string_view key,
+                                                      int64_t cost, std::string_view tier) {
   return RefundAndWait(RefundArgs{rule, key, cost, tier});
 }
 

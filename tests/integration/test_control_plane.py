@@ -45,8 +45,8 @@ def assert_error(reply, words: str) -> None:
     assert isinstance(reply, RespError) and words in str(reply), reply
 
 
-def check(port: int, rule: str, key: str) -> tuple[int, dict]:
-    status, body, _ = http(port, "GET", f"/v1/check?rule={rule}&key={key}")
+def check(port: int, rule: str, key: str, cost: int = 1) -> tuple[int, dict]:
+    status, body, _ = http(port, "GET", f"/v1/check?rule={rule}&key={key}&cost={cost}")
     return status, body
 
 
@@ -309,11 +309,53 @@ def test_resp_admin_commands(start_server):
         assert_error(c.command("FG.REFUND", "api", "k", "0"), "cost")
 
 
-# --- block_for, on each store ----------------------------------------------
+# --- refunds and block_for, on each store ----------------------------------
 
 @pytest.fixture(params=["memory", "redis"])
 def any_store(request, redis_server):
     return "memory" if request.param == "memory" else redis_server().url
+
+
+COUNTED = """
+rules:
+  fixed: { algorithm: fixed_window, limits: [5/hour] }
+  sliding: { algorithm: sliding_window, limits: [5/hour] }
+  log: { algorithm: sliding_log, limits: [5/hour] }
+  bucket: { algorithm: token_bucket, limits: [5/hour] }
+  gcra: { algorithm: gcra, limits: [5/hour] }
+  two: { algorithm: fixed_window, limits: [5/s, 10/hour] }
+"""
+
+
+def test_a_refund_answers_the_units_given_back(start_server, any_store):
+    avoid_window_edge(3600, margin_s=60)
+    s = start_server(f"store: {any_store}\nredis: {{ timeout_ms: 2000 }}\n{COUNTED}")
+    for rule in ("fixed", "sliding", "log", "bucket", "gcra"):
+        assert check(s.http_port, rule, "u")[0] == 200
+        # One unit used: a refund of 100 gives back that one, not 100.
+        status, body, _ = http(s.http_port, "POST", f"/v1/admin/subjects/{rule}/u/refund",
+                               {"cost": 100})
+        assert status == 200, (rule, body)
+        assert body["refunded"] == 1, (rule, body)
+        assert [(l["refunded"], l["used"], l["remaining"]) for l in body["limits"]] == \
+            [(1, 0, 5)], (rule, body)
+        # Nothing used: nothing given back.
+        status, body, _ = http(s.http_port, "POST", f"/v1/admin/subjects/{rule}/u/refund",
+                               {"cost": 3})
+        assert status == 200 and body["refunded"] == 0, (rule, body)
+        assert body["limits"][0]["refunded"] == 0, (rule, body)
+    # Each limit says what it gave back; the answer, the most any did.
+    assert check(s.http_port, "two", "u", cost=2)[0] == 200
+    second = time.time()
+    time.sleep(max(0.0, 1.02 - (second % 1.0)))  # into the next second's window
+    status, body, _ = http(s.http_port, "POST", "/v1/admin/subjects/two/u/refund", {"cost": 5})
+    assert status == 200, body
+    assert [l["refunded"] for l in body["limits"]] == [0, 2], body
+    assert body["refunded"] == 2, body
+    # FG.REFUND keeps FG.CHECK's reply: the state after.
+    assert check(s.http_port, "fixed", "r")[0] == 200
+    with RespConn(s.resp_port) as c:
+        assert c.command("FG.REFUND", "fixed", "r", "100")[:3] == [1, 5, 5]
 
 
 def test_the_denial_that_starts_a_block_answers_as_the_block(start_server, any_store):

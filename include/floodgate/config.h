@@ -16,6 +16,8 @@ struct ListenConfig {
   std::string http = "127.0.0.1:8080";
   std::string resp = "127.0.0.1:6479";
   std::string grpc = "127.0.0.1:8081";
+
+  friend bool operator==(const ListenConfig&, const ListenConfig&) = default;
 };
 
 // Tuning of the embedded store.
@@ -41,6 +43,8 @@ struct EngineConfig {
   int shards = 256;
   // How often the background sweep frees expired entries.
   int64_t sweep_interval_ms = 1000;
+
+  friend bool operator==(const EngineConfig&, const EngineConfig&) = default;
 };
 
 // Tuning of the Redis store (any store URL but "memory").
@@ -58,6 +62,8 @@ struct RedisConfig {
   // Redis again (never admits what Redis would deny).
   bool local_cache = true;
   int64_t local_cache_max_entries = 100'000;
+
+  friend bool operator==(const RedisConfig&, const RedisConfig&) = default;
 };
 
 // The server process (`floodgate serve`). Every bound below is documented,
@@ -95,6 +101,8 @@ struct ServerConfig {
   // secret stays out of the file. Neither set: no authentication.
   std::string auth_token;
   std::string auth_token_env;
+
+  friend bool operator==(const ServerConfig&, const ServerConfig&) = default;
 };
 
 // Expiring sets (FG.SADD …, /v1/sets/{key}).
@@ -104,6 +112,11 @@ struct SetsConfig {
   int64_t max_members = 1000;
   // The longest TTL a member may be given.
   int64_t max_ttl_ms = 30LL * 86'400'000;
+  // The file has a sets section: a server for sets alone serves something
+  // (CheckServesSomething).
+  bool in_file = false;
+
+  friend bool operator==(const SetsConfig&, const SetsConfig&) = default;
 };
 
 // Where issued OTP codes go instead of back to the caller: an SMS or e-mail
@@ -113,6 +126,8 @@ struct OtpDeliveryConfig {
   int64_t timeout_ms = 2000;    // per POST: connect, send and the answer's status line
   int64_t queue_size = 1000;    // codes waiting to be posted; past it issuing fails
   std::string auth_header_env;  // names a variable holding an Authorization value, or ""
+
+  friend bool operator==(const OtpDeliveryConfig&, const OtpDeliveryConfig&) = default;
 };
 
 // One-time passwords (FG.OTP.ISSUE / VERIFY, /v1/otp/…). Present only when
@@ -134,6 +149,8 @@ struct OtpConfig {
   // Limiter is created (an embedding program may set it directly).
   std::string secret;
   OtpDeliveryConfig delivery;
+
+  friend bool operator==(const OtpConfig&, const OtpConfig&) = default;
 };
 
 // How the rules' quota alerts (Rule::alerts) are delivered: a bounded queue
@@ -167,6 +184,8 @@ struct AlertDeliveryConfig {
   // for this long is taken over (that server stopped without handing it
   // back).
   int64_t claim_after_ms = 60'000;
+
+  friend bool operator==(const AlertDeliveryConfig&, const AlertDeliveryConfig&) = default;
 };
 
 // Envoy's rate limit service (gRPC): envoyproxy/ratelimit's YAML files,
@@ -208,6 +227,8 @@ struct VisibilityConfig {
   // On a Redis store, how often this server publishes its sketches for the
   // other servers' GET /v1/admin/top (each kept for three times this long).
   int64_t publish_interval_ms = 5'000;
+
+  friend bool operator==(const VisibilityConfig&, const VisibilityConfig&) = default;
 };
 
 // The control plane's access (docs/control-plane.md). Each names an
@@ -217,6 +238,8 @@ struct VisibilityConfig {
 struct AdminConfig {
   std::string token_env;       // reads and writes
   std::string read_token_env;  // reads only (GET routes, FG.STATE, FG.OVERRIDE GET)
+
+  friend bool operator==(const AdminConfig&, const AdminConfig&) = default;
 };
 
 struct Config {
@@ -253,5 +276,21 @@ Result<Config> LoadConfigFile(const std::string& path);
 
 // A readable summary of the rules, as printed by `floodgate check-config`.
 std::string DescribeConfig(const Config& config);
+
+// A config that serves nothing (no rule, no otp or sets section, and
+// `envoy_domains`, the domains its envoy_ratelimit files hold, is 0) is
+// refused at start, at reload and by check-config: an empty file reloaded
+// by mistake would otherwise answer "unknown rule" to every check. The
+// error names the file.
+Status CheckServesSomething(const Config& config, size_t envoy_domains);
+
+// The sections of `fresh` that differ from `running` and that a reload does
+// not apply (store, listen, engine, redis, server, sets, otp,
+// alert_delivery, admin, visibility, redact_keys, data_dir,
+// snapshot_interval): each takes effect at the next start. In file order.
+std::vector<std::string> RestartOnlyChanges(const Config& running, const Config& fresh);
+
+// The rules of `running` that `fresh` no longer has, by name.
+std::vector<std::string> RemovedRules(const Config& running, const Config& fresh);
 
 }  // namespace floodgate

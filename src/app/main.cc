@@ -2,6 +2,7 @@
 // code the tests do not link.
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <memory>
@@ -19,12 +20,38 @@
 
 namespace {
 
+// The embedded store's data_dir as `serve` will use it: a directory, or one
+// `serve` can create (it creates data_dir, not its parents).
+floodgate::Status CheckDataDir(const floodgate::Config& config) {
+  if (config.data_dir.empty() || config.store != "memory") return floodgate::Status::Ok();
+  const std::filesystem::path dir(config.data_dir);
+  std::error_code ec;
+  if (std::filesystem::exists(dir, ec)) {
+    if (!std::filesystem::is_directory(dir, ec)) {
+      return floodgate::InvalidArgumentError(config.source + ": data_dir " + config.data_dir +
+                                             " exists and is not a directory");
+    }
+    return floodgate::Status::Ok();
+  }
+  const std::filesystem::path parent = dir.parent_path().empty() ? "." : dir.parent_path();
+  if (!std::filesystem::is_directory(parent, ec)) {
+    return floodgate::InvalidArgumentError(
+        config.source + ": data_dir " + config.data_dir + " does not exist, nor does its parent " +
+        parent.string() + " (serve creates data_dir itself, not its parents)");
+  }
+  return floodgate::Status::Ok();
+}
+
 // Loads and fully validates a config (parsing, then compiling every rule).
 floodgate::Result<floodgate::Config> LoadAndValidate(const std::string& path) {
   auto config = floodgate::LoadConfigFile(path);
   if (!config.ok()) return config.status();
   auto envoy_rules = floodgate::envoy::Rules::Load(*config);
   if (!envoy_rules.ok()) return envoy_rules.status();
+  if (auto s = floodgate::CheckServesSomething(*config, (*envoy_rules)->num_domains()); !s.ok()) {
+    return s;
+  }
+  if (auto s = CheckDataDir(*config); !s.ok()) return s;
   floodgate::ManualClock clock;
   floodgate::Config probe = floodgate::envoy::WithEnvoyRules(*config, **envoy_rules, nullptr);
   probe.engine.sweep_interval_ms = 0;

@@ -15,8 +15,11 @@
 #include <cstdlib>
 #include <fstream>
 #include <optional>
+#include <string>
 #include <thread>
+#include <vector>
 
+#include "absl/strings/str_join.h"
 #include "api/open_store.h"
 #include "api/simulation.h"
 #include "app/data_dir_lock.h"
@@ -95,6 +98,19 @@ std::string StoreForLog(const std::string& store) {
   return url.ok() ? url->Redacted() : "?";
 }
 
+// After a reload: the rules it removed (checks naming them now answer
+// "unknown rule"), and the changed settings it did not apply.
+void LogReloadChanges(const Config& started, const Config& running, const Config& fresh) {
+  if (auto removed = RemovedRules(running, fresh); !removed.empty()) {
+    Log(LogLevel::kWarn, "reload removed rules: checks naming them now answer unknown rule",
+        {{"rules", absl::StrJoin(removed, ",")}});
+  }
+  if (auto ignored = RestartOnlyChanges(started, fresh); !ignored.empty()) {
+    Log(LogLevel::kWarn, "changed settings take effect only after a restart; still serving the old",
+        {{"settings", absl::StrJoin(ignored, ",")}});
+  }
+}
+
 // "off" disables a front.
 std::string Address(const std::string& a) { return a == "off" ? "" : a; }
 
@@ -167,6 +183,10 @@ int RunServe(const ServeFlags& flags) {
   auto envoy_rules = envoy::Rules::Load(*config);
   if (!envoy_rules.ok()) {
     Log(LogLevel::kError, "invalid config", {{"error", envoy_rules.status().message()}});
+    return 1;
+  }
+  if (Status s = CheckServesSomething(*config, (*envoy_rules)->num_domains()); !s.ok()) {
+    Log(LogLevel::kError, "invalid config", {{"error", s.message()}});
     return 1;
   }
   // One process per data_dir: the embedded store's snapshot and
@@ -329,6 +349,10 @@ int RunServe(const ServeFlags& flags) {
        {"admin", options.admin_token.empty() ? "loopback" : "token"},
        {"envoy_domains", std::to_string((*envoy_rules)->num_domains())}});
 
+  // What serves now: the file's rules as last reloaded, and the
+  // restart-only sections as they were at start.
+  const Config started = *config;
+  Config running = *config;
   for (;;) {
     int sig = 0;
     if (sigwait(&signals, &sig) != 0) continue;
@@ -343,6 +367,7 @@ int RunServe(const ServeFlags& flags) {
       Result<std::shared_ptr<const envoy::Rules>> fresh_envoy =
           fresh.ok() ? envoy::Rules::Load(*fresh) : fresh.status();
       Status s = fresh_envoy.status();
+      if (s.ok()) s = CheckServesSomething(*fresh, (*fresh_envoy)->num_domains());
       if (s.ok()) {
         s = (*limiter)->Reload(envoy::WithEnvoyRules(*fresh, **fresh_envoy, rls.rules().get()));
       }
@@ -356,6 +381,8 @@ int RunServe(const ServeFlags& flags) {
           {{"config", flags.config_path},
            {"rules", std::to_string(fresh->rules.size())},
            {"envoy_domains", std::to_string((*fresh_envoy)->num_domains())}});
+      LogReloadChanges(started, running, *fresh);
+      running = std::move(*fresh);
       continue;
     }
     Log(LogLevel::kInfo, "shutting down", {{"signal", sig == SIGTERM ? "SIGTERM" : "SIGINT"}});

@@ -68,6 +68,19 @@ constexpr int64_t kMaxOtpPeriodMs = 366 * kDayMs;
 constexpr int64_t kMaxOtpCodeTtlMs = kDayMs;
 constexpr int64_t kMaxOtpLiveCodes = 100;
 
+// A duration as a config writes it, in its largest whole unit: 366d, 90s,
+// 1500ms.
+std::string DurationText(int64_t ms) {
+  constexpr struct {
+    int64_t ms;
+    const char* unit;
+  } kUnits[] = {{86'400'000, "d"}, {3'600'000, "h"}, {60'000, "m"}, {1000, "s"}};
+  for (const auto& u : kUnits) {
+    if (ms != 0 && ms % u.ms == 0) return std::to_string(ms / u.ms) + u.unit;
+  }
+  return std::to_string(ms) + "ms";
+}
+
 bool IsNameChar(char c) {
   return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
          c == '.' || c == ':' || c == '-';
@@ -816,25 +829,28 @@ class ConfigParser {
                            int64_t min_ms, int64_t max_ms) const {
     if (!value.IsScalar()) return WrongType(key, value, field, "a duration like 5m");
     const std::string& text = value.Scalar();
+    const std::string range = "'" + std::string(field) + "' must be from " + DurationText(min_ms) +
+                              " to " + DurationText(max_ms);
     Result<Limit> as_period = ParseLimit("1/" + text);
-    const bool has_digit = !text.empty() && text[0] >= '0' && text[0] <= '9';
-    if (!as_period.ok() || !has_digit) {
+    const size_t digits = text.find_first_not_of("0123456789");
+    if (!as_period.ok() || digits == 0) {
+      // A number and a unit whose product is out of ParseLimit's range (0s,
+      // 100000d): the range is what is wrong, not the spelling.
+      const bool spelled_right = digits != 0 && digits != std::string::npos &&
+                                 ParseLimit("1/1" + text.substr(digits)).ok();
+      if (spelled_right) return FailAt(key, value, range, text);
       return FailAt(
           key, value,
           "'" + std::string(field) + "' must be a number and a unit, e.g. 500ms, 30s, 5m, 1h or 7d",
           text);
     }
     const int64_t ms = as_period->PeriodMs();
-    if (ms < min_ms || ms > max_ms) {
-      return FailAt(key, value,
-                    "'" + std::string(field) + "' must be between " + std::to_string(min_ms) +
-                        " ms and " + std::to_string(max_ms) + " ms",
-                    text);
-    }
+    if (ms < min_ms || ms > max_ms) return FailAt(key, value, range, text);
     return ms;
   }
 
   Status ParseSets(const YAML::Node& key, const YAML::Node& value, SetsConfig& sets) const {
+    sets.in_file = true;
     if (value.IsNull()) return Status::Ok();
     if (!value.IsMap()) return WrongType(key, value, "sets", "a map");
     return ForEachEntry(
@@ -1351,7 +1367,7 @@ class ConfigParser {
     } else if (field == "alerts") {
       return ParseAlerts(key, value, path, rule.alerts);
     } else if (field == "block_for") {
-      Result<int64_t> ms = Duration(key, value, path + ".block_for", 1, kMaxBlockForMs);
+      Result<int64_t> ms = Duration(key, value, path, 1, kMaxBlockForMs);
       if (!ms.ok()) return ms.status();
       rule.block_for_ms = *ms;
     } else {
@@ -1652,6 +1668,7 @@ std::string DescribeConfig(const Config& config) {
     }
     if (rule.timezone != "UTC") out += "; timezone=" + rule.timezone;
     if (rule.shadow) out += "; shadow";
+    if (rule.block_for_ms > 0) out += "; block_for=" + DurationText(rule.block_for_ms);
     out += rule.on_backend_error == OnBackendError::kAllow ? "; on_backend_error=allow"
                                                            : "; on_backend_error=deny";
     out += rule.on_store_full == OnStoreFull::kAllow ? "; on_store_full=allow"

@@ -116,7 +116,9 @@ bool SlidingLog::Apply(std::span<const LimitParams> limits, int64_t now_ms, int6
   return admitted;
 }
 
-void SlidingLog::Refund(std::span<const LimitParams> limits, int64_t now_ms, int64_t cost) {
+void SlidingLog::Refund(std::span<const LimitParams> limits, int64_t now_ms, int64_t cost,
+                        std::span<int64_t> refunded) {
+  std::fill(refunded.begin(), refunded.begin() + limits.size(), 0);
   if (size_ == 0) return;
   const int64_t newest = ring_[(head_ + size_ - 1) % ring_.size()].t_ms;
   Advance(limits, std::max(now_ms, newest));  // as Apply: a clock step back changes nothing
@@ -125,8 +127,10 @@ void SlidingLog::Refund(std::span<const LimitParams> limits, int64_t now_ms, int
     Event& e = ring_[(head_ + size_ - 1) % ring_.size()];
     const int64_t take = std::min(cost, e.units);
     // Only the limits whose window still holds the event counted its units.
-    for (Cursor& c : cursors_) {
-      if (c.seq <= seq) c.sum -= take;
+    for (size_t i = 0; i < cursors_.size(); ++i) {
+      if (cursors_[i].seq > seq) continue;
+      cursors_[i].sum -= take;
+      refunded[i] += take;
     }
     e.units -= take;
     cost -= take;

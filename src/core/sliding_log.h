@@ -43,8 +43,10 @@ class SlidingLog {
   // before the newest event), after the events no window covers any more
   // are dropped, removes the `cost` most recent units logged, trimming
   // events from the newest back; each limit's sum drops by the units removed
-  // inside its own window. An empty log is left as it is.
-  void Refund(std::span<const LimitParams> limits, int64_t now_ms, int64_t cost);
+  // inside its own window: refunded[i] (limits.size() of them) receives
+  // that drop of limit i. An empty log is left as it is.
+  void Refund(std::span<const LimitParams> limits, int64_t now_ms, int64_t cost,
+              std::span<int64_t> refunded);
 
   size_t size() const { return size_; }
 

@@ -206,8 +206,8 @@ store::Answer EmbeddedStore::Reset(const store::ResetOp& op, Status* status, sto
   return store::Answer::kNow;
 }
 
-store::Answer EmbeddedStore::Refund(const store::RefundOp& op, Decision* after, Status* status,
-                                    store::Later<Decision>) {
+store::Answer EmbeddedStore::Refund(const store::RefundOp& op, core::RefundResult* result,
+                                    Status* status, store::Later<core::RefundResult>) {
   const int64_t now_ms = op.at_ms != nullptr ? *op.at_ms : clock_.NowMs();
   const core::CompiledRule& rule = *op.variant.rule;
   // An absent entry runs on a zero state, which a refund leaves zero: the
@@ -217,7 +217,7 @@ store::Answer EmbeddedStore::Refund(const store::RefundOp& op, Decision* after, 
   // A refund only ever shrinks what a state owns: it claims nothing.
   *status = memory_.Update(op.variant.id, op.subject, now_ms,
                            [&](int64_t* state, bool, core::MemoryRoom*) {
-                             return core::RefundRuleAndPeek(rule, state, now_ms, op.cost, after);
+                             return core::RefundRuleAndPeek(rule, state, now_ms, op.cost, result);
                            });
   return store::Answer::kNow;
 }

@@ -93,8 +93,9 @@ bool AllowOnly(const AdminCall& c, std::initializer_list<std::string_view> metho
   return false;
 }
 
-// Every limit's figures of a peek: limit, used, remaining, reset, period.
-void AppendLimits(std::string* body, const Decision& d) {
+// Every limit's figures of a peek: limit, used, remaining, reset, period;
+// after a refund, what the limit gave back (`refunded`, one per limit).
+void AppendLimits(std::string* body, const Decision& d, const int64_t* refunded = nullptr) {
   const bool known = d.fallback == Fallback::kNone;
   *body += "\"limits\":[";
   for (int i = 0; i < d.num_limits; ++i) {
@@ -105,7 +106,9 @@ void AppendLimits(std::string* body, const Decision& d) {
              (known ? std::to_string(std::max<int64_t>(0, st.limit - st.remaining)) : "null");
     *body += ",\"remaining\":" + (known ? std::to_string(st.remaining) : "null");
     *body += ",\"reset_after_ms\":" + (known ? std::to_string(st.reset_after_ms) : "null");
-    *body += ",\"period_ms\":" + std::to_string(st.period_ms) + "}";
+    *body += ",\"period_ms\":" + std::to_string(st.period_ms);
+    if (refunded != nullptr) *body += ",\"refunded\":" + std::to_string(refunded[i]);
+    *body += '}';
   }
   *body += "]";
 }
@@ -176,17 +179,39 @@ void ResetSubject(const AdminCall& c, const std::string& rule, const std::string
       }));
 }
 
-// Reads ttl_ms (absent: 0) and reason (absent: "") from `body`; false with a
-// 400 answered when one has the wrong type.
-bool TtlAndReason(const AdminCall& c, const nlohmann::json& body, int64_t* ttl_ms,
+// Reads the integer field `name` of `body` into *out when it is there
+// (absent or null: *out unchanged), in [min, max]. Otherwise false, with a
+// 400 naming the field and its range: a fraction, 1e308, a string such as
+// "1e3", true, or an integer past int64 (nlohmann reads 2^63..2^64-1 as
+// unsigned and larger ones as floats) changes nothing.
+bool IntField(const AdminCall& c, const nlohmann::json& body, std::string_view name, int64_t min,
+              int64_t max, std::string_view meaning, int64_t* out) {
+  auto it = body.find(name);
+  if (it == body.end() || it->is_null()) return true;
+  const bool in_int64 =
+      it->is_number_integer() &&
+      !(it->is_number_unsigned() && it->get<uint64_t>() > static_cast<uint64_t>(INT64_MAX));
+  const int64_t v = in_int64 ? it->get<int64_t>() : 0;
+  if (!in_int64 || v < min || v > max) {
+    Problem(c, 400,
+            std::string(name) + ": must be an integer from " + std::to_string(min) + " to " +
+                std::to_string(max) + std::string(meaning));
+    return false;
+  }
+  *out = v;
+  return true;
+}
+
+constexpr std::string_view kTtlMeaning = " milliseconds (366 days)";
+
+// Reads ttl_ms (absent: 0) in [min_ttl, ControlPlane::kMaxTtlMs] and reason
+// (absent: "") from `body`; false with a 400 answered when one is wrong.
+bool TtlAndReason(const AdminCall& c, const nlohmann::json& body, int64_t min_ttl, int64_t* ttl_ms,
                   std::string* reason) {
   *ttl_ms = 0;
-  if (auto it = body.find("ttl_ms"); it != body.end() && !it->is_null()) {
-    if (!it->is_number_integer()) {
-      Problem(c, 400, "ttl_ms: must be an integer number of milliseconds");
-      return false;
-    }
-    *ttl_ms = it->get<int64_t>();
+  if (!IntField(c, body, "ttl_ms", min_ttl, service::ControlPlane::kMaxTtlMs, kTtlMeaning,
+                ttl_ms)) {
+    return false;
   }
   if (auto it = body.find("reason"); it != body.end() && !it->is_null()) {
     if (!it->is_string()) {
@@ -228,7 +253,7 @@ void PutOverride(const AdminCall& c, const std::string& rule, const std::string&
   }
   int64_t ttl_ms = 0;
   std::string reason;
-  if (!TtlAndReason(c, *body, &ttl_ms, &reason)) return;
+  if (!TtlAndReason(c, *body, 0, &ttl_ms, &reason)) return;
   c.loop.service().limiter->control().SetOverride(c.who, rule, key, std::move(limits), ttl_ms,
                                                   std::move(reason), Answer(c));
 }
@@ -240,6 +265,11 @@ void Overrides(const AdminCall& c) {
     const std::optional<std::string> rule = http::QueryParam(c.query, "rule", &error);
     if (!error.empty()) return Problem(c, 400, error);
     service::ControlPlane& control = c.loop.service().limiter->control();
+    // An unknown rule is a 404, as /top answers it: an empty list would
+    // read as "no overrides" for a misspelt name.
+    if (rule && !rule->empty() && !control.IsKnownRule(*rule)) {
+      return Problem(c, 404, "unknown rule '" + *rule + "'");
+    }
     std::string body = "{\"overrides\":[";
     bool first = true;
     for (const service::OverrideRecord& o : control.ListOverrides(rule.value_or(""))) {
@@ -303,10 +333,10 @@ void Blocks(const AdminCall& c) {
   if (!body || !OnlyFields(c, *body, {"ttl_ms", "rule", "reason"})) return;
   int64_t ttl_ms = 0;
   std::string reason, rule;
-  if (!TtlAndReason(c, *body, &ttl_ms, &reason)) return;
   if (body->find("ttl_ms") == body->end() || (*body)["ttl_ms"].is_null()) {
     return Problem(c, 400, "ttl_ms: required; a block always expires");
   }
+  if (!TtlAndReason(c, *body, 1, &ttl_ms, &reason)) return;
   if (auto it = body->find("rule"); it != body->end() && !it->is_null()) {
     if (!it->is_string()) return Problem(c, 400, "rule: must be a string");
     rule = it->get<std::string>();
@@ -367,12 +397,12 @@ void ChangeLog(const AdminCall& c) {
 void Refund(const AdminCall& c, const std::string& rule, const std::string& key) {
   const auto body = Body(c, R"({"cost":1})");
   if (!body || !OnlyFields(c, *body, {"cost", "tier"})) return;
-  auto it = body->find("cost");
-  if (it == body->end() || !it->is_number_integer()) {
-    return Problem(c, 400, "cost: required, an integer of at least 1");
+  int64_t cost = 0;
+  if (body->find("cost") == body->end() || (*body)["cost"].is_null()) {
+    return Problem(c, 400,
+                   "cost: required, an integer from 1 to " + std::to_string(kMaxLimitCount));
   }
-  const int64_t cost = it->get<int64_t>();
-  if (cost < 1) return Problem(c, 400, "cost: must be at least 1");
+  if (!IntField(c, *body, "cost", 1, kMaxLimitCount, "", &cost)) return;
   std::string tier;
   if (auto t = body->find("tier"); t != body->end() && !t->is_null()) {
     if (!t->is_string()) return Problem(c, 400, "tier: must be a string");
@@ -380,17 +410,19 @@ void Refund(const AdminCall& c, const std::string& rule, const std::string& key)
   }
   c.loop.service().limiter->Refund(
       rule, key, cost, tier,
-      c.async.To(c.out).Later<Decision>([rule, key, cost, keep_alive = c.req.keep_alive](
-                                            const Status& s, const Decision& d,
-                                            std::string* reply) {
+      c.async.To(c.out).Later<core::RefundResult>([rule, key, keep_alive = c.req.keep_alive](
+                                                      const Status& s, const core::RefundResult& r,
+                                                      std::string* reply) {
         if (!s.ok()) {
           const int status = HttpStatusOf(s);
           http::AppendProblem(reply, status, http::StatusReason(status), s.message(), keep_alive);
           return;
         }
+        // Units given back, not asked for: each limit's, and the most
+        // any gave (a refund is not all-or-nothing).
         std::string out = "{\"rule\":" + Quoted(rule) + ",\"key\":" + Quoted(key) +
-                          ",\"refunded\":" + std::to_string(cost) + ",";
-        AppendLimits(&out, d);
+                          ",\"refunded\":" + std::to_string(r.most_refunded()) + ",";
+        AppendLimits(&out, r.after, r.refunded.data());
         Json(reply, keep_alive, 200, out + "}");
       }));
 }

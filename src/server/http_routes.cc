@@ -61,11 +61,16 @@ void Problem(LoopContext& loop, const http::Request& req, int status, const std:
                       Views(extra));
 }
 
+// The data plane's token, or the admin token (which opens the data plane
+// too, as RESP's AUTH with it does; the read token does not: a check
+// consumes quota).
 bool Authorized(LoopContext& loop, const http::Request& req) {
-  const std::string& token = loop.service().auth_token;
-  if (token.empty()) return true;
+  const ServiceContext& service = loop.service();
+  if (service.auth_token.empty()) return true;
   const std::string_view presented = BearerToken(req);
-  return !presented.empty() && ConstantTimeEquals(presented, token);
+  if (presented.empty()) return false;
+  return ConstantTimeEquals(presented, service.auth_token) ||
+         (!service.admin_token.empty() && ConstantTimeEquals(presented, service.admin_token));
 }
 
 // A check's response, from the limiter's answer.
@@ -119,7 +124,8 @@ void Check(LoopContext& loop, const http::Request& req, std::string_view query,
   http::CheckRequest cr;
   std::string error;
   const bool parsed = req.method == "GET" ? http::DecodeCheckRequestQuery(query, &cr, &error)
-                                          : http::DecodeCheckRequestJson(req.body, &cr, &error);
+                                          : http::DecodeCheckRequestJson(req.body, &cr, &error) &&
+                                                http::DecodeDenyStatusQuery(query, &cr, &error);
   if (!parsed) {
     Problem(loop, req, 400, error, out);
     return;

@@ -155,8 +155,10 @@ void FgOverride(RespClient& c, const Args& a, std::string* out) {
   }
   if (del) return control.DeleteOverride(Who(c), a[2], a[3], ReplyDone(c, out));
   int64_t ttl_ms = 0;
-  if (!ParseRespInt(a[4], &ttl_ms) || ttl_ms < 0) {
-    return resp::AppendError(out, "ttl_ms is not a non-negative integer (0: no expiry)");
+  if (!ParseRespInt(a[4], &ttl_ms) || ttl_ms < 0 || ttl_ms > service::ControlPlane::kMaxTtlMs) {
+    return resp::AppendError(out, "ttl_ms must be an integer from 0 (no expiry) to " +
+                                      std::to_string(service::ControlPlane::kMaxTtlMs) +
+                                      " (366 days)");
   }
   std::vector<std::string> limits(a.begin() + 5, a.end());
   control.SetOverride(Who(c), a[2], a[3], std::move(limits), ttl_ms, "", ReplyOk(c, out));
@@ -164,8 +166,10 @@ void FgOverride(RespClient& c, const Args& a, std::string* out) {
 
 void FgBlock(RespClient& c, const Args& a, std::string* out) {
   int64_t ttl_ms = 0;
-  if (!ParseRespInt(a[2], &ttl_ms) || ttl_ms <= 0) {
-    return resp::AppendError(out, "ttl_ms is not a positive integer: a block always expires");
+  if (!ParseRespInt(a[2], &ttl_ms) || ttl_ms <= 0 || ttl_ms > service::ControlPlane::kMaxTtlMs) {
+    return resp::AppendError(out, "ttl_ms must be an integer from 1 to " +
+                                      std::to_string(service::ControlPlane::kMaxTtlMs) +
+                                      " (366 days): a block always expires");
   }
   std::string_view rule, reason;
   for (size_t i = 3; i < a.size(); i += 2) {
@@ -210,16 +214,20 @@ void FgUnblock(RespClient& c, const Args& a, std::string* out) {
 
 void FgRefund(RespClient& c, const Args& a, std::string* out) {
   int64_t cost = 0;
-  if (!ParseRespInt(a[3], &cost) || cost < 1) {
-    return resp::AppendError(out, "cost is not an integer of at least 1");
+  if (!ParseRespInt(a[3], &cost) || cost < 1 || cost > kMaxLimitCount) {
+    return resp::AppendError(out,
+                             "cost must be an integer from 1 to " + std::to_string(kMaxLimitCount));
   }
   if (!Allowed(c, true, out)) return;
+  // FG.CHECK's reply, as clients parse it: the state after. What each
+  // limit gave back is in the HTTP route's answer.
   c.loop->service().limiter->Refund(
       a[1], a[2], cost, {},
-      c.To(out).Later<Decision>([](const Status& s, const Decision& d, std::string* reply) {
-        if (!s.ok()) return resp::AppendError(reply, s.message());
-        AppendCheckReply(d, false, reply);
-      }));
+      c.To(out).Later<core::RefundResult>(
+          [](const Status& s, const core::RefundResult& r, std::string* reply) {
+            if (!s.ok()) return resp::AppendError(reply, s.message());
+            AppendCheckReply(r.after, false, reply);
+          }));
 }
 
 }  // namespace floodgate::server

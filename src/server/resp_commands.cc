@@ -186,23 +186,26 @@ void Quit(RespClient& c, const Args&, std::string* out) {
 bool Authenticate(RespClient& c, std::string_view password, std::string* out) {
   const ServiceContext& service = c.loop->service();
   const std::string& token = service.auth_token;
-  // The control plane's tokens open the admin commands, and the data plane's
-  // too (an operator's session needs both).
+  // The admin token opens the admin commands and the data plane too (an
+  // operator's session needs both), as on HTTP; the read token opens the
+  // reads alone, not the data plane (a check consumes quota).
   if (!service.admin_token.empty()) {
     const AdminAccess access = AdminAccessOf(service, password, {});
     if (access != AdminAccess::kNone) {
       c.admin = access;
-      c.authenticated = true;
+      if (access == AdminAccess::kWrite) c.authenticated = true;
       return true;
     }
   }
-  if (token.empty()) {
+  if (token.empty() && service.admin_token.empty()) {
     resp::AppendError(out,
                       "AUTH <password> called without any password configured for the default "
                       "user. Are you sure your configuration is correct?");
     return false;
   }
-  if (!ConstantTimeEquals(password, token)) {
+  // A wrong password where some password exists (the data plane's, or only
+  // the admin tokens): Redis's answer to a wrong password.
+  if (token.empty() || !ConstantTimeEquals(password, token)) {
     c.loop->service().metrics->CountError("unauthorized");
     resp::AppendErrorWithCode(out, "WRONGPASS",
                               "invalid username-password pair or user is disabled.");

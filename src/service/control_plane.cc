@@ -17,6 +17,14 @@ namespace {
 // applied here only (and counted), so a flood of denials cannot grow memory.
 constexpr size_t kMaxQueuedAutoBlocks = 10'000;
 
+// ttl_ms out of [min, kMaxTtlMs]: the range, named (0 is an override's "no
+// expiry"; a block needs at least 1).
+Status TtlError(int64_t min) {
+  return InvalidArgumentError("ttl_ms: must be an integer from " + std::to_string(min) + " to " +
+                              std::to_string(ControlPlane::kMaxTtlMs) + " (366 days)" +
+                              (min == 0 ? "; 0: no expiry" : "; a block always expires"));
+}
+
 // Records are stored as length-prefixed fields (common/length_fields.h); a
 // key of two parts is the two fields.
 std::string PairKey(std::string_view a, std::string_view b) {
@@ -174,10 +182,30 @@ Status ControlPlane::Reload() {
       records.rules.push_back({e.key, e.value, std::move(*rule)});
     }
   }
+  // Block_for blocks on their way to the store stay in force: the snapshot
+  // may predate their write (a change queued before them reloads first).
+  const size_t stored = records.blocks.size();
+  uint64_t seen = 0;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& [id, p] : pending_blocks_) records.blocks.push_back(p.record);
+    seen = last_block_seq_;
+  }
   hooks_.apply(records);
-  std::lock_guard<std::mutex> lock(mu_);
-  records_ = std::move(records);
-  version_ = snapshot->version;
+  records.blocks.resize(stored);
+  // One made while `apply` replaced the block table may have been put in
+  // force before that and lost: put it back. (One made from now on is put
+  // in force by its caller after AutoBlock, so after this.)
+  std::vector<BlockRecord> late;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    records_ = std::move(records);
+    version_ = snapshot->version;
+    for (const auto& [id, p] : pending_blocks_) {
+      if (p.seq > seen) late.push_back(p.record);
+    }
+  }
+  for (const BlockRecord& b : late) hooks_.add_block(b);
   return Status::Ok();
 }
 
@@ -206,7 +234,9 @@ std::string ControlPlane::BlockJson(const BlockRecord& b) const {
   out += b.rule.empty() ? "null" : Quoted(b.rule);
   out += ",\"expires_in_ms\":" +
          std::to_string(std::max<int64_t>(0, b.expires_at_ms - clock_.NowMs()));
-  out += ",\"reason\":" + Quoted(b.reason) + "}";
+  out += ",\"reason\":" + Quoted(b.reason);
+  if (b.pending) out += ",\"pending\":true";
+  out += '}';
   return out;
 }
 
@@ -264,7 +294,7 @@ void ControlPlane::SetOverride(const Actor& who, std::string_view rule, std::str
                                      " limits, e.g. [\"5000/day\"]"),
                 "");
   }
-  if (ttl_ms < 0) return done(InvalidArgumentError("ttl_ms: must be 0 (none) or positive"), "");
+  if (ttl_ms < 0 || ttl_ms > kMaxTtlMs) return done(TtlError(0), "");
   if (found->is_concurrency() && limits.size() != 1) {
     return done(InvalidArgumentError("limits: rule '" + std::string(rule) +
                                      "' is a concurrency rule: give its max_in_flight alone, "
@@ -335,11 +365,7 @@ void ControlPlane::Block(const Actor& who, std::string_view key, std::string_vie
     return done(
         InvalidArgumentError("key: must be 1 to " + std::to_string(kMaxKeyBytes) + " bytes"), "");
   }
-  if (ttl_ms <= 0) {
-    return done(InvalidArgumentError("ttl_ms: a block needs a positive ttl_ms (a block "
-                                     "without expiry is not allowed)"),
-                "");
-  }
+  if (ttl_ms <= 0 || ttl_ms > ControlPlane::kMaxTtlMs) return done(TtlError(1), "");
   if (!rule.empty() && !hooks_.rule(rule).has_value()) {
     return done(NotFoundError("unknown rule '" + std::string(rule) + "'"), "");
   }
@@ -363,10 +389,11 @@ void ControlPlane::Block(const Actor& who, std::string_view key, std::string_vie
   }}));
 }
 
-void ControlPlane::AutoBlock(std::string_view rule, std::string_view key, int64_t ttl_ms,
+void ControlPlane::AutoBlock(std::string_view rule, std::string_view key, int64_t until_ms,
                              std::string_view reason) {
   if (!store_) return;
-  BlockRecord b{std::string(key), std::string(rule), clock_.NowMs() + ttl_ms, std::string(reason)};
+  BlockRecord b{std::string(key), std::string(rule), until_ms, std::string(reason)};
+  std::string id = PairKey(b.key, b.rule);
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (stopping_) return;
@@ -375,26 +402,51 @@ void ControlPlane::AutoBlock(std::string_view rule, std::string_view key, int64_
       return;
     }
     ++auto_blocks_queued_;
+    const uint64_t seq = ++last_block_seq_;
+    BlockRecord listed = b;
+    listed.pending = true;
+    pending_blocks_.insert_or_assign(id, PendingBlock{std::move(listed), seq});
     auto task = std::make_unique<Task>();
     task->auto_block = true;
-    task->run = [this, b = std::move(b)] {
+    task->run = [this, b = std::move(b), id = std::move(id), seq] {
       store::ControlWrite w;
       w.entry.table = store::kBlocksTable;
-      w.entry.key = PairKey(b.key, b.rule);
+      w.entry.key = id;
       w.entry.value = b.reason;
       w.entry.expires_at_ms = b.expires_at_ms;
       w.log = LogEntry(Actor{"rule", ""}, "block.set", b.rule + "/" + b.key, "", BlockJson(b));
       // Not reloaded after each: the block is in force here already, and a
       // flood of denials would reload once per block. The next poll sees
       // the new version and reloads once.
-      if (auto s = store_->Apply(w, clock_.NowMs()); !s.ok()) {
+      auto s = store_->Apply(w, clock_.NowMs());
+      if (!s.ok()) {
         Log(LogLevel::kWarn, "block_for not stored",
             {{"rule", b.rule}, {"error", s.status().message()}});
       }
+      AutoBlockDone(id, seq, b, s.ok());
     };
     tasks_.push_back(std::move(task));
   }
   wake_.notify_one();
+}
+
+void ControlPlane::AutoBlockDone(const std::string& id, uint64_t seq, const BlockRecord& b,
+                                 bool stored) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (auto it = pending_blocks_.find(id); it != pending_blocks_.end() && it->second.seq == seq) {
+    pending_blocks_.erase(it);
+  }
+  // Not stored: the next reload drops it here too, as every server's.
+  if (!stored) return;
+  // The records are the store's from now on, this block included, until
+  // the next reload reads them again.
+  for (BlockRecord& old : records_.blocks) {
+    if (old.key == b.key && old.rule == b.rule) {
+      old = b;
+      return;
+    }
+  }
+  records_.blocks.push_back(b);
 }
 
 void ControlPlane::Unblock(const Actor& who, std::string_view key, std::string_view rule,
@@ -407,7 +459,9 @@ void ControlPlane::Unblock(const Actor& who, std::string_view key, std::string_v
   if (gone.empty()) return done(NotFoundError("no block for this key"), "");
   Enqueue(std::make_unique<Task>(Task{[this, who, gone = std::move(gone), done = std::move(done)] {
     Status s;
-    std::string removed = "[";
+    // As GET /v1/admin/blocks/{key} shows a key's blocks: those removed.
+    std::string removed = "{\"key\":" + Quoted(gone.front().key) + ",\"blocks\":[";
+    const size_t first = removed.size();
     for (const BlockRecord& b : gone) {
       store::ControlWrite w;
       w.entry.table = store::kBlocksTable;
@@ -420,10 +474,10 @@ void ControlPlane::Unblock(const Actor& who, std::string_view key, std::string_v
         s = applied.status();
         break;
       }
-      if (removed.size() > 1) removed += ',';
+      if (removed.size() > first) removed += ',';
       removed += BlockJson(b);
     }
-    removed += ']';
+    removed += "]}";
     if (Status r = Reload(); s.ok()) s = r;
     done(s, s.ok() ? removed : "");
   }}));
@@ -507,7 +561,14 @@ std::vector<BlockRecord> ControlPlane::ListBlocks() const {
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<BlockRecord> out;
   for (const BlockRecord& b : records_.blocks) {
-    if (b.expires_at_ms > now) out.push_back(b);
+    // A pending one of the same (key, rule) replaces it in the store soon.
+    if (b.expires_at_ms > now &&
+        (pending_blocks_.empty() || !pending_blocks_.contains(PairKey(b.key, b.rule)))) {
+      out.push_back(b);
+    }
+  }
+  for (const auto& [id, p] : pending_blocks_) {
+    if (p.record.expires_at_ms > now) out.push_back(p.record);
   }
   return out;
 }

@@ -6,23 +6,15 @@
 #include <string>
 
 #include "floodgate/config.h"
+#include "testing/config_text.h"
 
 namespace floodgate {
 namespace {
 
+using testing::Error;
+using testing::Parse;
+
 using ::testing::HasSubstr;
-
-Config Parse(std::string_view yaml) {
-  Result<Config> r = ParseConfig(yaml, "test.yaml");
-  EXPECT_TRUE(r.ok()) << r.status().ToString();
-  return r.ok() ? *r : Config{};
-}
-
-std::string Error(std::string_view yaml) {
-  Result<Config> r = ParseConfig(yaml, "test.yaml");
-  EXPECT_FALSE(r.ok());
-  return r.ok() ? "" : r.status().message();
-}
 
 TEST(ConcurrencyConfigTest, FieldsTiersAndDefaults) {
   const Config c = Parse(R"(

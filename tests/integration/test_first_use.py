@@ -107,7 +107,8 @@ def test_listen_http_off_in_the_file_serves_resp_only(floodgate_bin, tmp_dir):
 
 def test_listen_off_spellings_and_a_bad_address_in_check_config(floodgate_bin, tmp_dir):
     good = tmp_dir / "off.yaml"
-    good.write_text("listen: { http: off, resp: 127.0.0.1:0, grpc: false }\nrules: {}\n")
+    good.write_text("listen: { http: off, resp: 127.0.0.1:0, grpc: false }\n"
+                    "rules: { api: { algorithm: fixed_window, limits: [1/s] } }\n")
     out = subprocess.run([str(floodgate_bin), "check-config", str(good)], capture_output=True,
                          text=True, timeout=10)
     assert out.returncode == 0, out.stderr

@@ -161,7 +161,7 @@ def test_node_client_redis_store(start_server, tmp_dir, node_ready, redis_server
 
 
 def test_grpc_front_starts_with_envoy_files_only(start_server, tmp_dir):
-    server = start_server("rules: {}\n")
+    server = start_server("rules: { api: { algorithm: fixed_window, limits: [1/s] } }\n")
     assert server.listening.get("grpc") == ""
     conf = write_examples(tmp_dir)
     server = start_server(floodgate_config(conf), grpc="off")

@@ -274,7 +274,7 @@ def test_http_bad_requests(start_server, store):
 
 
 def test_otp_is_not_found_without_an_otp_section(start_server):
-    server = start_server("rules: {}\n")
+    server = start_server("rules: { api: { algorithm: fixed_window, limits: [1/s] } }\n")
     c = client(server.resp_port)
     with pytest.raises(redis.ResponseError, match="OTP is not configured"):
         c.execute_command("FG.OTP.ISSUE", "+15550100")

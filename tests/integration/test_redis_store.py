@@ -397,7 +397,7 @@ def test_local_cache_can_be_disabled(start_server, backend):
 
 def test_a_bad_store_url_is_refused_clearly(start_server, floodgate_bin, tmp_dir):
     path = tmp_dir / "bad.yaml"
-    path.write_text("store: redis://localhost\nrules: {}\n")
+    path.write_text("store: redis://localhost\nrules: { api: { algorithm: fixed_window, limits: [1/s] } }\n")
     out = subprocess.run([str(floodgate_bin), "check-config", str(path)], capture_output=True,
                          text=True, timeout=10)
     assert out.returncode != 0

@@ -117,10 +117,11 @@ TEST(CheckRequestJson, WrongTypes) {
 TEST(CheckRequestJson, UnknownAndDuplicateFields) {
   EXPECT_EQ(
       JsonError(R"({"rule":"r","key":"k","x":1})"),
-      "unknown field \"x\"; the fields are \"rule\", \"key\", \"cost\", \"tier\" and \"wait_ms\"");
+      "unknown field \"x\"; the fields are \"rule\", \"key\", \"cost\", \"tier\", \"wait_ms\" and "
+      "\"deny_status\"");
   EXPECT_EQ(JsonError(R"({"Rule":"r"})"),
-            "unknown field \"Rule\"; the fields are \"rule\", \"key\", \"cost\", \"tier\" and "
-            "\"wait_ms\"");
+            "unknown field \"Rule\"; the fields are \"rule\", \"key\", \"cost\", \"tier\", "
+            "\"wait_ms\" and \"deny_status\"");
   EXPECT_EQ(JsonError(R"({"rule":"r","rule":"s","key":"k"})"), "duplicate field \"rule\"");
   EXPECT_EQ(JsonError(R"({"cost":null,"cost":1})"), "duplicate field \"cost\"");
 }
@@ -172,20 +173,21 @@ TEST(CheckRequestJson, DeepNestingStopsAtTheFirstLevel) {
   EXPECT_EQ(JsonError("{\"rule\":" + deep), "\"rule\" must be a string");
   EXPECT_EQ(JsonError("{\"x\":" + deep),
             "unknown field \"x\"; the fields are \"rule\", \"key\", "
-            "\"cost\", \"tier\" and \"wait_ms\"");
+            "\"cost\", \"tier\", \"wait_ms\" and \"deny_status\"");
 }
 
 TEST(CheckRequestJson, FirstProblemInDocumentOrderWins) {
   EXPECT_EQ(JsonError(R"({"rule":5, garbage)"), "\"rule\" must be a string");
   EXPECT_EQ(
       JsonError(R"({"x":1,"rule":5})"),
-      "unknown field \"x\"; the fields are \"rule\", \"key\", \"cost\", \"tier\" and \"wait_ms\"");
+      "unknown field \"x\"; the fields are \"rule\", \"key\", \"cost\", \"tier\", \"wait_ms\" and "
+      "\"deny_status\"");
 }
 
 TEST(CheckRequestJson, UnknownFieldNameIsQuotedSafely) {
   EXPECT_EQ(JsonError(R"({"a\"\n":1})"),
-            "unknown field \"a\\\"\\x0a\"; the fields are \"rule\", \"key\", \"cost\", \"tier\" "
-            "and \"wait_ms\"");
+            "unknown field \"a\\\"\\x0a\"; the fields are \"rule\", \"key\", \"cost\", \"tier\", "
+            "\"wait_ms\" and \"deny_status\"");
 }
 
 // ---------------------------------------------------------------------------
@@ -240,14 +242,52 @@ TEST(CheckRequestQuery, DenyStatus) {
   EXPECT_EQ(Query("rule=r&key=k&deny_status=403").deny_status, 403);
   EXPECT_EQ(Query("deny_status=401&rule=r&key=k").deny_status, 401);
   EXPECT_EQ(Query("rule=r&key=k&deny_status=429").deny_status, 429);
-  EXPECT_EQ(QueryError("rule=r&key=k&deny_status=404"), "deny_status must be 401, 403 or 429");
-  EXPECT_EQ(QueryError("rule=r&key=k&deny_status="), "deny_status must be 401, 403 or 429");
+  EXPECT_EQ(QueryError("rule=r&key=k&deny_status=404"), "\"deny_status\" must be 401, 403 or 429");
+  EXPECT_EQ(QueryError("rule=r&key=k&deny_status="), "\"deny_status\" must be 401, 403 or 429");
   EXPECT_EQ(QueryError("rule=r&key=k&deny_status=403&deny_status=403"),
             "query parameter \"deny_status\" is given more than once");
-  // JSON bodies have no such field: it is a gateway hook's query option.
+}
+
+// A POST check takes deny_status in its body, or in its query (a hook that
+// adds it to the URL), the same three values.
+TEST(CheckRequestJson, DenyStatus) {
   CheckRequest out;
   std::string error;
-  EXPECT_FALSE(DecodeCheckRequestJson(R"({"rule":"r","key":"k","deny_status":403})", &out, &error));
+  ASSERT_TRUE(DecodeCheckRequestJson(R"({"rule":"r","key":"k","deny_status":403})", &out, &error))
+      << error;
+  EXPECT_EQ(out.deny_status, 403);
+  ASSERT_TRUE(DecodeCheckRequestJson(R"({"rule":"r","key":"k","deny_status":null})", &out, &error));
+  EXPECT_EQ(out.deny_status, 429);
+  for (const char* bad : {"404", "\"403\"", "403.0", "-403", "true", "4030000000000000000000"}) {
+    EXPECT_EQ(JsonError(std::string(R"({"rule":"r","key":"k","deny_status":)") + bad + "}"),
+              "\"deny_status\" must be 401, 403 or 429")
+        << bad;
+  }
+}
+
+TEST(CheckRequestPostQuery, DenyStatusAloneAndAgreeingWithTheBody) {
+  CheckRequest out;
+  std::string error;
+  ASSERT_TRUE(DecodeCheckRequestJson(R"({"rule":"r","key":"k"})", &out, &error));
+  ASSERT_TRUE(DecodeDenyStatusQuery("", &out, &error));
+  EXPECT_EQ(out.deny_status, 429);
+  ASSERT_TRUE(DecodeDenyStatusQuery("deny_status=401", &out, &error)) << error;
+  EXPECT_EQ(out.deny_status, 401);
+
+  ASSERT_TRUE(DecodeCheckRequestJson(R"({"rule":"r","key":"k","deny_status":403})", &out, &error));
+  EXPECT_TRUE(DecodeDenyStatusQuery("deny_status=403", &out, &error)) << error;
+  EXPECT_FALSE(DecodeDenyStatusQuery("deny_status=401", &out, &error));
+  EXPECT_EQ(error, "deny_status is given in both the query and the body, with different values");
+
+  out = CheckRequest{};
+  EXPECT_FALSE(DecodeDenyStatusQuery("rule=other", &out, &error));
+  EXPECT_EQ(error,
+            "a POST check takes its arguments in the JSON body; its query may hold only "
+            "deny_status, not \"rule\"");
+  EXPECT_FALSE(DecodeDenyStatusQuery("deny_status=500", &out, &error));
+  EXPECT_EQ(error, "\"deny_status\" must be 401, 403 or 429");
+  EXPECT_FALSE(DecodeDenyStatusQuery("deny_status=403&deny_status=403", &out, &error));
+  EXPECT_EQ(error, "query parameter \"deny_status\" is given more than once");
 }
 
 }  // namespace

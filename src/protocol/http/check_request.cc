@@ -17,7 +17,7 @@
 namespace floodgate::http {
 namespace {
 
-enum class Field { kNone, kRule, kKey, kCost, kTier, kWait };
+enum class Field { kNone, kRule, kKey, kCost, kTier, kWait, kDenyStatus };
 
 Field FieldNamed(std::string_view name) {
   if (name == "rule") return Field::kRule;
@@ -25,6 +25,7 @@ Field FieldNamed(std::string_view name) {
   if (name == "cost") return Field::kCost;
   if (name == "tier") return Field::kTier;
   if (name == "wait_ms") return Field::kWait;
+  if (name == "deny_status") return Field::kDenyStatus;
   return Field::kNone;
 }
 
@@ -40,15 +41,28 @@ const char* FieldName(Field f) {
       return "tier";
     case Field::kWait:
       return "wait_ms";
+    case Field::kDenyStatus:
+      return "deny_status";
     case Field::kNone:
       break;
   }
   return "";
 }
 
+constexpr const char* kDenyStatusError = "\"deny_status\" must be 401, 403 or 429";
+
+// A denial's status, if `v` is one the hooks understand (CheckRequest).
+bool IsDenyStatus(uint64_t v) { return v == 401 || v == 403 || v == 429; }
+
+// The status a query's deny_status text names, or 0 when it names none.
+int DenyStatusOf(std::string_view text) {
+  return text == "401" ? 401 : text == "403" ? 403 : text == "429" ? 429 : 0;
+}
+
 std::string TypeError(Field f) {
   if (f == Field::kCost) return "\"cost\" must be an integer between 0 and 10^15";
   if (f == Field::kWait) return "\"wait_ms\" must be an integer between 0 and 300000";
+  if (f == Field::kDenyStatus) return kDenyStatusError;
   return std::string("\"") + FieldName(f) + "\" must be a string";
 }
 
@@ -82,7 +96,8 @@ class CheckRequestSax {
 
   bool null() {
     if (!InObject()) return false;
-    if (current_ == Field::kCost || current_ == Field::kTier || current_ == Field::kWait) {
+    if (current_ == Field::kCost || current_ == Field::kTier || current_ == Field::kWait ||
+        current_ == Field::kDenyStatus) {
       return true;  // null = absent
     }
     return Fail(TypeError(current_));
@@ -99,6 +114,10 @@ class CheckRequestSax {
     if (!InObject()) return false;
     if (current_ == Field::kWait && v <= static_cast<uint64_t>(kMaxCheckWaitMs)) {
       out_->wait_ms = static_cast<int64_t>(v);
+      return true;
+    }
+    if (current_ == Field::kDenyStatus && IsDenyStatus(v)) {
+      out_->deny_status = static_cast<int>(v);
       return true;
     }
     if (current_ != Field::kCost || v > static_cast<uint64_t>(kMaxCheckCost)) {
@@ -137,7 +156,8 @@ class CheckRequestSax {
     current_ = FieldNamed(name);
     if (current_ == Field::kNone) {
       return Fail("unknown field " + QuoteForDetail(name) +
-                  "; the fields are \"rule\", \"key\", \"cost\", \"tier\" and \"wait_ms\"");
+                  "; the fields are \"rule\", \"key\", \"cost\", \"tier\", \"wait_ms\" and "
+                  "\"deny_status\"");
     }
     const unsigned bit = 1u << static_cast<int>(current_);
     if (seen_ & bit) return Fail("duplicate field " + QuoteForDetail(name));
@@ -204,21 +224,7 @@ bool DecodeCheckRequestQuery(std::string_view query, CheckRequest* out, std::str
   std::vector<std::pair<std::string, std::string>> params;
   if (!ParseQuery(query, &params, error)) return false;
   unsigned seen = 0;
-  bool deny_status_seen = false;
   for (auto& [name, value] : params) {
-    if (name == "deny_status") {  // query only: for auth hooks (see CheckRequest)
-      if (deny_status_seen) {
-        *error = "query parameter \"deny_status\" is given more than once";
-        return false;
-      }
-      deny_status_seen = true;
-      if (value != "401" && value != "403" && value != "429") {
-        *error = "deny_status must be 401, 403 or 429";
-        return false;
-      }
-      out->deny_status = value[2] == '1' ? 401 : value[2] == '3' ? 403 : 429;
-      continue;
-    }
     const Field field = FieldNamed(name);
     if (field == Field::kNone) {
       *error = "unknown query parameter " + QuoteForDetail(name) +
@@ -260,12 +266,49 @@ bool DecodeCheckRequestQuery(std::string_view query, CheckRequest* out, std::str
         (field == Field::kCost ? out->cost : out->wait_ms) = n;
         break;
       }
+      case Field::kDenyStatus:
+        out->deny_status = DenyStatusOf(value);
+        if (out->deny_status == 0) {
+          *error = kDenyStatusError;
+          return false;
+        }
+        break;
       case Field::kNone:
         break;
     }
   }
   return Validate(*out, seen & (1u << static_cast<int>(Field::kRule)),
                   seen & (1u << static_cast<int>(Field::kKey)), "query parameter", error);
+}
+
+bool DecodeDenyStatusQuery(std::string_view query, CheckRequest* out, std::string* error) {
+  if (query.empty()) return true;
+  std::vector<std::pair<std::string, std::string>> params;
+  if (!ParseQuery(query, &params, error)) return false;
+  for (const auto& [name, value] : params) {
+    if (name != "deny_status") {
+      *error =
+          "a POST check takes its arguments in the JSON body; its query may hold only "
+          "deny_status, not " +
+          QuoteForDetail(name);
+      return false;
+    }
+    if (params.size() > 1) {
+      *error = "query parameter \"deny_status\" is given more than once";
+      return false;
+    }
+    const int status = DenyStatusOf(value);
+    if (status == 0) {
+      *error = kDenyStatusError;
+      return false;
+    }
+    if (out->deny_status != 429 && out->deny_status != status) {
+      *error = "deny_status is given in both the query and the body, with different values";
+      return false;
+    }
+    out->deny_status = status;
+  }
+  return true;
 }
 
 }  // namespace floodgate::http

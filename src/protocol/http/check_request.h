@@ -20,7 +20,8 @@ struct CheckRequest {
   // within it (0: answered at once).
   int64_t wait_ms = 0;
   // The status of a denial: 429, or 401/403 for gateway hooks that only
-  // understand those (nginx auth_request). Query parameter only.
+  // understand those (nginx auth_request). A query parameter (GET, or a
+  // POST's query) or a body field.
   int deny_status = 429;
 };
 
@@ -32,10 +33,10 @@ inline constexpr int64_t kMaxCheckWaitMs = 300'000;  // LimiterCore::kMaxWaitMs
 // "rule" and "key" are required non-empty strings (key at most 512 bytes);
 // "cost" an integer in [0, 10^15] (1 when absent or null); "tier" a string
 // (absent, null or "" for none); "wait_ms" an integer in [0, 300000] (0 when
-// absent or null). Unknown and repeated fields are errors, as is anything that
-// is not a JSON object. Returns true and fills *out, or false with *error.
-// Syntax errors carry nlohmann's byte position (counted from 1; one past the
-// end when the body stops early).
+// absent or null); "deny_status" 401, 403 or 429 (429 when absent or null). Unknown and repeated
+// fields are errors, as is anything that is not a JSON object. Returns true and fills *out, or
+// false with *error. Syntax errors carry nlohmann's byte position (counted from 1; one past the end
+// when the body stops early).
 //
 // Parsing stops at the first problem, in document order, and any nested
 // object or array is already a problem (every field is a scalar), so nesting
@@ -47,5 +48,11 @@ bool DecodeCheckRequestJson(std::string_view body, CheckRequest* out, std::strin
 // space) with the same rules; cost must be decimal digits. Also reads
 // "deny_status=401|403|429" and "wait_ms".
 bool DecodeCheckRequestQuery(std::string_view query, CheckRequest* out, std::string* error);
+
+// A POST check's query, after its body was decoded into *out: it may hold
+// deny_status alone (an nginx or Envoy hook that adds it to a URL whose
+// body the caller builds). Anything else there is an error, not ignored; a
+// deny_status that disagrees with the body's is one too.
+bool DecodeDenyStatusQuery(std::string_view query, CheckRequest* out, std::string* error);
 
 }  // namespace floodgate::http

@@ -69,9 +69,9 @@ class Store {
     op.subject = subject;
     op.cost = cost;
     op.at_ms = &at_ms;
-    Decision after;
+    core::RefundResult result;
     Status s;
-    store_.Refund(op, &after, &s, Never<store::Done<Decision>>);
+    store_.Refund(op, &result, &s, Never<store::Done<core::RefundResult>>);
     return s;
   }
   Status Erase(std::string_view subject) {

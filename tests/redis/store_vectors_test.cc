@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <hiredis/hiredis.h>
 
+#include <cstdio>
 #include <string>
 
 #include "api/open_store.h"
@@ -24,8 +25,10 @@ namespace {
 // Runs one vector case on a Limiter with store `url`; subjects get `prefix`.
 // The local over-limit cache is off: it answers denials with the figures
 // Redis gave earlier, and the vectors check every figure of every step.
+// `*vanished` is set when a state the step left was already gone from Redis
+// when the test came to stretch its TTL: it expired in real time.
 void RunCase(const testing::VectorCase& vc, const std::string& url, const std::string& prefix,
-             redis::Client& stretcher, int* steps) {
+             redis::Client& stretcher, int* steps, bool* vanished) {
   Config config;
   config.store = url;
   config.redis.local_cache = false;
@@ -72,15 +75,18 @@ void RunCase(const testing::VectorCase& vc, const std::string& url, const std::s
     const std::string key = redis::StateKey("r", step.tier, prefix + step.key);
     auto stretched = stretcher.Call(key, {"PEXPIRE", key, "600000"});
     ASSERT_TRUE(stretched.ok()) << stretched.status().ToString();
+    if ((*stretched)->type == REDIS_REPLY_INTEGER && (*stretched)->integer == 0) *vanished = true;
   }
 }
 
 // Runs every vector. Subjects are prefixed per case, so cases sharing a
-// definition never share state. A case whose state expired in real time
-// between a step and its stretch (a 1 ms TTL, a slow build) fails its first
-// run; it is run once more from scratch, and only a second failure counts:
-// a real difference fails both times.
+// definition never share state. A state left with 1 ms to live can expire in
+// real time before the test stretches it (a sanitizer build, a loaded host):
+// a case that failed *and* saw one of its states vanish is run again from
+// scratch, up to kAttempts times. A case that failed with every state in
+// place is a real difference and fails at once.
 void RunVectors(const std::string& url) {
+  constexpr int kAttempts = 8;
   const auto cases = testing::LoadVectors(testing::VectorsDir());
   ASSERT_GE(cases.size(), 10u);
   redis::ClientOptions options;
@@ -91,19 +97,32 @@ void RunVectors(const std::string& url) {
   int steps = 0, index = 0, reruns = 0;
   for (const auto& vc : cases) {
     SCOPED_TRACE(vc.file + ": " + vc.name);
-    ::testing::TestPartResultArray first_run;
-    {
-      ::testing::ScopedFakeTestPartResultReporter intercept(
-          ::testing::ScopedFakeTestPartResultReporter::INTERCEPT_ONLY_CURRENT_THREAD, &first_run);
-      RunCase(vc, url, "case" + std::to_string(index++) + ":", **stretcher, &steps);
-    }
-    if (first_run.size() > 0) {
+    for (int attempt = 1;; ++attempt) {
+      bool vanished = false;
+      const std::string prefix = "case" + std::to_string(index++) + ":";
+      if (attempt == kAttempts) {  // the last one reports what it finds
+        RunCase(vc, url, prefix, **stretcher, &steps, &vanished);
+        break;
+      }
+      ::testing::TestPartResultArray failures;
+      {
+        ::testing::ScopedFakeTestPartResultReporter intercept(
+            ::testing::ScopedFakeTestPartResultReporter::INTERCEPT_ONLY_CURRENT_THREAD, &failures);
+        RunCase(vc, url, prefix, **stretcher, &steps, &vanished);
+      }
+      if (failures.size() == 0) break;
+      if (!vanished) {  // every state was there: report this run's failures
+        for (int i = 0; i < failures.size(); ++i) {
+          const auto& f = failures.GetTestPartResult(i);
+          ADD_FAILURE_AT(f.file_name() ? f.file_name() : "?", f.line_number()) << f.message();
+        }
+        break;
+      }
       ++reruns;
-      RunCase(vc, url, "case" + std::to_string(index++) + ":", **stretcher, &steps);
     }
   }
   EXPECT_GE(steps, 60);
-  EXPECT_LE(reruns, 2) << "vector cases needing a second run: a timing artefact should be rare";
+  if (reruns > 0) std::printf("vector cases run again after a state expired in real time: %d\n", reruns);
 }
 
 // Keys of one redis-server without an expiry (SCAN, then PTTL each).

@@ -62,6 +62,32 @@ int64_t RetryAfter(const ExpiringSet& events, int64_t count, int64_t now_ms) {
   return std::max<int64_t>(1, events.NthExpiry(index) - now_ms);
 }
 
+// The subject's state (null: none yet), its aged-out members dropped: where
+// every step starts.
+OtpState* Pruned(int64_t* state, int64_t now_ms) {
+  OtpState* s = StateOf(state);
+  if (s != nullptr) s->Prune(now_ms);
+  return s;
+}
+
+// What Update keeps of `s` (null: nothing).
+int64_t Keep(const OtpState* s) { return s != nullptr ? s->Expiry() : 0; }
+
+// Whether a counted step (an issue, an attempt) finds `events` already at
+// `count`; *retry_after_ms then says when one more fits.
+bool AtCount(const OtpState* s, ExpiringSet OtpState::*events, int64_t count, int64_t now_ms,
+             int64_t* retry_after_ms) {
+  if (s == nullptr || static_cast<int64_t>((s->*events).size()) < count) return false;
+  *retry_after_ms = RetryAfter(s->*events, count, now_ms);
+  return true;
+}
+
+// Claims the `bytes` a step adds to `s`, and the OtpState itself for a new
+// subject, before anything changes.
+bool ClaimStep(core::MemoryRoom* room, const OtpState* s, size_t bytes) {
+  return core::Claim(room, (s == nullptr ? kStateBytes : 0) + bytes);
+}
+
 // A step the store has no room for (a new subject, or more codes or events
 // for a known one): it did not happen (what the step wrote is reset by the
 // caller), and the message says which.
@@ -110,20 +136,18 @@ Status OtpStore::Issue(std::string_view subject, std::string_view code_hash,
   bool new_subject = true;
   const Status s = store_.Update(
       variant_, subject, now_ms, [&](int64_t* state, bool, core::MemoryRoom* room) -> int64_t {
-        OtpState* s = StateOf(state);
+        OtpState* s = Pruned(state, now_ms);
         new_subject = s == nullptr;
-        if (s != nullptr) s->Prune(now_ms);
-        if (s != nullptr && static_cast<int64_t>(s->issues.size()) >= policy.issue_count) {
-          out->retry_after_ms = RetryAfter(s->issues, policy.issue_count, now_ms);
-          return s->Expiry();
+        if (AtCount(s, &OtpState::issues, policy.issue_count, now_ms, &out->retry_after_ms)) {
+          return Keep(s);
         }
-        // Claimed before anything changes (dropping the oldest code frees
-        // memory, but only after the new one is known to fit).
-        const bool fits =
-            core::Claim(room, (s == nullptr ? kStateBytes : 0) +
-                                  AddBytes(s != nullptr ? &s->codes : nullptr, code_hash) +
-                                  AddBytes(s != nullptr ? &s->issues : nullptr, event_id));
-        if (!fits) return s != nullptr ? s->Expiry() : 0;
+        // Dropping the oldest code frees memory, but only after the new one
+        // is known to fit.
+        if (!ClaimStep(room, s,
+                       AddBytes(s != nullptr ? &s->codes : nullptr, code_hash) +
+                           AddBytes(s != nullptr ? &s->issues : nullptr, event_id))) {
+          return Keep(s);
+        }
         s = Ensure(state);
         // Room for the new code: the oldest go first (codes share one TTL, so
         // the earliest expiry is the oldest issue).
@@ -152,17 +176,14 @@ Status OtpStore::Attempt(std::string_view subject, std::string_view event_id,
   bool new_subject = true;
   const Status s = store_.Update(
       variant_, subject, now_ms, [&](int64_t* state, bool, core::MemoryRoom* room) -> int64_t {
-        OtpState* s = StateOf(state);
+        OtpState* s = Pruned(state, now_ms);
         new_subject = s == nullptr;
-        if (s != nullptr) s->Prune(now_ms);
-        if (s != nullptr && static_cast<int64_t>(s->attempts.size()) >= policy.verify_count) {
-          out->retry_after_ms = RetryAfter(s->attempts, policy.verify_count, now_ms);
-          return s->Expiry();
+        if (AtCount(s, &OtpState::attempts, policy.verify_count, now_ms, &out->retry_after_ms)) {
+          return Keep(s);
         }
-        const bool fits =
-            core::Claim(room, (s == nullptr ? kStateBytes : 0) +
-                                  AddBytes(s != nullptr ? &s->attempts : nullptr, event_id));
-        if (!fits) return s != nullptr ? s->Expiry() : 0;
+        if (!ClaimStep(room, s, AddBytes(s != nullptr ? &s->attempts : nullptr, event_id))) {
+          return Keep(s);
+        }
         // Recorded even when the subject has no code: probing costs attempts too.
         s = Ensure(state);
         s->attempts.Upsert(event_id, now_ms + policy.verify_period_ms);
@@ -184,9 +205,8 @@ Status OtpStore::Consume(std::string_view subject, std::string_view code_hash, i
   // Consuming only frees: it claims nothing.
   const Status s = store_.Update(variant_, subject, now_ms,
                                  [&](int64_t* state, bool, core::MemoryRoom*) -> int64_t {
-                                   OtpState* st = StateOf(state);
+                                   OtpState* st = Pruned(state, now_ms);
                                    if (st == nullptr) return 0;
-                                   st->Prune(now_ms);
                                    if (st->codes.ExpiryOf(code_hash) != 0) {
                                      *consumed = true;
                                      st->codes.Clear();

@@ -24,9 +24,8 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_join.h"
-#include "common/http_url.h"
 #include "common/store_url.h"
-#include "config/yaml_words.h"
+#include "config/yaml_fields.h"
 #include "core/calendar.h"
 #include "floodgate/config.h"
 #include "yaml-cpp/eventhandler.h"
@@ -35,7 +34,9 @@
 namespace floodgate {
 namespace {
 
-using config::Near;
+using config::DurationText;
+using config::kDayMs;
+using config::ParseInt;
 using config::TypeName;
 
 // Configs are a few kilobytes; the bound keeps a hostile or mistaken input
@@ -58,7 +59,6 @@ constexpr __int128 kMaxExactProduct = __int128{1} << 53;
 constexpr __int128 kMaxGcraSpanUs = __int128{1} << 52;
 // sliding_log stores one timestamp per admitted unit.
 constexpr int64_t kMaxSlidingLogCount = 100'000;
-constexpr int64_t kDayMs = 86'400'000;
 // Expiring sets keep every live member: a bound per set, and on TTLs.
 constexpr int64_t kMaxSetMembers = 1'000'000;
 constexpr int64_t kMaxSetTtlMs = 366 * kDayMs;
@@ -67,19 +67,6 @@ constexpr int64_t kMaxOtpLimitCount = 1000;
 constexpr int64_t kMaxOtpPeriodMs = 366 * kDayMs;
 constexpr int64_t kMaxOtpCodeTtlMs = kDayMs;
 constexpr int64_t kMaxOtpLiveCodes = 100;
-
-// A duration as a config writes it, in its largest whole unit: 366d, 90s,
-// 1500ms.
-std::string DurationText(int64_t ms) {
-  constexpr struct {
-    int64_t ms;
-    const char* unit;
-  } kUnits[] = {{86'400'000, "d"}, {3'600'000, "h"}, {60'000, "m"}, {1000, "s"}};
-  for (const auto& u : kUnits) {
-    if (ms != 0 && ms % u.ms == 0) return std::to_string(ms / u.ms) + u.unit;
-  }
-  return std::to_string(ms) + "ms";
-}
 
 bool IsNameChar(char c) {
   return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
@@ -92,25 +79,6 @@ bool IsValidName(std::string_view name) {
     if (!IsNameChar(c)) return false;
   }
   return true;
-}
-
-// Decimal integer with an optional sign; nullopt when malformed or out of
-// int64 range (checked before each multiply).
-std::optional<int64_t> ParseInt(std::string_view s) {
-  bool negative = false;
-  if (!s.empty() && (s[0] == '-' || s[0] == '+')) {
-    negative = s[0] == '-';
-    s.remove_prefix(1);
-  }
-  if (s.empty()) return std::nullopt;
-  int64_t value = 0;
-  for (char c : s) {
-    if (c < '0' || c > '9') return std::nullopt;
-    const int d = c - '0';
-    if (value > (INT64_MAX - d) / 10) return std::nullopt;
-    value = value * 10 + d;
-  }
-  return negative ? -value : value;
 }
 
 // "host:port" or "[v6]:port", port 0..65535 (0: any free port).
@@ -143,16 +111,6 @@ bool IsHostPort(std::string_view s) {
   return true;
 }
 
-bool IsEnvironmentVariableName(std::string_view name) {
-  if (name.empty() || (name[0] >= '0' && name[0] <= '9')) return false;
-  for (char c : name) {
-    const bool ok =
-        (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
-    if (!ok) return false;
-  }
-  return true;
-}
-
 // A limit or burst value as written, kept with its node for cross-field
 // messages.
 struct PlacedLimit {
@@ -165,182 +123,9 @@ struct PlacedInt {
 };
 
 // Walks one config document. Each method returns the first error found.
-class ConfigParser {
+class ConfigParser : public config::Fields {
  public:
-  explicit ConfigParser(std::string_view source) : source_(source) {}
-
-  Status Fail(const YAML::Mark& mark, std::string_view what, std::string_view near) const {
-    const int line = mark.is_null() ? 1 : mark.line + 1;
-    const int column = mark.is_null() ? 1 : mark.column + 1;
-    return InvalidArgumentError(std::string(source_) + ":" + std::to_string(line) + ":" +
-                                std::to_string(column) + ": " + std::string(what) + " (near " +
-                                Near(near) + ")");
-  }
-
-  // At `value`, or at its key when the value is empty (an empty value's own
-  // mark points past it, often to the next line).
-  Status FailAt(const YAML::Node& key, const YAML::Node& value, std::string_view what,
-                std::string_view near) const {
-    return Fail(value.IsNull() ? key.Mark() : value.Mark(), what, near);
-  }
-
-  Status WrongType(const YAML::Node& key, const YAML::Node& value, std::string_view field,
-                   std::string_view expected) const {
-    return FailAt(key, value,
-                  "'" + std::string(field) + "' must be " + std::string(expected) + ", not " +
-                      TypeName(value),
-                  key.Scalar());
-  }
-
-  // Calls f(name, key, value) for each entry of `map` in file order, after
-  // checking that keys are non-empty strings and unique. `noun` names the
-  // entries in the duplicate message ("key", "rule", "tier").
-  template <typename F>
-  Status ForEachEntry(const YAML::Node& map, std::string_view noun, F&& f) const {
-    absl::flat_hash_map<std::string, int> first_line;
-    // By value: yaml-cpp's iterator hands out a temporary proxy, and a
-    // reference into it (it->first) dangles.
-    for (const auto& entry : map) {
-      const YAML::Node key = entry.first;
-      const YAML::Node value = entry.second;
-      if (key.IsNull() || (key.IsScalar() && key.Scalar().empty())) {
-        return Fail(key.Mark(), "empty key", "");
-      }
-      if (!key.IsScalar()) {
-        return Fail(key.Mark(), "keys must be plain strings, not " + std::string(TypeName(key)),
-                    "");
-      }
-      const std::string& name = key.Scalar();
-      const auto [pos, inserted] = first_line.emplace(name, key.Mark().line + 1);
-      if (!inserted) {
-        return Fail(key.Mark(),
-                    "duplicate " + std::string(noun) + " '" + name + "' (first defined on line " +
-                        std::to_string(pos->second) + ")",
-                    name);
-      }
-      if (Status s = f(name, key, value); !s.ok()) return s;
-    }
-    return Status::Ok();
-  }
-
-  Result<std::string> String(const YAML::Node& key, const YAML::Node& value,
-                             std::string_view field) const {
-    if (!value.IsScalar()) return WrongType(key, value, field, "a string");
-    return value.Scalar();
-  }
-
-  Result<int64_t> Int(const YAML::Node& key, const YAML::Node& value, std::string_view field,
-                      int64_t min, int64_t max) const {
-    if (!value.IsScalar()) return WrongType(key, value, field, "an integer");
-    const std::optional<int64_t> v = ParseInt(value.Scalar());
-    if (!v || *v < min || *v > max) {
-      const std::string range = max == INT64_MAX ? "an integer >= " + std::to_string(min)
-                                                 : "an integer between " + std::to_string(min) +
-                                                       " and " + std::to_string(max);
-      return FailAt(key, value, "'" + std::string(field) + "' must be " + range, value.Scalar());
-    }
-    return *v;
-  }
-
-  // A rule's (or envoy_ratelimit's) `algorithm`.
-  Result<Algorithm> AlgorithmValue(const YAML::Node& key, const YAML::Node& value,
-                                   std::string_view field) const {
-    Result<std::string> text = String(key, value, field);
-    if (!text.ok()) return text.status();
-    const std::optional<Algorithm> algorithm = ParseAlgorithm(*text);
-    if (!algorithm) {
-      return FailAt(key, value,
-                    "unknown algorithm '" + *text +
-                        "'; expected fixed_window, sliding_window, sliding_log, token_bucket "
-                        "or gcra",
-                    *text);
-    }
-    return *algorithm;
-  }
-
-  // A fallback policy: "allow" (true) or "deny" (false).
-  Result<bool> AllowOrDeny(const YAML::Node& key, const YAML::Node& value,
-                           std::string_view field) const {
-    Result<std::string> text = String(key, value, field);
-    if (!text.ok()) return text.status();
-    if (*text == "allow") return true;
-    if (*text == "deny") return false;
-    return FailAt(key, value, "'" + std::string(field) + "' must be allow or deny", *text);
-  }
-
-  // A rule's (or envoy_ratelimit's) `on_backend_error`: allow or deny.
-  Result<OnBackendError> OnBackendErrorValue(const YAML::Node& key, const YAML::Node& value,
-                                             std::string_view field) const {
-    Result<bool> allow = AllowOrDeny(key, value, field);
-    if (!allow.ok()) return allow.status();
-    return *allow ? OnBackendError::kAllow : OnBackendError::kDeny;
-  }
-
-  // A rule's (or envoy_ratelimit's) `on_store_full`: allow or deny.
-  Result<OnStoreFull> OnStoreFullValue(const YAML::Node& key, const YAML::Node& value,
-                                       std::string_view field) const {
-    Result<bool> allow = AllowOrDeny(key, value, field);
-    if (!allow.ok()) return allow.status();
-    return *allow ? OnStoreFull::kAllow : OnStoreFull::kDeny;
-  }
-
-  // A size in bytes, as Redis reads maxmemory: a plain integer, or one with
-  // a unit, any case: k, m, g (10^3, 10^6, 10^9), kb, mb, gb (2^10, 2^20,
-  // 2^30), and kib, mib, gib for those who write IEC units. Between `min`
-  // and `max`; with a `min` of 0, "off" is 0 too.
-  Result<int64_t> Size(const YAML::Node& key, const YAML::Node& value, std::string_view field,
-                       int64_t min, int64_t max) const {
-    const std::string range =
-        max == INT64_MAX && min == 1
-            ? "a positive size in bytes"
-            : "a size between " + std::to_string(min) + " and " + std::to_string(max) + " bytes";
-    const std::string what = "'" + std::string(field) + "' must be " + range +
-                             ": an integer, or one with a unit k, kb, m, mb, g or gb (e.g. "
-                             "512mb, 1gb)";
-    if (!value.IsScalar()) return WrongType(key, value, field, "a size in bytes");
-    std::string_view text = value.Scalar();
-    if (min == 0 && text == "off") return 0;
-    size_t digits = 0;
-    while (digits < text.size() && text[digits] >= '0' && text[digits] <= '9') ++digits;
-    std::string_view unit = text.substr(digits);
-    while (!unit.empty() && unit.front() == ' ') unit.remove_prefix(1);
-    std::string lower(unit);
-    for (char& c : lower) c = static_cast<char>(c >= 'A' && c <= 'Z' ? c + 32 : c);
-    struct Unit {
-      const char* name;
-      int64_t factor;
-    };
-    static constexpr Unit kUnits[] = {
-        {"", 1},          {"b", 1},        {"k", 1'000},     {"kb", 1 << 10},      {"kib", 1 << 10},
-        {"m", 1'000'000}, {"mb", 1 << 20}, {"mib", 1 << 20}, {"g", 1'000'000'000}, {"gb", 1 << 30},
-        {"gib", 1 << 30},
-    };
-    const Unit* found = nullptr;
-    for (const Unit& u : kUnits) {
-      if (lower == u.name) found = &u;
-    }
-    const std::optional<int64_t> n = digits == 0 ? std::nullopt : ParseInt(text.substr(0, digits));
-    if (found == nullptr || !n.has_value() || *n > max / found->factor ||
-        *n * found->factor < min) {
-      return FailAt(key, value, what, text);
-    }
-    return *n * found->factor;
-  }
-
-  Result<bool> Bool(const YAML::Node& key, const YAML::Node& value, std::string_view field) const {
-    if (value.IsScalar()) {
-      // YAML 1.1 spellings too, as yaml-cpp and most YAML users accept them.
-      const std::string& s = value.Scalar();
-      for (const char* t : {"true", "True", "TRUE", "yes", "Yes", "YES", "on", "On", "ON"}) {
-        if (s == t) return true;
-      }
-      for (const char* f : {"false", "False", "FALSE", "no", "No", "NO", "off", "Off", "OFF"}) {
-        if (s == f) return false;
-      }
-    }
-    return FailAt(key, value, "'" + std::string(field) + "' must be true or false",
-                  value.IsScalar() ? value.Scalar() : key.Scalar());
-  }
+  using Fields::Fields;
 
   Status ParseDocument(const YAML::Node& root, Config& config) const {
     if (root.IsNull()) return Status::Ok();  // an empty file: all defaults, no rules
@@ -479,9 +264,9 @@ class ConfigParser {
         return Fail(node.Mark(), "envoy_ratelimit names more than 1024 files", node.Scalar());
       }
       std::string file = node.Scalar();
-      const size_t slash = source_.rfind('/');
+      const size_t slash = source().rfind('/');
       if (file.front() != '/' && slash != std::string_view::npos) {
-        file = std::string(source_.substr(0, slash + 1)) + file;
+        file = std::string(source().substr(0, slash + 1)) + file;
       }
       envoy.files.push_back(std::move(file));
       return Status::Ok();
@@ -708,14 +493,8 @@ class ConfigParser {
       if (!value.IsScalar()) return WrongType(key, value, "server.auth_token", "a string");
       server.auth_token = value.Scalar();
     } else if (name == "auth_token_env") {
-      Result<std::string> variable = String(key, value, "server.auth_token_env");
+      Result<std::string> variable = EnvironmentVariable(key, value, "server.auth_token_env");
       if (!variable.ok()) return variable.status();
-      if (!IsEnvironmentVariableName(*variable)) {
-        return FailAt(key, value,
-                      "'server.auth_token_env' must name an environment variable "
-                      "([A-Za-z_][A-Za-z0-9_]*)",
-                      *variable);
-      }
       server.auth_token_env = *std::move(variable);
     } else {
       return Fail(key.Mark(),
@@ -742,16 +521,8 @@ class ConfigParser {
                         "unknown key '" + name + "' in admin; expected token_env or read_token_env",
                         name);
           }
-          const std::string path = "admin." + name;
-          Result<std::string> variable = String(k, v, path);
+          Result<std::string> variable = EnvironmentVariable(k, v, "admin." + name);
           if (!variable.ok()) return variable.status();
-          if (!IsEnvironmentVariableName(*variable)) {
-            return FailAt(k, v,
-                          "'" + path +
-                              "' must name an environment variable "
-                              "([A-Za-z_][A-Za-z0-9_]*)",
-                          *variable);
-          }
           *target = *std::move(variable);
           return Status::Ok();
         });
@@ -814,39 +585,6 @@ class ConfigParser {
                   "server");
     }
     return Status::Ok();
-  }
-
-  // A timeout: a duration like 30s, or 0 / off for none.
-  Result<int64_t> DurationOrOff(const YAML::Node& key, const YAML::Node& value,
-                                std::string_view field, int64_t max_ms) const {
-    if (value.IsScalar() && (value.Scalar() == "0" || value.Scalar() == "off")) return 0;
-    return Duration(key, value, field, 1, max_ms);
-  }
-
-  // A duration with a unit, as in a limit's period: "5m", "300s", "1h",
-  // "500ms", "7d". Plain numbers are refused: their unit would be a guess.
-  Result<int64_t> Duration(const YAML::Node& key, const YAML::Node& value, std::string_view field,
-                           int64_t min_ms, int64_t max_ms) const {
-    if (!value.IsScalar()) return WrongType(key, value, field, "a duration like 5m");
-    const std::string& text = value.Scalar();
-    const std::string range = "'" + std::string(field) + "' must be from " + DurationText(min_ms) +
-                              " to " + DurationText(max_ms);
-    Result<Limit> as_period = ParseLimit("1/" + text);
-    const size_t digits = text.find_first_not_of("0123456789");
-    if (!as_period.ok() || digits == 0) {
-      // A number and a unit whose product is out of ParseLimit's range (0s,
-      // 100000d): the range is what is wrong, not the spelling.
-      const bool spelled_right = digits != 0 && digits != std::string::npos &&
-                                 ParseLimit("1/1" + text.substr(digits)).ok();
-      if (spelled_right) return FailAt(key, value, range, text);
-      return FailAt(
-          key, value,
-          "'" + std::string(field) + "' must be a number and a unit, e.g. 500ms, 30s, 5m, 1h or 7d",
-          text);
-    }
-    const int64_t ms = as_period->PeriodMs();
-    if (ms < min_ms || ms > max_ms) return FailAt(key, value, range, text);
-    return ms;
   }
 
   Status ParseSets(const YAML::Node& key, const YAML::Node& value, SetsConfig& sets) const {
@@ -946,11 +684,8 @@ class ConfigParser {
         value, "key",
         [&](const std::string& name, const YAML::Node& k, const YAML::Node& v) -> Status {
           if (name == "url") {
-            Result<std::string> url = String(k, v, "otp.delivery.url");
+            Result<std::string> url = HttpUrl(k, v, "otp.delivery.url");
             if (!url.ok()) return url.status();
-            if (Result<HttpUrl> parsed = ParseHttpUrl(*url); !parsed.ok()) {
-              return FailAt(k, v, "'otp.delivery.url': " + parsed.status().message(), *url);
-            }
             delivery.url = *std::move(url);
             has_url = true;
           } else if (name == "timeout_ms") {
@@ -980,19 +715,6 @@ class ConfigParser {
     return Status::Ok();
   }
 
-  Result<std::string> EnvironmentVariable(const YAML::Node& key, const YAML::Node& value,
-                                          std::string_view field) const {
-    Result<std::string> variable = String(key, value, field);
-    if (!variable.ok()) return variable.status();
-    if (!IsEnvironmentVariableName(*variable)) {
-      return FailAt(
-          key, value,
-          "'" + std::string(field) + "' must name an environment variable ([A-Za-z_][A-Za-z0-9_]*)",
-          *variable);
-    }
-    return variable;
-  }
-
   // A rule's `alerts`: thresholds (percent), webhook, secret_env. Messages
   // never quote a secret: the file names a variable, never a value.
   Status ParseAlerts(const YAML::Node& key, const YAML::Node& value, const std::string& path,
@@ -1010,11 +732,8 @@ class ConfigParser {
             return ParseThresholds(k, v, field, alerts.thresholds);
           }
           if (name == "webhook") {
-            Result<std::string> url = String(k, v, field);
+            Result<std::string> url = HttpUrl(k, v, field);
             if (!url.ok()) return url.status();
-            if (Result<HttpUrl> parsed = ParseHttpUrl(*url); !parsed.ok()) {
-              return FailAt(k, v, "'" + field + "': " + parsed.status().message(), *url);
-            }
             alerts.webhook = *std::move(url);
             has_webhook = true;
             return Status::Ok();
@@ -1502,8 +1221,6 @@ class ConfigParser {
     }
     return Status::Ok();
   }
-
-  std::string_view source_;
 };
 
 // The source line holding `mark`, trimmed, for the "near" of a YAML syntax

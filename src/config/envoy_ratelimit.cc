@@ -22,7 +22,7 @@
 #include <utility>
 
 #include "common/text.h"
-#include "config/yaml_words.h"
+#include "config/yaml_fields.h"
 #include "yaml-cpp/yaml.h"
 
 namespace floodgate::envoy {

@@ -25,6 +25,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_join.h"
 #include "common/store_url.h"
+#include "config/store_section.h"
 #include "config/yaml_fields.h"
 #include "core/calendar.h"
 #include "floodgate/config.h"
@@ -43,7 +44,6 @@ using config::TypeName;
 // (a log file passed as --config) from costing seconds of parsing.
 constexpr size_t kMaxConfigBytes = size_t{4} << 20;
 constexpr size_t kMaxNameBytes = 64;
-constexpr int kMaxShards = 4096;
 constexpr int64_t kMaxThreads = 1024;
 constexpr int64_t kMaxConnections = 10'000'000;
 constexpr int64_t kMaxBlockForMs = 366LL * 86'400'000;
@@ -167,10 +167,10 @@ class ConfigParser : public config::Fields {
 
   Status ParseSection(const std::string& name, const YAML::Node& key, const YAML::Node& value,
                       Config& config) const {
-    if (name == "store") return ParseStore(key, value, config);
+    if (name == "store") return config::ParseStore(*this, key, value, config.store);
     if (name == "listen") return ParseListen(key, value, config.listen);
-    if (name == "engine") return ParseEngine(key, value, config.engine);
-    if (name == "redis") return ParseRedis(key, value, config.redis);
+    if (name == "engine") return config::ParseEngine(*this, key, value, config.engine);
+    if (name == "redis") return config::ParseRedis(*this, key, value, config.redis);
     if (name == "server") {
       if (Status st = ParseServer(key, value, config.server); !st.ok()) return st;
       return CheckServer(key, config.server);
@@ -280,23 +280,6 @@ class ConfigParser : public config::Fields {
     return add(value);
   }
 
-  Status ParseStore(const YAML::Node& key, const YAML::Node& value, Config& config) const {
-    Result<std::string> store = String(key, value, "store");
-    if (!store.ok()) return store.status();
-    if (*store != "memory") {
-      if (auto url = redis::ParseStoreUrl(*store); !url.ok()) {
-        // The message quotes only the faulty part, never a password.
-        return Fail(value.Mark(),
-                    "invalid store: " + url.status().message() +
-                        "; use memory or a Redis URL (redis://host:port, rediss://…, "
-                        "redis+cluster://h1:p1,h2:p2, redis+proxy://host:port)",
-                    "store");
-      }
-    }
-    config.store = *std::move(store);
-    return Status::Ok();
-  }
-
   Status ParseListen(const YAML::Node& key, const YAML::Node& value, ListenConfig& listen) const {
     if (value.IsNull()) return Status::Ok();
     if (!value.IsMap()) return WrongType(key, value, "listen", "a map");
@@ -335,91 +318,6 @@ class ConfigParser : public config::Fields {
     }
     *target = *std::move(address);
     return Status::Ok();
-  }
-
-  Status ParseEngine(const YAML::Node& key, const YAML::Node& value, EngineConfig& engine) const {
-    if (value.IsNull()) return Status::Ok();
-    if (!value.IsMap()) return WrongType(key, value, "engine", "a map");
-    return ForEachEntry(value, "key",
-                        [&](const std::string& name, const YAML::Node& k, const YAML::Node& v) {
-                          return ParseEngineEntry(name, k, v, engine);
-                        });
-  }
-
-  Status ParseEngineEntry(const std::string& name, const YAML::Node& key, const YAML::Node& value,
-                          EngineConfig& engine) const {
-    if (name == "max_entries") {
-      Result<int64_t> n = Int(key, value, "engine.max_entries", 1, INT64_MAX);
-      if (!n.ok()) return n.status();
-      engine.max_entries = *n;
-    } else if (name == "max_memory") {
-      Result<int64_t> n = Size(key, value, "engine.max_memory", 1, INT64_MAX);
-      if (!n.ok()) return n.status();
-      engine.max_memory = *n;
-    } else if (name == "shards") {
-      Result<int64_t> n = Int(key, value, "engine.shards", 1, kMaxShards);
-      if (!n.ok()) return n.status();
-      if ((*n & (*n - 1)) != 0) {
-        return FailAt(key, value, "'engine.shards' must be a power of two", value.Scalar());
-      }
-      engine.shards = static_cast<int>(*n);
-    } else if (name == "sweep_interval_ms") {
-      Result<int64_t> n = Int(key, value, "engine.sweep_interval_ms", 0, INT64_MAX);
-      if (!n.ok()) return n.status();
-      engine.sweep_interval_ms = *n;
-    } else {
-      return Fail(key.Mark(),
-                  "unknown key '" + name +
-                      "' in engine; expected max_entries, max_memory, shards or sweep_interval_ms",
-                  name);
-    }
-    return Status::Ok();
-  }
-
-  Status ParseRedis(const YAML::Node& key, const YAML::Node& value, RedisConfig& redis) const {
-    if (value.IsNull()) return Status::Ok();
-    if (!value.IsMap()) return WrongType(key, value, "redis", "a map");
-    return ForEachEntry(value, "key",
-                        [&](const std::string& name, const YAML::Node& k, const YAML::Node& v) {
-                          return ParseRedisEntry(name, k, v, redis);
-                        });
-  }
-
-  Status ParseRedisEntry(const std::string& name, const YAML::Node& key, const YAML::Node& value,
-                         RedisConfig& redis) const {
-    struct IntField {
-      const char* name;
-      int64_t min, max;
-      int64_t* target;
-    };
-    int64_t connections = redis.connections_per_node, threads = redis.io_threads;
-    const IntField ints[] = {
-        {"timeout_ms", 1, 60'000, &redis.timeout_ms},
-        {"connect_timeout_ms", 1, 60'000, &redis.connect_timeout_ms},
-        {"connections_per_node", 1, 64, &connections},
-        {"io_threads", 1, 64, &threads},
-        {"local_cache_max_entries", 1, 100'000'000, &redis.local_cache_max_entries},
-    };
-    for (const IntField& f : ints) {
-      if (name != f.name) continue;
-      Result<int64_t> n = Int(key, value, "redis." + name, f.min, f.max);
-      if (!n.ok()) return n.status();
-      *f.target = *n;
-      redis.connections_per_node = static_cast<int>(connections);
-      redis.io_threads = static_cast<int>(threads);
-      return Status::Ok();
-    }
-    if (name == "local_cache") {
-      Result<bool> b = Bool(key, value, "redis.local_cache");
-      if (!b.ok()) return b.status();
-      redis.local_cache = *b;
-      return Status::Ok();
-    }
-    return Fail(key.Mark(),
-                "unknown key '" + name +
-                    "' in redis; expected timeout_ms, connect_timeout_ms, connections_per_node, "
-                    "io_threads, local_cache or local_cache_max_entries",
-                name);
   }
 
   Status ParseServer(const YAML::Node& key, const YAML::Node& value, ServerConfig& server) const {

@@ -25,6 +25,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_join.h"
 #include "common/store_url.h"
+#include "config/server_section.h"
 #include "config/store_section.h"
 #include "config/yaml_fields.h"
 #include "core/calendar.h"
@@ -44,13 +45,9 @@ using config::TypeName;
 // (a log file passed as --config) from costing seconds of parsing.
 constexpr size_t kMaxConfigBytes = size_t{4} << 20;
 constexpr size_t kMaxNameBytes = 64;
-constexpr int64_t kMaxThreads = 1024;
-constexpr int64_t kMaxConnections = 10'000'000;
 constexpr int64_t kMaxBlockForMs = 366LL * 86'400'000;
-constexpr int64_t kDefaultLeaseTtlMs = 30'000;             // algorithm: concurrency's lease_ttl
-constexpr int64_t kMaxMaxWaiters = 1'000'000;              // a block is not meant to be forever
-constexpr int64_t kMaxServerTimeoutMs = 7LL * 86'400'000;  // a week: beyond it, use 0 (off)
-constexpr int64_t kMaxOutputLimit = int64_t{1} << 40;
+constexpr int64_t kDefaultLeaseTtlMs = 30'000;  // algorithm: concurrency's lease_ttl
+constexpr int64_t kMaxMaxWaiters = 1'000'000;   // a block is not meant to be forever
 // sliding_window and token_bucket compute count x period_ms in doubles in the
 // Redis scripts (Lua numbers): beyond 2^53 they stop being exact.
 constexpr __int128 kMaxExactProduct = __int128{1} << 53;
@@ -77,36 +74,6 @@ bool IsValidName(std::string_view name) {
   if (name.empty() || name.size() > kMaxNameBytes) return false;
   for (char c : name) {
     if (!IsNameChar(c)) return false;
-  }
-  return true;
-}
-
-// "host:port" or "[v6]:port", port 0..65535 (0: any free port).
-bool IsHostPort(std::string_view s) {
-  const size_t colon = s.rfind(':');
-  if (colon == std::string_view::npos || colon == 0) return false;
-  const std::string_view host = s.substr(0, colon);
-  const std::string_view port = s.substr(colon + 1);
-  if (port.empty() || port.size() > 5) return false;
-  int port_number = 0;
-  for (char c : port) {
-    if (c < '0' || c > '9') return false;
-    port_number = port_number * 10 + (c - '0');
-  }
-  if (port_number > 65535) return false;
-  if (host.front() == '[') {
-    if (host.size() < 3 || host.back() != ']') return false;
-    for (char c : host.substr(1, host.size() - 2)) {
-      const bool ok = (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F') ||
-                      c == ':' || c == '.';
-      if (!ok) return false;
-    }
-    return true;
-  }
-  for (char c : host) {
-    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-                    c == '.' || c == '-' || c == '_';
-    if (!ok) return false;
   }
   return true;
 }
@@ -168,13 +135,10 @@ class ConfigParser : public config::Fields {
   Status ParseSection(const std::string& name, const YAML::Node& key, const YAML::Node& value,
                       Config& config) const {
     if (name == "store") return config::ParseStore(*this, key, value, config.store);
-    if (name == "listen") return ParseListen(key, value, config.listen);
+    if (name == "listen") return config::ParseListen(*this, key, value, config.listen);
     if (name == "engine") return config::ParseEngine(*this, key, value, config.engine);
     if (name == "redis") return config::ParseRedis(*this, key, value, config.redis);
-    if (name == "server") {
-      if (Status st = ParseServer(key, value, config.server); !st.ok()) return st;
-      return CheckServer(key, config.server);
-    }
+    if (name == "server") return config::ParseServer(*this, key, value, config.server);
     if (name == "rules") return ParseRules(key, value, config);
     if (name == "sets") return ParseSets(key, value, config.sets);
     if (name == "otp") return ParseOtp(key, value, config.otp);
@@ -280,133 +244,6 @@ class ConfigParser : public config::Fields {
     return add(value);
   }
 
-  Status ParseListen(const YAML::Node& key, const YAML::Node& value, ListenConfig& listen) const {
-    if (value.IsNull()) return Status::Ok();
-    if (!value.IsMap()) return WrongType(key, value, "listen", "a map");
-    return ForEachEntry(value, "key",
-                        [&](const std::string& name, const YAML::Node& k, const YAML::Node& v) {
-                          return ParseListenEntry(name, k, v, listen);
-                        });
-  }
-
-  Status ParseListenEntry(const std::string& name, const YAML::Node& key, const YAML::Node& value,
-                          ListenConfig& listen) const {
-    std::string* target = name == "http"   ? &listen.http
-                          : name == "resp" ? &listen.resp
-                          : name == "grpc" ? &listen.grpc
-                                           : nullptr;
-    if (target == nullptr) {
-      return Fail(key.Mark(), "unknown key '" + name + "' in listen; expected http, resp or grpc",
-                  name);
-    }
-    // As with --http off: `off` (or false, as YAML users also write it)
-    // turns the front off.
-    if (value.IsScalar()) {
-      for (const char* off : {"off", "Off", "OFF", "false", "False", "FALSE"}) {
-        if (value.Scalar() == off) {
-          *target = "off";
-          return Status::Ok();
-        }
-      }
-    }
-    Result<std::string> address = String(key, value, "listen." + name);
-    if (!address.ok()) return address.status();
-    if (!IsHostPort(*address)) {
-      return FailAt(key, value,
-                    "'listen." + name + "' must be host:port, e.g. 127.0.0.1:8080, or off",
-                    *address);
-    }
-    *target = *std::move(address);
-    return Status::Ok();
-  }
-
-  Status ParseServer(const YAML::Node& key, const YAML::Node& value, ServerConfig& server) const {
-    if (value.IsNull()) return Status::Ok();
-    if (!value.IsMap()) return WrongType(key, value, "server", "a map");
-    return ForEachEntry(value, "key",
-                        [&](const std::string& name, const YAML::Node& k, const YAML::Node& v) {
-                          return ParseServerEntry(name, k, v, server);
-                        });
-  }
-
-  // Messages never quote auth_token's value: it is a secret.
-  Status ParseServerEntry(const std::string& name, const YAML::Node& key, const YAML::Node& value,
-                          ServerConfig& server) const {
-    // Timeouts: a duration, or 0 / off.
-    struct TimeoutField {
-      const char* name;
-      int64_t max_ms;
-      int64_t* target;
-    };
-    const TimeoutField timeouts[] = {
-        {"http_request_timeout", kMaxServerTimeoutMs, &server.http_request_timeout_ms},
-        {"http_idle_timeout", kMaxServerTimeoutMs, &server.http_idle_timeout_ms},
-        {"resp_command_timeout", kMaxServerTimeoutMs, &server.resp_command_timeout_ms},
-        {"resp_idle_timeout", kMaxServerTimeoutMs, &server.resp_idle_timeout_ms},
-        {"output_soft_timeout", kMaxServerTimeoutMs, &server.output_soft_timeout_ms},
-        {"grpc_keepalive_time", kMaxServerTimeoutMs, &server.grpc_keepalive_time_ms},
-        {"grpc_keepalive_timeout", kMaxServerTimeoutMs, &server.grpc_keepalive_timeout_ms},
-    };
-    for (const TimeoutField& f : timeouts) {
-      if (name != f.name) continue;
-      Result<int64_t> ms = DurationOrOff(key, value, "server." + name, f.max_ms);
-      if (!ms.ok()) return ms.status();
-      *f.target = *ms;
-      return Status::Ok();
-    }
-    // Byte counts: output limits (0 / off: none).
-    struct SizeField {
-      const char* name;
-      int64_t* target;
-    };
-    const SizeField sizes[] = {
-        {"output_soft_limit", &server.output_soft_limit},
-        {"output_hard_limit", &server.output_hard_limit},
-    };
-    for (const SizeField& f : sizes) {
-      if (name != f.name) continue;
-      Result<int64_t> bytes = Size(key, value, "server." + name, 0, kMaxOutputLimit);
-      if (!bytes.ok()) return bytes.status();
-      *f.target = *bytes;
-      return Status::Ok();
-    }
-    if (name == "threads") {
-      Result<int64_t> n = Int(key, value, "server.threads", 0, kMaxThreads);
-      if (!n.ok()) return n.status();
-      server.threads = static_cast<int>(*n);
-    } else if (name == "max_connections") {
-      Result<int64_t> n = Int(key, value, "server.max_connections", 1, kMaxConnections);
-      if (!n.ok()) return n.status();
-      server.max_connections = *n;
-    } else if (name == "max_connections_per_ip") {
-      Result<int64_t> n = Int(key, value, "server.max_connections_per_ip", 0, kMaxConnections);
-      if (!n.ok()) return n.status();
-      server.max_connections_per_ip = *n;
-    } else if (name == "drain_timeout") {
-      // A drain of 0 would drop every reply in flight at SIGTERM: at least 1 ms.
-      Result<int64_t> ms = Duration(key, value, "server.drain_timeout", 1, kMaxServerTimeoutMs);
-      if (!ms.ok()) return ms.status();
-      server.drain_timeout_ms = *ms;
-    } else if (name == "auth_token") {
-      if (!value.IsScalar()) return WrongType(key, value, "server.auth_token", "a string");
-      server.auth_token = value.Scalar();
-    } else if (name == "auth_token_env") {
-      Result<std::string> variable = EnvironmentVariable(key, value, "server.auth_token_env");
-      if (!variable.ok()) return variable.status();
-      server.auth_token_env = *std::move(variable);
-    } else {
-      return Fail(key.Mark(),
-                  "unknown key '" + name +
-                      "' in server; expected threads, max_connections, max_connections_per_ip, "
-                      "http_request_timeout, http_idle_timeout, resp_command_timeout, "
-                      "resp_idle_timeout, output_soft_limit, output_soft_timeout, "
-                      "output_hard_limit, drain_timeout, grpc_keepalive_time, "
-                      "grpc_keepalive_timeout, auth_token or auth_token_env",
-                  name);
-    }
-    return Status::Ok();
-  }
-
   Status ParseAdmin(const YAML::Node& key, const YAML::Node& value, AdminConfig& admin) const {
     if (!value.IsMap()) return WrongType(key, value, "admin", "a map");
     return ForEachEntry(
@@ -463,26 +300,6 @@ class ConfigParser : public config::Fields {
                                           "denied_log_interval or publish_interval",
                                       name);
                         });
-  }
-
-  // Checks that need the whole server section: the limits' order.
-  Status CheckServer(const YAML::Node& key, const ServerConfig& server) const {
-    if (server.output_hard_limit != 0 && server.output_soft_limit != 0 &&
-        server.output_hard_limit <= server.output_soft_limit) {
-      return Fail(key.Mark(),
-                  "'server.output_hard_limit' must be larger than 'server.output_soft_limit' "
-                  "(or 0: none)",
-                  "server");
-    }
-    if (server.output_soft_limit == 0 && server.output_soft_timeout_ms != 0) {
-      // Without a soft limit the timeout would never start: say so rather
-      // than accept a setting that does nothing.
-      return Fail(key.Mark(),
-                  "'server.output_soft_timeout' needs 'server.output_soft_limit' (or set the "
-                  "timeout to 0 too)",
-                  "server");
-    }
-    return Status::Ok();
   }
 
   Status ParseSets(const YAML::Node& key, const YAML::Node& value, SetsConfig& sets) const {

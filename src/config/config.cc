@@ -25,8 +25,10 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_join.h"
 #include "common/store_url.h"
+#include "config/admin_section.h"
 #include "config/server_section.h"
 #include "config/store_section.h"
+#include "config/visibility_section.h"
 #include "config/yaml_fields.h"
 #include "core/calendar.h"
 #include "floodgate/config.h"
@@ -144,8 +146,8 @@ class ConfigParser : public config::Fields {
     if (name == "otp") return ParseOtp(key, value, config.otp);
     if (name == "alert_delivery") return ParseAlertDelivery(key, value, config.alert_delivery);
     if (name == "envoy_ratelimit") return ParseEnvoyRateLimit(key, value, config.envoy_ratelimit);
-    if (name == "admin") return ParseAdmin(key, value, config.admin);
-    if (name == "visibility") return ParseVisibility(key, value, config.visibility);
+    if (name == "admin") return config::ParseAdmin(*this, key, value, config.admin);
+    if (name == "visibility") return config::ParseVisibility(*this, key, value, config.visibility);
     if (name == "redact_keys") {
       Result<bool> redact = Bool(key, value, "redact_keys");
       if (!redact.ok()) return redact.status();
@@ -242,64 +244,6 @@ class ConfigParser : public config::Fields {
       return Status::Ok();
     }
     return add(value);
-  }
-
-  Status ParseAdmin(const YAML::Node& key, const YAML::Node& value, AdminConfig& admin) const {
-    if (!value.IsMap()) return WrongType(key, value, "admin", "a map");
-    return ForEachEntry(
-        value, "key", [&](const std::string& name, const YAML::Node& k, const YAML::Node& v) {
-          std::string* target = name == "token_env"        ? &admin.token_env
-                                : name == "read_token_env" ? &admin.read_token_env
-                                                           : nullptr;
-          if (target == nullptr) {
-            return Fail(k.Mark(),
-                        "unknown key '" + name + "' in admin; expected token_env or read_token_env",
-                        name);
-          }
-          Result<std::string> variable = EnvironmentVariable(k, v, "admin." + name);
-          if (!variable.ok()) return variable.status();
-          *target = *std::move(variable);
-          return Status::Ok();
-        });
-  }
-
-  Status ParseVisibility(const YAML::Node& key, const YAML::Node& value,
-                         VisibilityConfig& visibility) const {
-    if (value.IsNull()) return Status::Ok();
-    if (!value.IsMap()) return WrongType(key, value, "visibility", "a map");
-    return ForEachEntry(value, "key",
-                        [&](const std::string& name, const YAML::Node& k, const YAML::Node& v) {
-                          const std::string path = "visibility." + name;
-                          if (name == "top_subjects") {
-                            Result<bool> on = Bool(k, v, path);
-                            if (!on.ok()) return on.status();
-                            visibility.top_subjects = *on;
-                            return Status::Ok();
-                          }
-                          if (name == "top_capacity") {
-                            Result<int64_t> n = Int(k, v, path, 10, kMaxTopCapacity);
-                            if (!n.ok()) return n.status();
-                            visibility.top_capacity = *n;
-                            return Status::Ok();
-                          }
-                          if (name == "denied_log_interval") {
-                            Result<int64_t> ms = DurationOrOff(k, v, path, 24LL * 3'600'000);
-                            if (!ms.ok()) return ms.status();
-                            visibility.denied_log_interval_ms = *ms;
-                            return Status::Ok();
-                          }
-                          if (name == "publish_interval") {
-                            Result<int64_t> ms = Duration(k, v, path, 100, 600'000);
-                            if (!ms.ok()) return ms.status();
-                            visibility.publish_interval_ms = *ms;
-                            return Status::Ok();
-                          }
-                          return Fail(k.Mark(),
-                                      "unknown key '" + name +
-                                          "' in visibility; expected top_subjects, top_capacity, "
-                                          "denied_log_interval or publish_interval",
-                                      name);
-                        });
   }
 
   Status ParseSets(const YAML::Node& key, const YAML::Node& value, SetsConfig& sets) const {

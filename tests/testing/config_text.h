@@ -1,9 +1,11 @@
 // The config tests' two questions about a YAML text: the config it parses
-// to (a refusal is a test failure), and the message it is refused with.
+// to (a refusal is a test failure), and the message it is refused with; and
+// a limit written briefly for their expectations.
 #pragma once
 
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -24,6 +26,10 @@ inline std::string Error(std::string_view yaml) {
   if (r.ok()) return "(accepted)";
   EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
   return r.status().message();
+}
+
+inline Limit L(int64_t count, int64_t multiplier, TimeUnit unit) {
+  return Limit{count, multiplier, unit};
 }
 
 }  // namespace floodgate::testing

@@ -26,6 +26,7 @@
 #include "absl/strings/str_join.h"
 #include "common/store_url.h"
 #include "config/admin_section.h"
+#include "config/alerts_section.h"
 #include "config/server_section.h"
 #include "config/sets_and_otp_section.h"
 #include "config/store_section.h"
@@ -137,7 +138,9 @@ class ConfigParser : public config::Fields {
     if (name == "rules") return ParseRules(key, value, config);
     if (name == "sets") return config::ParseSets(*this, key, value, config.sets);
     if (name == "otp") return config::ParseOtp(*this, key, value, config.otp);
-    if (name == "alert_delivery") return ParseAlertDelivery(key, value, config.alert_delivery);
+    if (name == "alert_delivery") {
+      return config::ParseAlertDelivery(*this, key, value, config.alert_delivery);
+    }
     if (name == "envoy_ratelimit") return ParseEnvoyRateLimit(key, value, config.envoy_ratelimit);
     if (name == "admin") return config::ParseAdmin(*this, key, value, config.admin);
     if (name == "visibility") return config::ParseVisibility(*this, key, value, config.visibility);
@@ -237,157 +240,6 @@ class ConfigParser : public config::Fields {
       return Status::Ok();
     }
     return add(value);
-  }
-
-  // A rule's `alerts`: thresholds (percent), webhook, secret_env. Messages
-  // never quote a secret: the file names a variable, never a value.
-  Status ParseAlerts(const YAML::Node& key, const YAML::Node& value, const std::string& path,
-                     AlertConfig& alerts) const {
-    if (!value.IsMap()) {
-      return WrongType(key, value, path, "a map with thresholds and a webhook");
-    }
-    bool has_thresholds = false, has_webhook = false;
-    Status s = ForEachEntry(
-        value, "key",
-        [&](const std::string& name, const YAML::Node& k, const YAML::Node& v) -> Status {
-          const std::string field = path + "." + name;
-          if (name == "thresholds") {
-            has_thresholds = true;
-            return ParseThresholds(k, v, field, alerts.thresholds);
-          }
-          if (name == "webhook") {
-            Result<std::string> url = HttpUrl(k, v, field);
-            if (!url.ok()) return url.status();
-            alerts.webhook = *std::move(url);
-            has_webhook = true;
-            return Status::Ok();
-          }
-          if (name == "secret_env") {
-            Result<std::string> variable = EnvironmentVariable(k, v, field);
-            if (!variable.ok()) return variable.status();
-            alerts.secret_env = *std::move(variable);
-            return Status::Ok();
-          }
-          if (name == "secret") {
-            return Fail(k.Mark(),
-                        "the webhook secret does not go in the file: put it in an environment "
-                        "variable and name that with '" +
-                            path + ".secret_env'",
-                        name);
-          }
-          return Fail(k.Mark(),
-                      "unknown key '" + name + "' in " + path +
-                          "; expected thresholds, webhook or secret_env",
-                      name);
-        });
-    if (!s.ok()) return s;
-    if (!has_thresholds) {
-      return Fail(key.Mark(), "'" + path + "' needs thresholds, e.g. [80, 100]", "alerts");
-    }
-    if (!has_webhook) {
-      return Fail(key.Mark(), "'" + path + "' needs a webhook (http://host:port/path)", "alerts");
-    }
-    return Status::Ok();
-  }
-
-  // Percentages 1..100, strictly increasing: one threshold or a list.
-  Status ParseThresholds(const YAML::Node& key, const YAML::Node& value, const std::string& field,
-                         std::vector<int>& out) const {
-    std::vector<YAML::Node> nodes;
-    if (value.IsSequence()) {
-      for (const YAML::Node& item : value) nodes.push_back(item);
-    } else if (value.IsScalar()) {
-      nodes.push_back(value);
-    } else {
-      return WrongType(key, value, field, "a percentage or a list of them");
-    }
-    if (nodes.empty()) return FailAt(key, value, "'" + field + "' is an empty list", key.Scalar());
-    for (const YAML::Node& node : nodes) {
-      if (out.size() == static_cast<size_t>(kMaxAlertThresholds)) {
-        return Fail(node.Mark(),
-                    "'" + field + "' has too many thresholds (at most " +
-                        std::to_string(kMaxAlertThresholds) + ")",
-                    node.IsScalar() ? node.Scalar() : key.Scalar());
-      }
-      Result<int64_t> pct = Int(key, node, field, 1, 100);
-      if (!pct.ok()) return pct.status();
-      if (!out.empty() && *pct <= out.back()) {
-        return Fail(node.Mark(), "'" + field + "' must be in increasing order, each once",
-                    node.Scalar());
-      }
-      out.push_back(static_cast<int>(*pct));
-    }
-    return Status::Ok();
-  }
-
-  Status ParseAlertDelivery(const YAML::Node& key, const YAML::Node& value,
-                            AlertDeliveryConfig& d) const {
-    if (value.IsNull()) return Status::Ok();
-    if (!value.IsMap()) return WrongType(key, value, "alert_delivery", "a map");
-    Status s = ForEachEntry(
-        value, "key",
-        [&](const std::string& name, const YAML::Node& k, const YAML::Node& v) -> Status {
-          const std::string field = "alert_delivery." + name;
-          struct IntField {
-            const char* name;
-            int64_t min, max;
-            int64_t* target;
-          };
-          int64_t workers = d.workers;
-          const IntField ints[] = {
-              {"queue_size", 1, 10'000'000, &d.queue_size},
-              {"workers", 1, 64, &workers},
-              {"timeout_ms", 1, 60'000, &d.timeout_ms},
-              {"recent", 1, 10'000, &d.recent},
-              {"stream_max_len", 100, 100'000'000, &d.stream_max_len},
-          };
-          for (const IntField& f : ints) {
-            if (name != f.name) continue;
-            Result<int64_t> n = Int(k, v, field, f.min, f.max);
-            if (!n.ok()) return n.status();
-            *f.target = *n;
-            d.workers = static_cast<int>(workers);
-            return Status::Ok();
-          }
-          struct DurationField {
-            const char* name;
-            int64_t min_ms, max_ms;
-            int64_t* target;
-          };
-          const DurationField durations[] = {
-              {"retry_for", 1, 30 * kDayMs, &d.retry_for_ms},
-              {"backoff_initial", 1, kDayMs, &d.backoff_initial_ms},
-              {"backoff_max", 1, kDayMs, &d.backoff_max_ms},
-              {"claim_after", 1000, kDayMs, &d.claim_after_ms},
-          };
-          for (const DurationField& f : durations) {
-            if (name != f.name) continue;
-            Result<int64_t> ms = Duration(k, v, field, f.min_ms, f.max_ms);
-            if (!ms.ok()) return ms.status();
-            *f.target = *ms;
-            return Status::Ok();
-          }
-          if (name == "spool") {
-            Result<std::string> path = String(k, v, field);
-            if (!path.ok()) return path.status();
-            if (path->empty()) return FailAt(k, v, "'" + field + "' must be a file path", "");
-            d.spool = *std::move(path);
-            return Status::Ok();
-          }
-          return Fail(k.Mark(),
-                      "unknown key '" + name +
-                          "' in alert_delivery; expected queue_size, workers, timeout_ms, "
-                          "retry_for, backoff_initial, backoff_max, spool, recent, "
-                          "stream_max_len or claim_after",
-                      name);
-        });
-    if (!s.ok()) return s;
-    if (d.backoff_initial_ms > d.backoff_max_ms) {
-      return Fail(key.Mark(),
-                  "'alert_delivery.backoff_initial' must not exceed 'alert_delivery.backoff_max'",
-                  "alert_delivery");
-    }
-    return Status::Ok();
   }
 
   Status ParseRules(const YAML::Node& key, const YAML::Node& value, Config& config) const {
@@ -608,7 +460,7 @@ class ConfigParser : public config::Fields {
       if (!on_full.ok()) return on_full.status();
       rule.on_store_full = *on_full;
     } else if (field == "alerts") {
-      return ParseAlerts(key, value, path, rule.alerts);
+      return config::ParseRuleAlerts(*this, key, value, path, rule.alerts);
     } else if (field == "block_for") {
       Result<int64_t> ms = Duration(key, value, path, 1, kMaxBlockForMs);
       if (!ms.ok()) return ms.status();

@@ -27,6 +27,7 @@
 #include "common/store_url.h"
 #include "config/admin_section.h"
 #include "config/alerts_section.h"
+#include "config/envoy_ratelimit_section.h"
 #include "config/server_section.h"
 #include "config/sets_and_otp_section.h"
 #include "config/store_section.h"
@@ -141,7 +142,9 @@ class ConfigParser : public config::Fields {
     if (name == "alert_delivery") {
       return config::ParseAlertDelivery(*this, key, value, config.alert_delivery);
     }
-    if (name == "envoy_ratelimit") return ParseEnvoyRateLimit(key, value, config.envoy_ratelimit);
+    if (name == "envoy_ratelimit") {
+      return config::ParseEnvoyRateLimit(*this, key, value, config.envoy_ratelimit);
+    }
     if (name == "admin") return config::ParseAdmin(*this, key, value, config.admin);
     if (name == "visibility") return config::ParseVisibility(*this, key, value, config.visibility);
     if (name == "redact_keys") {
@@ -169,77 +172,6 @@ class ConfigParser : public config::Fields {
                     "otp, alert_delivery, envoy_ratelimit, admin, visibility, redact_keys, "
                     "data_dir or snapshot_interval",
                 name);
-  }
-
-  // `envoy_ratelimit: [files]`, or a map with `files` and the options.
-  Status ParseEnvoyRateLimit(const YAML::Node& key, const YAML::Node& value,
-                             EnvoyRateLimitConfig& envoy) const {
-    if (value.IsNull()) return Status::Ok();
-    if (value.IsScalar() || value.IsSequence()) return ParseEnvoyFiles(key, value, envoy);
-    if (!value.IsMap()) return WrongType(key, value, "envoy_ratelimit", "a list of files or a map");
-    return ForEachEntry(value, "key",
-                        [&](const std::string& name, const YAML::Node& k, const YAML::Node& v) {
-                          return ParseEnvoyRateLimitEntry(name, k, v, envoy);
-                        });
-  }
-
-  Status ParseEnvoyRateLimitEntry(const std::string& name, const YAML::Node& key,
-                                  const YAML::Node& value, EnvoyRateLimitConfig& envoy) const {
-    const std::string path = "envoy_ratelimit." + name;
-    if (name == "files") return ParseEnvoyFiles(key, value, envoy);
-    if (name == "algorithm") {
-      Result<Algorithm> algorithm = AlgorithmValue(key, value, path);
-      if (!algorithm.ok()) return algorithm.status();
-      envoy.algorithm = *algorithm;
-    } else if (name == "on_backend_error") {
-      Result<OnBackendError> on_error = OnBackendErrorValue(key, value, path);
-      if (!on_error.ok()) return on_error.status();
-      envoy.on_backend_error = *on_error;
-    } else if (name == "on_store_full") {
-      Result<OnStoreFull> on_full = OnStoreFullValue(key, value, path);
-      if (!on_full.ok()) return on_full.status();
-      envoy.on_store_full = *on_full;
-    } else if (name == "response_headers") {
-      Result<bool> b = Bool(key, value, path);
-      if (!b.ok()) return b.status();
-      envoy.response_headers = *b;
-    } else {
-      return Fail(key.Mark(),
-                  "unknown key '" + name +
-                      "' in envoy_ratelimit; expected files, algorithm, on_backend_error, "
-                      "on_store_full or response_headers",
-                  name);
-    }
-    return Status::Ok();
-  }
-
-  // One path or a list; relative paths are taken from the config file's
-  // directory, so a config and its Envoy files can move together.
-  Status ParseEnvoyFiles(const YAML::Node& key, const YAML::Node& value,
-                         EnvoyRateLimitConfig& envoy) const {
-    constexpr size_t kMaxFiles = 1024;
-    auto add = [&](const YAML::Node& node) -> Status {
-      if (!node.IsScalar() || node.Scalar().empty()) {
-        return FailAt(key, node, "each envoy_ratelimit file must be a path", key.Scalar());
-      }
-      if (envoy.files.size() == kMaxFiles) {
-        return Fail(node.Mark(), "envoy_ratelimit names more than 1024 files", node.Scalar());
-      }
-      std::string file = node.Scalar();
-      const size_t slash = source().rfind('/');
-      if (file.front() != '/' && slash != std::string_view::npos) {
-        file = std::string(source().substr(0, slash + 1)) + file;
-      }
-      envoy.files.push_back(std::move(file));
-      return Status::Ok();
-    };
-    if (value.IsSequence()) {
-      for (const YAML::Node& item : value) {
-        if (Status s = add(item); !s.ok()) return s;
-      }
-      return Status::Ok();
-    }
-    return add(value);
   }
 
   Status ParseRules(const YAML::Node& key, const YAML::Node& value, Config& config) const {

@@ -207,6 +207,24 @@ TEST(ParseConfigTest, SnapshotInterval) {
   EXPECT_NE(Error("snapshot_interval: 30\n").find("snapshot_interval"), std::string::npos);
 }
 
+// The top-level values config.cc reads itself: data_dir, snapshot_interval
+// (to a day at most) and redact_keys.
+TEST(ParseConfigErrorTest, TopLevelValues) {
+  EXPECT_EQ(Parse("data_dir: /var/lib/fg\n").data_dir, "/var/lib/fg");
+  EXPECT_EQ(Error("data_dir: ''\n"), "test.yaml:1:11: 'data_dir' must name a directory (near '')");
+  EXPECT_EQ(Error("data_dir: [a]\n"),
+            "test.yaml:1:11: 'data_dir' must be a string, not a list (near 'data_dir')");
+  EXPECT_EQ(Parse("snapshot_interval: 1d\n").snapshot_interval_ms, 86'400'000);
+  EXPECT_EQ(Error("snapshot_interval: 86400001ms\n"),
+            "test.yaml:1:20: 'snapshot_interval' must be from 1ms to 1d (near '86400001ms')");
+  EXPECT_EQ(Error("snapshot_interval: 30\n"),
+            "test.yaml:1:20: 'snapshot_interval' must be a number and a unit, e.g. 500ms, 30s, "
+            "5m, 1h or 7d (near '30')");
+  EXPECT_TRUE(Parse("redact_keys: yes\n").redact_keys);
+  EXPECT_EQ(Error("redact_keys:\n"),
+            "test.yaml:1:1: 'redact_keys' must be true or false (near 'redact_keys')");
+}
+
 TEST(ParseConfigErrorTest, UnknownKeys) {
   EXPECT_EQ(Error("store: memory\nstorage: memory\n"),
             "test.yaml:2:1: unknown key 'storage' at top level; expected store, listen, engine, "

@@ -95,10 +95,8 @@ Status ParseRuleAlerts(const Fields& fields, const YAML::Node& key, const YAML::
 
 Status ParseAlertDelivery(const Fields& fields, const YAML::Node& key, const YAML::Node& value,
                           AlertDeliveryConfig& delivery) {
-  if (value.IsNull()) return Status::Ok();
-  if (!value.IsMap()) return fields.WrongType(key, value, "alert_delivery", "a map");
-  Status s = fields.ForEachEntry(
-      value, "key",
+  Status s = fields.ForEachInSection(
+      key, value, "alert_delivery",
       [&](const std::string& name, const YAML::Node& k, const YAML::Node& v) -> Status {
         const std::string field = "alert_delivery." + name;
         struct IntField {

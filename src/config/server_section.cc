@@ -179,20 +179,16 @@ Status CheckServer(const Fields& fields, const YAML::Node& key, const ServerConf
 
 Status ParseListen(const Fields& fields, const YAML::Node& key, const YAML::Node& value,
                    ListenConfig& listen) {
-  if (value.IsNull()) return Status::Ok();
-  if (!value.IsMap()) return fields.WrongType(key, value, "listen", "a map");
-  return fields.ForEachEntry(
-      value, "key", [&](const std::string& name, const YAML::Node& k, const YAML::Node& v) {
+  return fields.ForEachInSection(
+      key, value, "listen", [&](const std::string& name, const YAML::Node& k, const YAML::Node& v) {
         return ParseListenEntry(fields, name, k, v, listen);
       });
 }
 
 Status ParseServer(const Fields& fields, const YAML::Node& key, const YAML::Node& value,
                    ServerConfig& server) {
-  if (value.IsNull()) return Status::Ok();
-  if (!value.IsMap()) return fields.WrongType(key, value, "server", "a map");
-  Status s = fields.ForEachEntry(
-      value, "key", [&](const std::string& name, const YAML::Node& k, const YAML::Node& v) {
+  Status s = fields.ForEachInSection(
+      key, value, "server", [&](const std::string& name, const YAML::Node& k, const YAML::Node& v) {
         return ParseServerEntry(fields, name, k, v, server);
       });
   if (!s.ok()) return s;

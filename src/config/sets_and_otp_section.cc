@@ -116,10 +116,8 @@ Status ParseOtpEntry(const Fields& fields, const std::string& name, const YAML::
 Status ParseSets(const Fields& fields, const YAML::Node& key, const YAML::Node& value,
                  SetsConfig& sets) {
   sets.in_file = true;
-  if (value.IsNull()) return Status::Ok();
-  if (!value.IsMap()) return fields.WrongType(key, value, "sets", "a map");
-  return fields.ForEachEntry(
-      value, "key",
+  return fields.ForEachInSection(
+      key, value, "sets",
       [&](const std::string& name, const YAML::Node& k, const YAML::Node& v) -> Status {
         if (name == "max_members") {
           Result<int64_t> n = fields.Int(k, v, "sets.max_members", 1, kMaxSetMembers);
@@ -140,11 +138,9 @@ Status ParseSets(const Fields& fields, const YAML::Node& key, const YAML::Node& 
 
 Status ParseOtp(const Fields& fields, const YAML::Node& key, const YAML::Node& value,
                 OtpConfig& otp) {
-  if (!value.IsNull() && !value.IsMap()) return fields.WrongType(key, value, "otp", "a map");
-  otp.enabled = true;
-  if (value.IsNull()) return Status::Ok();  // "otp:" alone: every default
-  return fields.ForEachEntry(
-      value, "key", [&](const std::string& name, const YAML::Node& k, const YAML::Node& v) {
+  otp.enabled = true;  // "otp:" alone too: every default
+  return fields.ForEachInSection(
+      key, value, "otp", [&](const std::string& name, const YAML::Node& k, const YAML::Node& v) {
         return ParseOtpEntry(fields, name, k, v, otp);
       });
 }

@@ -103,20 +103,16 @@ Status ParseStore(const Fields& fields, const YAML::Node& key, const YAML::Node&
 
 Status ParseEngine(const Fields& fields, const YAML::Node& key, const YAML::Node& value,
                    EngineConfig& engine) {
-  if (value.IsNull()) return Status::Ok();
-  if (!value.IsMap()) return fields.WrongType(key, value, "engine", "a map");
-  return fields.ForEachEntry(
-      value, "key", [&](const std::string& name, const YAML::Node& k, const YAML::Node& v) {
+  return fields.ForEachInSection(
+      key, value, "engine", [&](const std::string& name, const YAML::Node& k, const YAML::Node& v) {
         return ParseEngineEntry(fields, name, k, v, engine);
       });
 }
 
 Status ParseRedis(const Fields& fields, const YAML::Node& key, const YAML::Node& value,
                   RedisConfig& redis) {
-  if (value.IsNull()) return Status::Ok();
-  if (!value.IsMap()) return fields.WrongType(key, value, "redis", "a map");
-  return fields.ForEachEntry(
-      value, "key", [&](const std::string& name, const YAML::Node& k, const YAML::Node& v) {
+  return fields.ForEachInSection(
+      key, value, "redis", [&](const std::string& name, const YAML::Node& k, const YAML::Node& v) {
         return ParseRedisEntry(fields, name, k, v, redis);
       });
 }

@@ -45,10 +45,9 @@ Status ParseVisibilityEntry(const Fields& fields, const std::string& name, const
 
 Status ParseVisibility(const Fields& fields, const YAML::Node& key, const YAML::Node& value,
                        VisibilityConfig& visibility) {
-  if (value.IsNull()) return Status::Ok();
-  if (!value.IsMap()) return fields.WrongType(key, value, "visibility", "a map");
-  return fields.ForEachEntry(
-      value, "key", [&](const std::string& name, const YAML::Node& k, const YAML::Node& v) {
+  return fields.ForEachInSection(
+      key, value, "visibility",
+      [&](const std::string& name, const YAML::Node& k, const YAML::Node& v) {
         return ParseVisibilityEntry(fields, name, k, v, visibility);
       });
 }

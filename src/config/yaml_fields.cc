@@ -125,6 +125,13 @@ Status Fields::ForEachEntry(const YAML::Node& map, std::string_view noun, EntryF
   return Status::Ok();
 }
 
+Status Fields::ForEachInSection(const YAML::Node& key, const YAML::Node& value,
+                                std::string_view field, EntryFn f) const {
+  if (value.IsNull()) return Status::Ok();
+  if (!value.IsMap()) return WrongType(key, value, field, "a map");
+  return ForEachEntry(value, "key", f);
+}
+
 Result<std::string> Fields::String(const YAML::Node& key, const YAML::Node& value,
                                    std::string_view field) const {
   if (!value.IsScalar()) return WrongType(key, value, field, "a string");

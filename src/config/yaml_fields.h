@@ -70,6 +70,11 @@ class Fields {
   using EntryFn = absl::FunctionRef<Status(const std::string& name, const YAML::Node& key,
                                            const YAML::Node& value)>;
   Status ForEachEntry(const YAML::Node& map, std::string_view noun, EntryFn f) const;
+  // An optional section (or block) of known keys: empty is every default
+  // and calls nothing, a map has each entry handed to f as ForEachEntry
+  // does, and anything else is "'field' must be a map, not ...".
+  Status ForEachInSection(const YAML::Node& key, const YAML::Node& value, std::string_view field,
+                          EntryFn f) const;
 
   // Any scalar.
   Result<std::string> String(const YAML::Node& key, const YAML::Node& value,

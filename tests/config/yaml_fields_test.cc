@@ -177,5 +177,22 @@ TEST(YamlFieldsTest, ForEachEntryKeepsOrderAndRefusesDuplicates) {
   EXPECT_EQ(calls, 1);
 }
 
+TEST(YamlFieldsTest, ForEachInSectionTakesEmptyAsDefaults) {
+  int calls = 0;
+  const auto count = [&](const std::string&, const YAML::Node&, const YAML::Node&) {
+    ++calls;
+    return Status::Ok();
+  };
+  const Entry empty = One("s:\n");
+  EXPECT_TRUE(kFields.ForEachInSection(empty.key, empty.value, "s", count).ok());
+  EXPECT_EQ(calls, 0);
+  const Entry map = One("s: {a: 1, b: 2}\n");
+  EXPECT_TRUE(kFields.ForEachInSection(map.key, map.value, "s", count).ok());
+  EXPECT_EQ(calls, 2);
+  const Entry list = One("s: [a]\n");
+  EXPECT_EQ(kFields.ForEachInSection(list.key, list.value, "x.s", count).message(),
+            "f.yaml:1:4: 'x.s' must be a map, not a list (near 's')");
+}
+
 }  // namespace
 }  // namespace floodgate::config

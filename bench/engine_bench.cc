@@ -52,7 +52,7 @@ EngineConfig BenchConfig() {
 }
 
 // The fn of every update: a counter in word 0, a minute of expiry.
-int64_t Increment(int64_t* state, bool /*fresh*/) {
+int64_t Increment(int64_t* state, bool /*fresh*/, core::MemoryRoom* /*room*/) {
   ++state[0];
   return kNowMs + 60'000;
 }

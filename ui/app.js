@@ -18,9 +18,6 @@
   const THEME_KEY = 'floodgate.theme';
   const MAX_ALERTS = 100;
   const TOP_REFRESH_MS = 5000;
-  // The server's bound: a connection's unparsed input (4 MiB) less the
-  // header bound; it answers 413 past it.
-  const SIMULATE_MAX_BYTES = 4 * 1024 * 1024 - 8 * 1024;
   const SVG_NS = 'http://www.w3.org/2000/svg';
 
   // ---------------------------------------------------------------- helpers
@@ -51,6 +48,13 @@
 
   const numberFormat = new Intl.NumberFormat();
   const fmt = (n) => (n === null || n === undefined ? '–' : numberFormat.format(n));
+
+  // Exact: 4,088 KiB rather than a rounded 4 MiB.
+  function fmtBytes(n) {
+    if (n >= 1048576 && n % 1048576 === 0) return fmt(n / 1048576) + ' MiB';
+    if (n >= 1024 && n % 1024 === 0) return fmt(n / 1024) + ' KiB';
+    return fmt(n) + ' bytes';
+  }
 
   function fmtCompact(n) {
     if (n >= 1e9) return (n / 1e9).toFixed(n >= 1e10 ? 0 : 1) + 'G';
@@ -183,9 +187,13 @@
   // ------------------------------------------------------------------ state
 
   const state = {
-    rules: new Map(),     // name -> {admitted[], denied[], shadow[], endSec, updates}
+    // name -> {admitted[], denied[], shadow[], endSec, updates, leases, inFlight}; a
+    // concurrency rule (leases) keeps its acquired and refused in admitted and denied.
+    rules: new Map(),
     ruleInfo: {},         // name -> /v1/rules entry
     alerts: [],
+    loaded: false,        // the stats were read with the access they need
+    simulate: undefined,  // what POST /v1/admin/simulate takes (null: nothing)
     version: '',
     uptimeS: null,
     uptimeAt: 0,
@@ -201,7 +209,8 @@
   function ruleSeries(name) {
     let r = state.rules.get(name);
     if (!r) {
-      r = { admitted: [], denied: [], shadow: [], endSec: null, updates: 0 };
+      r = { admitted: [], denied: [], shadow: [], endSec: null, updates: 0, leases: false,
+        inFlight: 0 };
       state.rules.set(name, r);
     }
     return r;
@@ -217,9 +226,11 @@
       seen.add(r.rule);
       const s = ruleSeries(r.rule);
       const cut = (a) => (Array.isArray(a) ? a.slice(0, Math.max(0, a.length - 1)) : []);
-      s.admitted = cut(r.admitted);
-      s.denied = cut(r.denied);
+      s.leases = Array.isArray(r.acquired);
+      s.admitted = cut(s.leases ? r.acquired : r.admitted);
+      s.denied = cut(s.leases ? r.refused : r.denied);
       s.shadow = cut(r.shadow_denied);
+      s.inFlight = r.in_flight || 0;
       const n = Math.max(s.admitted.length, s.denied.length);
       for (const a of [s.admitted, s.denied, s.shadow]) while (a.length < n) a.unshift(0);
       s.endSec = nowSec - 1;
@@ -227,6 +238,8 @@
     }
     for (const name of [...state.rules.keys()]) if (!seen.has(name)) state.rules.delete(name);
     state.alerts = (stats.alerts || []).slice(0, MAX_ALERTS);
+    state.loaded = true;
+    state.simulate = stats.simulate === undefined ? undefined : stats.simulate;
     state.version = stats.version || '';
     state.uptimeS = stats.uptime_s;
     state.uptimeAt = Date.now();
@@ -239,7 +252,10 @@
     const sec = Math.floor(ev.now_ms / 1000) - 1;
     for (const r of ev.rules || []) {
       const s = ruleSeries(r.rule);
-      const values = [r.admitted || 0, r.denied || 0, r.shadow_denied || 0];
+      s.leases = r.acquired !== undefined;
+      if (s.leases) s.inFlight = r.in_flight || 0;
+      const values = s.leases ? [r.acquired || 0, r.refused || 0, 0]
+        : [r.admitted || 0, r.denied || 0, r.shadow_denied || 0];
       const arrays = [s.admitted, s.denied, s.shadow];
       if (s.endSec === null) {
         arrays.forEach((a, i) => a.push(values[i]));
@@ -266,6 +282,11 @@
 
   // ------------------------------------------------------------------ chart
 
+  // What a rule's two counts are called: a rate rule's decisions, a
+  // concurrency rule's acquisitions.
+  const DECISION_WORDS = ['admitted', 'denied'];
+  const LEASE_WORDS = ['acquired', 'refused'];
+
   // A chart of admitted and denied (two areas, denied in front) and
   // shadow-denied (a dashed line) per step; `bars` draws stacked bars
   // instead (admitted below, denied above: the bar is every event). The SVG stretches
@@ -274,6 +295,7 @@
     constructor(container, { bars = false, label }) {
       this.bars = bars;
       this.label = label;  // index -> text for the readout
+      this.words = DECISION_WORDS;  // what the two counts are called
       this.W = 1000;
       this.H = 100;
       this.plot = h('div', { class: 'plot' });
@@ -388,8 +410,9 @@
       this.cursor.setAttribute('x2', x.toFixed(2));
       this.cursor.setAttribute('visibility', 'visible');
       const sh = this.data.shadow[i];
-      this.readout.textContent = `${this.label(i)}: ${fmt(this.data.admitted[i] || 0)} admitted, ` +
-        `${fmt(this.data.denied[i] || 0)} denied` + (sh ? `, ${fmt(sh)} shadow denied` : '');
+      const [yes, no] = this.words;
+      this.readout.textContent = `${this.label(i)}: ${fmt(this.data.admitted[i] || 0)} ${yes}, ` +
+        `${fmt(this.data.denied[i] || 0)} ${no}` + (sh ? `, ${fmt(sh)} shadow denied` : '');
     }
   }
 
@@ -446,22 +469,31 @@
       if (box.children[order] !== card.el) box.insertBefore(card.el, box.children[order] || null);
       card.sub.textContent = ruleCaption(name);
       const a = sum(s.admitted), d = sum(s.denied), sh = sum(s.shadow);
-      allAdmitted += a;
-      allDenied += d;
+      const [yes, no] = s.leases ? LEASE_WORDS : DECISION_WORDS;
+      // The facts are decisions: a concurrency rule's leases are its own.
+      if (!s.leases) {
+        allAdmitted += a;
+        allDenied += d;
+      }
       card.totals.replaceChildren(...[
-        h('span', {}, h('span', { class: 'admitted', text: fmt(a) }), ' admitted'),
-        h('span', {}, h('span', { class: 'denied', text: fmt(d) }), ' denied'),
+        h('span', {}, h('span', { class: 'admitted', text: fmt(a) }), ' ' + yes),
+        h('span', {}, h('span', { class: 'denied', text: fmt(d) }), ' ' + no),
         d ? h('span', { class: 'muted', text: pct(d, a + d) }) : null,
         sh ? h('span', { class: 'muted', text: fmt(sh) + ' shadow' }) : null,
+        s.leases ? h('span', { class: 'in-flight' }, h('strong', { text: fmt(s.inFlight) }),
+          ' in flight') : null,
       ].filter(Boolean));
       const last = s.admitted.length - 1;
       const summary = last >= 0
-        ? `Last second: ${fmt(s.admitted[last])} admitted, ${fmt(s.denied[last])} denied`
+        ? `Last second: ${fmt(s.admitted[last])} ${yes}, ${fmt(s.denied[last])} ${no}`
         : 'Waiting for data';
+      card.chart.words = s.leases ? LEASE_WORDS : DECISION_WORDS;
       card.chart.update(s.admitted, s.denied, s.shadow, summary);
       card.el.dataset.updates = String(s.updates);
       card.el.dataset.points = String(s.admitted.length);
+      card.el.dataset.kind = s.leases ? 'leases' : 'decisions';
       card.el.dataset.denied = String(d);
+      if (s.leases) card.el.dataset.inFlight = String(s.inFlight);
     });
     $('fact-admitted').textContent = fmtCompact(allAdmitted);
     $('fact-denied').textContent = fmtCompact(allDenied);
@@ -556,7 +588,11 @@
   function renderAlerts(freshId) {
     const list = $('alerts');
     list.replaceChildren(...state.alerts.map((a) => alertItem(a, a.event_id === freshId)));
-    $('alerts-empty').hidden = state.alerts.length > 0;
+    // "No alerts" only once the server said so: not before the token
+    // that lets it say anything.
+    showEmpty('alerts-empty', state.alerts.length ? ''
+      : state.locked ? 'Enter the admin token (or the read token) in the header to see the alerts.'
+        : state.loaded ? 'No alerts yet.' : '');
     $('alerts-count').textContent = state.alerts.length ? state.alerts.length + ' recent' : '';
   }
 
@@ -589,10 +625,8 @@
   function renderRulePickers() {
     const names = ruleNames();
     fillRuleSelect($('top-rule'), names);
-    fillRuleSelect($('sim-rule'), names.filter((n) => {
-      const info = state.ruleInfo[n];
-      return !info || info.max_in_flight === undefined;
-    }));
+    renderTopBy();
+    renderSimulateLimits();
     if (!state.defaultRulePicked && state.rules.size) {
       // Start on the rule denying the most.
       let best = null, bestDenied = -1;
@@ -606,6 +640,16 @@
   }
 
   // --------------------------------------------------------------- top list
+
+  // The ranking's words for the chosen rule: a concurrency rule's subjects
+  // are refused or acquired (the server takes either word).
+  function renderTopBy() {
+    const s = state.rules.get($('top-rule').value);
+    const words = s && s.leases ? LEASE_WORDS : DECISION_WORDS;
+    for (const option of $('top-by').options) {
+      option.textContent = option.value === 'admitted' ? words[0] : words[1];
+    }
+  }
 
   let topSeq = 0;
   async function loadTop() {
@@ -636,6 +680,7 @@
   }
 
   function renderTop(data, by) {
+    const byWord = $('top-by').selectedOptions[0]?.textContent || by;
     const rows = (data && data.subjects) || [];
     state.topRows = rows;
     const max = rows.reduce((m, r) => Math.max(m, r.count || 0), 0);
@@ -664,7 +709,7 @@
     }));
     $('redacted-note').hidden = !hashed;
     showEmpty('top-empty', rows.length ? ''
-      : `No ${by} subjects in the last ${data.window || 'window'}.`);
+      : `No ${byWord} subjects in the last ${data.window || 'window'}.`);
   }
 
   // ---------------------------------------------------------------- subject
@@ -806,6 +851,18 @@
 
   // --------------------------------------------------------------- simulate
 
+  // What the server's simulate route takes, as its stats say: the rules it
+  // replays and the largest log.
+  function renderSimulateLimits() {
+    const sim = state.simulate;
+    fillRuleSelect($('sim-rule'), sim ? [...sim.rules].sort() : []);
+    $('sim-limit').textContent = sim ? ` Up to ${fmtBytes(sim.max_body_bytes)}.` : '';
+    if (sim === null) {
+      $('sim-run').disabled = true;
+      $('sim-status').textContent = 'This server cannot simulate.';
+    }
+  }
+
   async function runSimulation(e) {
     e.preventDefault();
     const file = $('sim-file').files[0];
@@ -818,9 +875,10 @@
     };
     if (!file) return say('Choose a log file first.', 'error');
     if (!rule) return say('Choose a rule.', 'error');
-    if (file.size > SIMULATE_MAX_BYTES) {
-      return say(`${file.name} is ${fmtCompact(file.size)}B; the server takes up to 4 MiB.`,
-        'error');
+    const max = state.simulate ? state.simulate.max_body_bytes : Infinity;
+    if (file.size > max) {
+      return say(`${file.name} is ${fmtBytes(file.size)}; the server takes up to ` +
+        `${fmtBytes(max)}.`, 'error');
     }
     $('sim-run').disabled = true;
     say(`Replaying ${file.name} through ${rule}…`);
@@ -830,9 +888,14 @@
       renderSimulation(r, file.name);
       say(`Done: ${fmt(r.events)} events from ${file.name}.`, 'ok');
     } catch (err) {
-      if (err.status === 413) say('The log is larger than the server takes (4 MiB).', 'error');
-      else if (needsToken(err)) say('Enter the admin token in the header first.', 'error');
-      else say('Could not simulate: ' + err.message, 'error');
+      if (err.status === 413) {
+        say('The log is larger than the server takes' +
+          (state.simulate ? ` (${fmtBytes(state.simulate.max_body_bytes)}).` : '.'), 'error');
+      } else if (needsToken(err)) {
+        say('Enter the admin token in the header first.', 'error');
+      } else {
+        say('Could not simulate: ' + err.message, 'error');
+      }
     } finally {
       $('sim-run').disabled = false;
     }
@@ -890,6 +953,8 @@
   function lock() {
     if (state.locked) return;
     state.locked = true;
+    state.alerts = [];  // what the server said with another token, or none
+    renderAlerts();
     setLive('locked', 'Needs a token');
     notice(auth.token
       ? 'The server refused this token. Enter the admin token (or the read token, to view only).'
@@ -1103,7 +1168,7 @@
     route();
     window.addEventListener('hashchange', route);
 
-    $('top-form').addEventListener('change', () => loadTop());
+    $('top-form').addEventListener('change', () => { renderTopBy(); loadTop(); });
     $('top-form').addEventListener('submit', (e) => { e.preventDefault(); loadTop(); });
     $('lookup-form').addEventListener('submit', (e) => {
       e.preventDefault();

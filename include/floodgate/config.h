@@ -30,14 +30,14 @@ struct ListenConfig {
 struct EngineConfig {
   // Live entries: (rule, subject) states, sets, OTP subjects.
   int64_t max_entries = 10'000'000;
-  // Bytes of the entries (each one allocation: header, key, state) and of
-  // the tables' slot arrays, as the allocator counts them. Not counted:
-  // what a state owns beside its entry (sliding_log's event log, a set's
-  // members, OTP codes), bounded by the rule's counts, sets.max_members and
-  // the OTP limits. 1 GiB holds the default max_entries of small keys
-  // (about 70 bytes each) with room to spare, and about 1.9 million
-  // subjects at the longest key (512 bytes): a flood of long keys meets
-  // this bound first.
+  // Bytes of the entries (each one allocation: header, key, state), of
+  // what their states own beside them (sliding_log's event logs, sets'
+  // members, OTP codes and events, lease tables) and of the tables' slot
+  // arrays, as the allocator counts them. A new subject, or the growth of a
+  // known one's state, that would pass it is refused. 1 GiB holds the
+  // default max_entries of small keys (about 70 bytes each) with room to
+  // spare, and about 1.9 million subjects at the longest key (512 bytes): a
+  // flood of long keys meets this bound first.
   int64_t max_memory = int64_t{1} << 30;
   // Number of independently locked shards; a power of two.
   int shards = 256;

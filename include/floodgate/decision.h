@@ -70,9 +70,12 @@ struct Decision {
 
   // Denied by a block (docs/control-plane.md), not by the subject's usage:
   // every limit shows remaining 0 and retry_after_ms = the block's time
-  // left. block_reason is the block's reason; the text it views stays valid
-  // until this thread's next decision. After `limits` on purpose: fields
-  // before it would shift each LimitStatus across two cache lines.
+  // left. So is the denial that starts a rule's block_for block (its usage
+  // denied it; it answers as the block it starts). block_reason is the
+  // block's reason; the text it views stays valid until this thread's next
+  // decision (a block_for's: for the process's life). After `limits` on
+  // purpose: fields before it would shift each LimitStatus across two
+  // cache lines.
   bool blocked = false;
   std::string_view block_reason;
   // The binding limit as the rule writes it (its Limit::ToString(), e.g.

@@ -31,9 +31,10 @@ class Limiter {
  public:
   struct Stats {
     int64_t entries = 0;        // live entries in the store: rule states, sets, OTP subjects
-    int64_t rejected_full = 0;  // new entries the full store could not take
+    int64_t rejected_full = 0;  // new entries (or a state's growth) the full store refused
     int64_t expired_freed = 0;  // entries freed after expiring
-    int64_t store_bytes = 0;    // bytes engine.max_memory bounds (entries and tables)
+    int64_t store_bytes = 0;    // bytes engine.max_memory bounds: entries, what their
+                                // states own (logs, members, codes), tables
     // Decisions made by a fallback policy (Decision::fallback), by reason:
     // on_store_full (and CL.THROTTLE's denial at a full store), and
     // on_backend_error.

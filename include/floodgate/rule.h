@@ -79,10 +79,11 @@ Result<Limit> ParseLimit(std::string_view text);
 enum class OnBackendError { kAllow, kDeny };
 // What a new subject gets when the embedded store has no room for its state
 // (engine.max_entries or engine.max_memory reached, expired entries already
-// reclaimed): a denial (the default: a flood of new keys cannot buy
-// admissions) or an admission. Either way the decision is marked
-// Fallback::kStoreFull and counted, and subjects the store already holds
-// are decided as usual.
+// reclaimed), and a known one whose state would grow past engine.max_memory
+// (a sliding_log's log needing a larger ring): a denial (the default: a
+// flood of new keys cannot buy admissions) or an admission. Either way the
+// decision is marked Fallback::kStoreFull and counted, nothing is recorded,
+// and subjects the store already holds are otherwise decided as usual.
 enum class OnStoreFull { kDeny, kAllow };
 
 // Thresholds per rule at most: each limit keeps one "already sent" bit per

@@ -19,6 +19,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/str_join.h"
 #include "api/open_store.h"
 #include "api/simulation.h"
 #include "app/data_dir_lock.h"
@@ -97,22 +98,16 @@ std::string StoreForLog(const std::string& store) {
   return url.ok() ? url->Redacted() : "?";
 }
 
-std::string Joined(const std::vector<std::string>& names) {
-  std::string out;
-  for (const std::string& n : names) out += (out.empty() ? "" : ",") + n;
-  return out;
-}
-
 // After a reload: the rules it removed (checks naming them now answer
 // "unknown rule"), and the changed settings it did not apply.
 void LogReloadChanges(const Config& started, const Config& running, const Config& fresh) {
   if (auto removed = RemovedRules(running, fresh); !removed.empty()) {
     Log(LogLevel::kWarn, "reload removed rules: checks naming them now answer unknown rule",
-        {{"rules", Joined(removed)}});
+        {{"rules", absl::StrJoin(removed, ",")}});
   }
   if (auto ignored = RestartOnlyChanges(started, fresh); !ignored.empty()) {
     Log(LogLevel::kWarn, "changed settings take effect only after a restart; still serving the old",
-        {{"settings", Joined(ignored)}});
+        {{"settings", absl::StrJoin(ignored, ",")}});
   }
 }
 

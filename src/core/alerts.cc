@@ -86,9 +86,11 @@ int64_t ApplyAlerts(const CompiledRule& rule, const Decision& d, int64_t now_ms,
 }
 
 int64_t EvaluateRuleWithAlerts(const CompiledRule& rule, int64_t* state, int64_t now_ms,
-                               int64_t cost, Decision* decision, AlertOutcome* out) {
-  const int64_t expires = EvaluateRule(rule, state, now_ms, cost, decision);
-  if (!rule.alerts.enabled()) {
+                               int64_t cost, Decision* decision, AlertOutcome* out,
+                               MemoryRoom* room) {
+  const int64_t expires = EvaluateRule(rule, state, now_ms, cost, decision, room);
+  // A step the room refused did not happen: it reaches no threshold.
+  if (!rule.alerts.enabled() || (room != nullptr && room->refused())) {
     out->num_limits = 0;
     return expires;
   }

@@ -25,6 +25,7 @@
 
 #include "core/calendar.h"
 #include "core/limit_params.h"
+#include "core/memory_room.h"
 #include "floodgate/decision.h"
 #include "floodgate/rule.h"
 
@@ -89,9 +90,11 @@ Window AlertWindow(const CompiledRule& rule, int limit, const LimitStatus& statu
 int64_t ApplyAlerts(const CompiledRule& rule, const Decision& decision, int64_t now_ms,
                     int64_t cost, int64_t* state, AlertOutcome* out);
 
-// EvaluateRule, then ApplyAlerts when the rule has alerts; returns when the
-// state holds nothing any more, alert bits included.
+// EvaluateRule (with `room`), then ApplyAlerts when the rule has alerts and
+// the room refused nothing; returns when the state holds nothing any more,
+// alert bits included.
 int64_t EvaluateRuleWithAlerts(const CompiledRule& rule, int64_t* state, int64_t now_ms,
-                               int64_t cost, Decision* decision, AlertOutcome* out);
+                               int64_t cost, Decision* decision, AlertOutcome* out,
+                               MemoryRoom* room = nullptr);
 
 }  // namespace floodgate::core

@@ -56,16 +56,18 @@ Outcome ApplyFixedWindow(const LimitParams& p, FixedWindowState& s, int64_t now_
   return out;
 }
 
-void RefundFixedWindow(const LimitParams& p, FixedWindowState& s, int64_t now_ms, int64_t cost) {
-  if (s.used <= 0) return;
+int64_t RefundFixedWindow(const LimitParams& p, FixedWindowState& s, int64_t now_ms, int64_t cost) {
+  if (s.used <= 0) return 0;
   if (now_ms < s.window_start_ms) now_ms = s.window_start_ms;  // as Apply: the counted window
   // Only the window holding now limits anything: a count from an earlier
   // one is already spent, and giving it back would change nothing.
   const int64_t start = SameEpochWindow(p, s, now_ms)
                             ? s.window_start_ms
                             : p.zone->WindowAt(p.unit, p.multiplier, now_ms).start_ms;
-  if (start != s.window_start_ms) return;
-  s.used -= std::min(cost, s.used);
+  if (start != s.window_start_ms) return 0;
+  const int64_t given = std::min(cost, s.used);
+  s.used -= given;
+  return given;
 }
 
 }  // namespace floodgate::core

@@ -10,6 +10,7 @@
 // Config guarantees T >= 1 us and T * limit <= 2^52.
 #include "core/gcra.h"
 
+#include <algorithm>
 #include <string>
 
 #include "core/int_math.h"
@@ -104,14 +105,17 @@ Outcome ApplyGcra(const LimitParams& p, GcraState& s, int64_t now_ms, int64_t co
   return out;
 }
 
-void RefundGcra(const LimitParams& p, GcraState& s, int64_t now_ms, int64_t cost) {
+int64_t RefundGcra(const LimitParams& p, GcraState& s, int64_t now_ms, int64_t cost) {
   const int64_t now_us = now_ms * 1000;
   // A TAT not ahead of now is a full burst already: nothing to give back.
-  if (s.tat_us <= now_us) return;
-  const int64_t ahead_us = s.tat_us - now_us;
+  if (s.tat_us <= now_us) return 0;
+  // Emission intervals ahead, a part one counted: what the remaining grows
+  // by when the TAT comes back to now.
+  const int64_t intervals = CeilDiv(s.tat_us - now_us, p.emission_us);
   // Not below now: a TAT in the past would make more than the burst
   // available. Compared before multiplying, as cost * emission may overflow.
-  s.tat_us = cost >= CeilDiv(ahead_us, p.emission_us) ? now_us : s.tat_us - cost * p.emission_us;
+  s.tat_us = cost >= intervals ? now_us : s.tat_us - cost * p.emission_us;
+  return std::min(cost, intervals);
 }
 
 }  // namespace floodgate::core

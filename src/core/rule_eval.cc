@@ -104,27 +104,31 @@ int64_t EvaluateFixedSize(const CompiledRule& rule, int64_t* words, int64_t now_
 }
 
 int64_t EvaluateSlidingLog(const CompiledRule& rule, int64_t* words, int64_t now_ms, int64_t cost,
-                           Decision* d) {
+                           Decision* d, MemoryRoom* room) {
   const int n = static_cast<int>(rule.limits.size());
   Outcome outcomes[kMaxLimitsPerRule];
   auto* log = reinterpret_cast<SlidingLog*>(words[0]);
   bool admitted;
   if (log != nullptr) {
-    admitted = log->Apply(rule.limits, now_ms, cost, std::span(outcomes, n));
+    admitted = log->Apply(rule.limits, now_ms, cost, outcomes, room);
   } else {
     // Decide on an empty log first, so that a peek or a denial on a new
-    // subject allocates nothing.
+    // subject allocates nothing to keep.
     SlidingLog empty(n);
-    admitted = empty.Apply(rule.limits, now_ms, cost, std::span(outcomes, n));
+    admitted = empty.Apply(rule.limits, now_ms, cost, outcomes);
     if (admitted && cost > 0) {
-      log = new SlidingLog(std::move(empty));
-      words[0] = reinterpret_cast<int64_t>(log);
+      if (Claim(room, empty.HeapBytes())) {
+        log = new SlidingLog(std::move(empty));
+        words[0] = reinterpret_cast<int64_t>(log);
+      } else {
+        admitted = false;  // no room for the log: nothing recorded, nothing kept
+      }
     }
   }
   d->num_limits = n;
   for (int i = 0; i < n; ++i) d->limits[i] = outcomes[i].status;
   FinishDecision(rule, admitted, d);
-  return n > 0 ? outcomes[0].expires_at_ms : 0;
+  return log != nullptr && n > 0 ? outcomes[0].expires_at_ms : 0;
 }
 
 }  // namespace
@@ -301,7 +305,7 @@ Result<CompiledRule> CompileRule(const Rule& rule, const std::string& tier,
 }
 
 int64_t EvaluateRule(const CompiledRule& rule, int64_t* state, int64_t now_ms, int64_t cost,
-                     Decision* decision) {
+                     Decision* decision, MemoryRoom* room) {
   switch (rule.algorithm) {
     case Algorithm::kFixedWindow:
       return EvaluateFixedSize<FixedWindowState, ApplyFixedWindow>(rule, state, now_ms, cost,
@@ -315,7 +319,7 @@ int64_t EvaluateRule(const CompiledRule& rule, int64_t* state, int64_t now_ms, i
     case Algorithm::kGcra:
       return EvaluateFixedSize<GcraState, ApplyGcra>(rule, state, now_ms, cost, decision);
     case Algorithm::kSlidingLog:
-      return EvaluateSlidingLog(rule, state, now_ms, cost, decision);
+      return EvaluateSlidingLog(rule, state, now_ms, cost, decision, room);
     case Algorithm::kConcurrency:
       break;  // decided by leases, never by a check: see below
   }
@@ -334,34 +338,40 @@ void ReleaseRuleState(Algorithm algorithm, int64_t* state) {
 
 namespace {
 
-template <typename State, void (*Refund)(const LimitParams&, State&, int64_t, int64_t)>
-void RefundFixedSize(const CompiledRule& rule, int64_t* words, int64_t now_ms, int64_t cost) {
+template <typename State, int64_t (*Refund)(const LimitParams&, State&, int64_t, int64_t)>
+void RefundFixedSize(const CompiledRule& rule, int64_t* words, int64_t now_ms, int64_t cost,
+                     RefundedUnits* refunded) {
   static_assert(sizeof(State) % sizeof(int64_t) == 0);
   constexpr size_t kWords = sizeof(State) / sizeof(int64_t);
   for (size_t i = 0; i < rule.limits.size(); ++i) {
     State s;
     std::memcpy(&s, words + i * kWords, sizeof(State));
-    Refund(rule.limits[i], s, now_ms, cost);
+    (*refunded)[i] = Refund(rule.limits[i], s, now_ms, cost);
     std::memcpy(words + i * kWords, &s, sizeof(State));
   }
 }
 
 }  // namespace
 
-void RefundRule(const CompiledRule& rule, int64_t* state, int64_t now_ms, int64_t cost) {
+void RefundRule(const CompiledRule& rule, int64_t* state, int64_t now_ms, int64_t cost,
+                RefundedUnits* refunded) {
+  refunded->fill(0);
   switch (rule.algorithm) {
     case Algorithm::kFixedWindow:
-      return RefundFixedSize<FixedWindowState, RefundFixedWindow>(rule, state, now_ms, cost);
+      return RefundFixedSize<FixedWindowState, RefundFixedWindow>(rule, state, now_ms, cost,
+                                                                  refunded);
     case Algorithm::kSlidingWindow:
-      return RefundFixedSize<SlidingWindowState, RefundSlidingWindow>(rule, state, now_ms, cost);
+      return RefundFixedSize<SlidingWindowState, RefundSlidingWindow>(rule, state, now_ms, cost,
+                                                                      refunded);
     case Algorithm::kTokenBucket:
-      return RefundFixedSize<TokenBucketState, RefundTokenBucket>(rule, state, now_ms, cost);
+      return RefundFixedSize<TokenBucketState, RefundTokenBucket>(rule, state, now_ms, cost,
+                                                                  refunded);
     case Algorithm::kGcra:
-      return RefundFixedSize<GcraState, RefundGcra>(rule, state, now_ms, cost);
+      return RefundFixedSize<GcraState, RefundGcra>(rule, state, now_ms, cost, refunded);
     case Algorithm::kSlidingLog:
       // No log yet: nothing was ever logged, so nothing to give back.
       if (auto* log = reinterpret_cast<SlidingLog*>(state[0]); log != nullptr) {
-        log->Refund(rule.limits, now_ms, cost);
+        log->Refund(rule.limits, now_ms, cost, *refunded);
       }
       return;
     case Algorithm::kConcurrency:
@@ -370,12 +380,12 @@ void RefundRule(const CompiledRule& rule, int64_t* state, int64_t now_ms, int64_
 }
 
 int64_t RefundRuleAndPeek(const CompiledRule& rule, int64_t* state, int64_t now_ms, int64_t cost,
-                          Decision* after) {
-  RefundRule(rule, state, now_ms, cost);
+                          RefundResult* out) {
+  RefundRule(rule, state, now_ms, cost, &out->refunded);
   // A peek fires nothing and changes no alert bit; it says how long the
   // state must be kept for the bits it has.
   AlertOutcome unused;
-  const int64_t expires = EvaluateRuleWithAlerts(rule, state, now_ms, 0, after, &unused);
+  const int64_t expires = EvaluateRuleWithAlerts(rule, state, now_ms, 0, &out->after, &unused);
   if (expires > now_ms) return expires;
   // It holds nothing any more, and every store drops it now (the embedded
   // store frees the entry, a script deletes the key): cleared here too, so

@@ -2,6 +2,8 @@
 // all-or-nothing.
 #pragma once
 
+#include <algorithm>
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -10,6 +12,7 @@
 #include "core/alerts.h"
 #include "core/calendar.h"
 #include "core/limit_params.h"
+#include "core/memory_room.h"
 #include "floodgate/decision.h"
 #include "floodgate/rule.h"
 
@@ -47,9 +50,13 @@ int StateWords(Algorithm algorithm, int num_limits);
 // Returns when the state will hold nothing (0: nothing to keep).
 // A concurrency rule is decided by leases, never here: it is denied with
 // retry_after_ms -1 and no limits, `state` untouched, 0 returned.
+// A state that owns memory (sliding_log's log) claims what an admission
+// adds to it from `room` (null: no bound); when the room refuses, the
+// admission is not recorded, the state keeps what it had, and *decision
+// describes a step that did not happen (the store answers it as full).
 // Not thread-safe for one state: the caller serialises.
 int64_t EvaluateRule(const CompiledRule& rule, int64_t* state, int64_t now_ms, int64_t cost,
-                     Decision* decision);
+                     Decision* decision, MemoryRoom* room = nullptr);
 
 // Completes a decision whose per-limit figures are set (num_limits and
 // limits[0, num_limits), as the algorithms report them): each limit's
@@ -70,24 +77,49 @@ void FallbackDecision(const CompiledRule& rule, bool allow, Fallback reason, Dec
 // Frees what a state owns (sliding_log's log). Safe on a zero state.
 void ReleaseRuleState(Algorithm algorithm, int64_t* state);
 
+// The units each limit of a rule gave back in one refund: [i] for limit i.
+using RefundedUnits = std::array<int64_t, kMaxLimitsPerRule>;
+
 // Gives back up to `cost` units (in [1, kMaxLimitCount]; callers check) to
 // every limit of `rule` in `state` at now_ms, each as its algorithm defines
 // a refund (core/refund.h): never below nothing used, never creating state
 // (a zero state stays zero), never moving the state's expiry later. Unlike
 // a decision it is not all-or-nothing: each limit gives back what it
-// counts. Alert bits already set stay set (the thresholds they stand for
-// were reached and reported; a refund does not make them fire again in the
-// same window). A concurrency rule has nothing to refund: a no-op.
+// counts, and (*refunded)[i] receives what limit i gave back, in [0, cost]
+// (0 for every limit of a zero state). Alert bits already set stay set
+// (the thresholds they stand for were reached and reported; a refund does
+// not make them fire again in the same window). A concurrency rule has
+// nothing to refund: a no-op that gives back nothing.
 // Not thread-safe for one state: the caller serialises.
-void RefundRule(const CompiledRule& rule, int64_t* state, int64_t now_ms, int64_t cost);
+void RefundRule(const CompiledRule& rule, int64_t* state, int64_t now_ms, int64_t cost,
+                RefundedUnits* refunded);
+
+// What a refund did (RefundRuleAndPeek, and every store's Refund).
+struct RefundResult {
+  // The subject's state right after, as a cost-0 peek at that instant
+  // reports it.
+  Decision after;
+  // refunded[i]: the units limit i gave back, in [0, cost]; set for
+  // i < after.num_limits. Limits of one rule may differ: each gives back
+  // what it counts (a window that ended counts nothing).
+  RefundedUnits refunded{};
+  // The refund's figure as a whole: the most any limit gave back (0 when
+  // none did). A refund is not all-or-nothing, so there is no one count.
+  int64_t most_refunded() const {
+    int64_t most = 0;
+    for (int i = 0; i < after.num_limits; ++i) most = std::max(most, refunded[i]);
+    return most;
+  }
+};
 
 // RefundRule, then a peek at the state it left (EvaluateRule with cost 0,
-// at the same instant) into *after: what the subject has now. Returns when
+// at the same instant) into out->after: what the subject has now; what
+// each limit gave back into out->refunded, from the same step. Returns when
 // the state holds nothing any more, alert bits included, as
 // EvaluateRuleWithAlerts does for that peek; never later than before the
 // refund. A state that holds nothing at now_ms is cleared (released and
 // zeroed, as a new subject's) and 0 returned: the stores drop it then.
 int64_t RefundRuleAndPeek(const CompiledRule& rule, int64_t* state, int64_t now_ms, int64_t cost,
-                          Decision* after);
+                          RefundResult* out);
 
 }  // namespace floodgate::core

@@ -29,8 +29,7 @@ void SlidingLog::Advance(std::span<const LimitParams> limits, int64_t now_ms) {
   }
 }
 
-void SlidingLog::Append(int64_t now_ms, int64_t units) {
-  for (Cursor& c : cursors_) c.sum += units;
+bool SlidingLog::Append(int64_t now_ms, int64_t units, MemoryRoom* room) {
   if (size_ > 0) {
     Event& newest = ring_[(head_ + size_ - 1) % ring_.size()];
     // Same instant: one event, so the log stays small. Not when a cursor has
@@ -41,18 +40,27 @@ void SlidingLog::Append(int64_t now_ms, int64_t units) {
     const bool covered = std::all_of(cursors_.begin(), cursors_.end(),
                                      [&](const Cursor& c) { return c.seq <= newest_seq; });
     if (newest.t_ms == now_ms && covered) {
+      for (Cursor& c : cursors_) c.sum += units;
       newest.units += units;
-      return;
+      return true;
     }
   }
-  if (size_ == ring_.size()) {  // grow: unroll the ring into a larger one
-    std::vector<Event> bigger(std::max<size_t>(4, ring_.size() * 2));
-    for (size_t i = 0; i < size_; ++i) bigger[i] = ring_[(head_ + i) % ring_.size()];
-    ring_ = std::move(bigger);
-    head_ = 0;
-  }
+  if (size_ == ring_.size() && !Grow(room)) return false;
+  for (Cursor& c : cursors_) c.sum += units;
   ring_[(head_ + size_) % ring_.size()] = {now_ms, units};
   ++size_;
+  return true;
+}
+
+bool SlidingLog::Grow(MemoryRoom* room) {
+  const size_t grown = std::max<size_t>(4, ring_.size() * 2);
+  // The new ring is claimed whole: both are held while the events move.
+  if (!Claim(room, MallocChunkSize(grown * sizeof(Event)))) return false;
+  std::vector<Event> bigger(grown);
+  for (size_t i = 0; i < size_; ++i) bigger[i] = ring_[(head_ + i) % ring_.size()];
+  ring_ = std::move(bigger);
+  head_ = 0;
+  return true;
 }
 
 int64_t SlidingLog::RetryAfter(const LimitParams& p, const Cursor& c, int64_t now_ms,
@@ -68,7 +76,7 @@ int64_t SlidingLog::RetryAfter(const LimitParams& p, const Cursor& c, int64_t no
 }
 
 bool SlidingLog::Apply(std::span<const LimitParams> limits, int64_t now_ms, int64_t cost,
-                       std::span<Outcome> out) {
+                       Outcome* out, MemoryRoom* room) {
   if (size_ > 0) {
     const int64_t newest = ring_[(head_ + size_ - 1) % ring_.size()].t_ms;
     now_ms = std::max(now_ms, newest);  // a clock step back refunds nothing
@@ -90,7 +98,8 @@ bool SlidingLog::Apply(std::span<const LimitParams> limits, int64_t now_ms, int6
     }
     admitted = admitted && st.allowed;
   }
-  if (admitted && cost > 0) Append(now_ms, cost);
+  // No room for the event: nothing logged, so nothing admitted.
+  if (admitted && cost > 0 && !Append(now_ms, cost, room)) admitted = false;
 
   int64_t newest = 0;
   if (size_ > 0) newest = ring_[(head_ + size_ - 1) % ring_.size()].t_ms;
@@ -107,7 +116,9 @@ bool SlidingLog::Apply(std::span<const LimitParams> limits, int64_t now_ms, int6
   return admitted;
 }
 
-void SlidingLog::Refund(std::span<const LimitParams> limits, int64_t now_ms, int64_t cost) {
+void SlidingLog::Refund(std::span<const LimitParams> limits, int64_t now_ms, int64_t cost,
+                        std::span<int64_t> refunded) {
+  std::fill(refunded.begin(), refunded.begin() + limits.size(), 0);
   if (size_ == 0) return;
   const int64_t newest = ring_[(head_ + size_ - 1) % ring_.size()].t_ms;
   Advance(limits, std::max(now_ms, newest));  // as Apply: a clock step back changes nothing
@@ -116,8 +127,10 @@ void SlidingLog::Refund(std::span<const LimitParams> limits, int64_t now_ms, int
     Event& e = ring_[(head_ + size_ - 1) % ring_.size()];
     const int64_t take = std::min(cost, e.units);
     // Only the limits whose window still holds the event counted its units.
-    for (Cursor& c : cursors_) {
-      if (c.seq <= seq) c.sum -= take;
+    for (size_t i = 0; i < cursors_.size(); ++i) {
+      if (cursors_[i].seq > seq) continue;
+      cursors_[i].sum -= take;
+      refunded[i] += take;
     }
     e.units -= take;
     cost -= take;

@@ -71,9 +71,9 @@ Outcome ApplySlidingWindow(const LimitParams& p, SlidingWindowState& s, int64_t 
   return out;
 }
 
-void RefundSlidingWindow(const LimitParams& p, SlidingWindowState& s, int64_t now_ms,
-                         int64_t cost) {
-  if (s.current == 0 && s.previous == 0) return;
+int64_t RefundSlidingWindow(const LimitParams& p, SlidingWindowState& s, int64_t now_ms,
+                            int64_t cost) {
+  if (s.current == 0 && s.previous == 0) return 0;
   if (now_ms < s.window_start_ms) now_ms = s.window_start_ms;  // as Apply
   const int64_t period = p.period_ms;
   const int64_t start = AlignDown(now_ms, period);
@@ -87,14 +87,15 @@ void RefundSlidingWindow(const LimitParams& p, SlidingWindowState& s, int64_t no
     current = 0;
     previous = s.current;
   } else {
-    return;  // both buckets have slid out: nothing counts any more
+    return 0;  // both buckets have slid out: nothing counts any more
   }
   // The current bucket first: its units weigh fully, so each one given back
   // is one request admitted again; the previous bucket's weigh less.
   const int64_t from_current = std::min(cost, current);
   const int64_t from_previous = std::min(cost - from_current, previous);
-  if (from_current == 0 && from_previous == 0) return;
+  if (from_current == 0 && from_previous == 0) return 0;
   s = {start, current - from_current, previous - from_previous};
+  return from_current + from_previous;
 }
 
 }  // namespace floodgate::core

@@ -2,6 +2,8 @@
 // `period_ms`. Tokens are scaled by period_ms (one token = period_ms units and
 // one ms refills `count` units), so refill is exact integer arithmetic.
 // Config guarantees max(count, capacity) * period_ms <= 2^53.
+#include <algorithm>
+
 #include "core/algorithms.h"
 #include "core/int_math.h"
 #include "core/refund.h"
@@ -42,18 +44,23 @@ Outcome ApplyTokenBucket(const LimitParams& p, TokenBucketState& s, int64_t now_
   return out;
 }
 
-void RefundTokenBucket(const LimitParams& p, TokenBucketState& s, int64_t now_ms, int64_t cost) {
-  if (s.scaled_tokens_missing <= 0) return;          // full: the capacity caps what comes back
+int64_t RefundTokenBucket(const LimitParams& p, TokenBucketState& s, int64_t now_ms, int64_t cost) {
+  if (s.scaled_tokens_missing <= 0) return 0;        // full: the capacity caps what comes back
   if (now_ms < s.updated_ms) now_ms = s.updated_ms;  // as Apply: a step back refills nothing
   const int64_t period = p.period_ms;
   const int64_t elapsed = now_ms - s.updated_ms;
   int64_t missing = s.scaled_tokens_missing;
   // As Apply, compare before multiplying: elapsed * rate and cost * period
   // may overflow where the result is simply a full bucket.
-  if (elapsed >= CeilDiv(missing, p.count)) return;  // refilled by now: nothing to give back
+  if (elapsed >= CeilDiv(missing, p.count)) return 0;  // refilled by now: nothing to give back
   missing -= elapsed * p.count;
-  missing = cost >= CeilDiv(missing, period) ? 0 : missing - cost * period;
+  // Whole tokens missing, a part-refilled one counted: what the bucket's
+  // remaining (floor of the tokens held) grows by when they all come back.
+  const int64_t tokens = CeilDiv(missing, period);
+  const int64_t given = std::min(cost, tokens);
+  missing = cost >= tokens ? 0 : missing - cost * period;
   s = {missing, now_ms};
+  return given;
 }
 
 }  // namespace floodgate::core

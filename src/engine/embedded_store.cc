@@ -22,6 +22,11 @@ constexpr uint32_t kLeaseId = 3;
 static_assert(kLeaseId + 1 == store::kFirstRuleId);
 
 void ReleaseSlidingLog(int64_t* state) { core::ReleaseRuleState(Algorithm::kSlidingLog, state); }
+// What a sliding_log state owns: its log (the state's first word).
+size_t SlidingLogBytes(const int64_t* state) {
+  const auto* log = reinterpret_cast<const core::SlidingLog*>(state[0]);
+  return log != nullptr ? log->HeapBytes() : 0;
+}
 
 // A sliding_log state in a snapshot: the log's bytes (length first), then
 // the words after the log's pointer (the alert words) as they are.
@@ -106,6 +111,7 @@ Result<std::string> EmbeddedStore::Describe(const core::CompiledRule& rule, uint
   layout.ages_itself = true;  // every algorithm's state does (see VariantLayout)
   if (rule.algorithm == Algorithm::kSlidingLog) {
     layout.release = &ReleaseSlidingLog;
+    layout.owned_bytes = &SlidingLogBytes;
     layout.encode = &EncodeSlidingLog;
     layout.decode = &DecodeSlidingLog;
   }
@@ -133,8 +139,8 @@ store::Answer EmbeddedStore::Check(const store::CheckOp& op, Decision* decision,
                                              : clock_.NowMs();
   const core::CompiledRule& rule = *op.variant.rule;
   if (op.alerts == nullptr) {
-    Status s = memory_.Update(key, now_ms, [&](int64_t* state, bool /*fresh*/) {
-      return core::EvaluateRule(rule, state, now_ms, op.cost, decision);
+    Status s = memory_.Update(key, now_ms, [&](int64_t* state, bool, core::MemoryRoom* room) {
+      return core::EvaluateRule(rule, state, now_ms, op.cost, decision, room);
     });
     // OK onto OK (nearly every decision) moves no message.
     if (!s.ok() || !status->ok()) [[unlikely]] {
@@ -143,8 +149,8 @@ store::Answer EmbeddedStore::Check(const store::CheckOp& op, Decision* decision,
   } else {
     // The alert bits are decided under the same lock as the count; the
     // caller emits the events after, outside it.
-    *status = memory_.Update(key, now_ms, [&](int64_t* state, bool /*fresh*/) {
-      return core::EvaluateRuleWithAlerts(rule, state, now_ms, op.cost, decision, op.alerts);
+    *status = memory_.Update(key, now_ms, [&](int64_t* state, bool, core::MemoryRoom* room) {
+      return core::EvaluateRuleWithAlerts(rule, state, now_ms, op.cost, decision, op.alerts, room);
     });
     op.alerts->at_ms = now_ms;
   }
@@ -173,7 +179,7 @@ store::Answer EmbeddedStore::Throttle(const store::ThrottleOp& op, ThrottleResul
                          : op.read_ms > 0    ? op.read_ms
                                              : clock_.NowMs();
   core::GcraFigures f;
-  *status = memory_.Update(prepared, now_ms, [&](int64_t* state, bool) {
+  *status = memory_.Update(prepared, now_ms, [&](int64_t* state, bool, core::MemoryRoom*) {
     auto* gcra = reinterpret_cast<core::GcraState*>(state);
     f = core::GcraStep(p, *gcra, now_ms, op.quantity);
     return gcra->tat_us > now_ms * 1000 ? (gcra->tat_us + 999) / 1000 : 0;
@@ -200,17 +206,19 @@ store::Answer EmbeddedStore::Reset(const store::ResetOp& op, Status* status, sto
   return store::Answer::kNow;
 }
 
-store::Answer EmbeddedStore::Refund(const store::RefundOp& op, Decision* after, Status* status,
-                                    store::Later<Decision>) {
+store::Answer EmbeddedStore::Refund(const store::RefundOp& op, core::RefundResult* result,
+                                    Status* status, store::Later<core::RefundResult>) {
   const int64_t now_ms = op.at_ms != nullptr ? *op.at_ms : clock_.NowMs();
   const core::CompiledRule& rule = *op.variant.rule;
   // An absent entry runs on a zero state, which a refund leaves zero: the
   // peek's expiry is then 0, so Update creates nothing, and is OK even in a
   // full store. An existing entry gets the peek's expiry, never later than
   // the one it had (an expired one's state counts nothing: it is freed).
-  *status = memory_.Update(op.variant.id, op.subject, now_ms, [&](int64_t* state, bool) {
-    return core::RefundRuleAndPeek(rule, state, now_ms, op.cost, after);
-  });
+  // A refund only ever shrinks what a state owns: it claims nothing.
+  *status = memory_.Update(op.variant.id, op.subject, now_ms,
+                           [&](int64_t* state, bool, core::MemoryRoom*) {
+                             return core::RefundRuleAndPeek(rule, state, now_ms, op.cost, result);
+                           });
   return store::Answer::kNow;
 }
 

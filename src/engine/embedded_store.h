@@ -41,8 +41,8 @@ class EmbeddedStore final : public store::Store {
   void PrefetchThrottle(std::string_view key) override;
   store::Answer Reset(const store::ResetOp& op, Status* status, store::Later<> later) override;
   // Under the entry's shard lock, as a decision; an absent entry stays absent.
-  store::Answer Refund(const store::RefundOp& op, Decision* after, Status* status,
-                       store::Later<Decision> later) override;
+  store::Answer Refund(const store::RefundOp& op, core::RefundResult* result, Status* status,
+                       store::Later<core::RefundResult> later) override;
   // Under the table's shard lock (engine/lease_store.h).
   store::Answer Lease(const store::LeaseOp& op, store::LeaseResult* result, Status* status,
                       store::Later<store::LeaseResult> later) override;

@@ -24,6 +24,8 @@
 #include <new>
 #include <string_view>
 
+#include "core/memory_room.h"
+
 namespace floodgate::engine {
 
 // Converts an expiry in ms to the stored whole seconds, rounded *up* and
@@ -76,13 +78,10 @@ class Entry {
     return StateOffset(key_len) + static_cast<size_t>(state_words) * sizeof(int64_t);
   }
 
-  // Heap bytes glibc really uses for an allocation of `request` bytes on a
-  // 64-bit system: the request plus an 8-byte size word, rounded up to 16,
-  // at least 32. An estimate for ApproximateMemoryBytes, not a promise.
-  static constexpr size_t MallocChunkSize(size_t request) {
-    const size_t chunk = (request + sizeof(size_t) + 15) & ~size_t{15};
-    return chunk < 32 ? 32 : chunk;
-  }
+  // Heap bytes glibc really uses for an allocation of `request` bytes
+  // (core::MallocChunkSize). An estimate for ApproximateMemoryBytes, not a
+  // promise.
+  static constexpr size_t MallocChunkSize(size_t request) { return core::MallocChunkSize(request); }
 
   uint16_t variant() const { return variant_; }
   std::string_view key() const { return std::string_view(key_bytes(), key_len_); }

@@ -7,22 +7,30 @@
 #include <memory>
 
 #include "common/fixed_fields.h"
+#include "core/memory_room.h"
 
 namespace floodgate::engine {
 
-size_t ExpiringSet::NodeBytes(std::string_view member) {
-  // A map node (key, value, links) and a set node (pair, links), plus the
-  // member's own buffer when it does not fit the string's inline storage.
+size_t ExpiringSet::MemberBytes(std::string_view member) {
+  // A red-black tree node in each index (libstdc++: colour and three links,
+  // 32 bytes, then the value), plus the member's own buffer when it does not
+  // fit the string's inline storage (15 bytes; a copy of `member` allocates
+  // its size and a terminator).
+  constexpr size_t kNodeHeader = 4 * sizeof(void*);
   constexpr size_t kNodes =
-      sizeof(Members::value_type) + 32 + sizeof(std::pair<int64_t, const std::string*>) + 32;
-  return kNodes + (member.size() > 15 ? member.size() + 1 : 0);
+      core::MallocChunkSize(kNodeHeader + sizeof(Members::value_type)) +
+      core::MallocChunkSize(kNodeHeader + sizeof(std::pair<int64_t, const std::string*>));
+  constexpr size_t kInline = 15;
+  return kNodes + (member.size() > kInline ? core::MallocChunkSize(member.size() + 1) : 0);
 }
+
+const size_t ExpiringSet::kObjectBytes = core::MallocChunkSize(sizeof(ExpiringSet));
 
 size_t ExpiringSet::Prune(int64_t now_ms) {
   size_t dropped = 0;
   while (!by_expiry_.empty() && by_expiry_.begin()->first <= now_ms) {
     const std::string* member = by_expiry_.begin()->second;
-    bytes_ -= NodeBytes(*member);
+    bytes_ -= MemberBytes(*member);
     by_expiry_.erase(by_expiry_.begin());
     members_.erase(members_.find(*member));
     ++dropped;
@@ -41,14 +49,14 @@ bool ExpiringSet::Upsert(std::string_view member, int64_t expires_at_ms) {
   }
   it = members_.emplace(std::string(member), expires_at_ms).first;
   by_expiry_.insert({expires_at_ms, &it->first});
-  bytes_ += NodeBytes(member);
+  bytes_ += MemberBytes(member);
   return true;
 }
 
 bool ExpiringSet::Erase(std::string_view member) {
   auto it = members_.find(member);
   if (it == members_.end()) return false;
-  bytes_ -= NodeBytes(member);
+  bytes_ -= MemberBytes(member);
   by_expiry_.erase({it->second, &it->first});
   members_.erase(it);
   return true;
@@ -119,6 +127,11 @@ void EncodeSetWord(const int64_t* state, int /*words*/, std::string* out) {
   } else {
     set->Encode(out);
   }
+}
+
+size_t SetWordBytes(const int64_t* state) {
+  const auto* set = reinterpret_cast<const ExpiringSet*>(state[0]);
+  return set != nullptr ? ExpiringSet::kObjectBytes + set->HeapBytes() : 0;
 }
 
 bool DecodeSetWord(std::string_view in, int words, int64_t now_ms, int64_t* state) {

@@ -30,6 +30,8 @@ class ExpiringSet;
 // whose set is gone by now_ms decodes to an empty word.
 void EncodeSetWord(const int64_t* state, int words, std::string* out);
 bool DecodeSetWord(std::string_view in, int words, int64_t now_ms, int64_t* state);
+// VariantLayout's owned_bytes for such a state: the set and its members.
+size_t SetWordBytes(const int64_t* state);
 
 class ExpiringSet {
  public:
@@ -63,8 +65,15 @@ class ExpiringSet {
   // (ties in byte order).
   void ForEach(absl::FunctionRef<void(std::string_view member, int64_t expires_at_ms)> fn) const;
 
-  // Heap bytes held, roughly (the nodes of both indexes and long members).
-  size_t ApproximateBytes() const { return bytes_; }
+  // Heap bytes the members hold, as core::MallocChunkSize counts them (a
+  // node in each index, and a long member's own buffer): what the set's
+  // owner counts against engine.max_memory, with kObjectBytes for the set
+  // itself when it is allocated on its own.
+  size_t HeapBytes() const { return bytes_; }
+  // What Upsert of a member not in the set adds to HeapBytes.
+  static size_t MemberBytes(std::string_view member);
+  // The set object's own chunk, when allocated on its own.
+  static const size_t kObjectBytes;
 
   // For a snapshot of the embedded store: appends the members (count, then
   // each member's length, bytes and expiry) to *out.
@@ -85,8 +94,6 @@ class ExpiringSet {
       return *a.second < *b.second;
     }
   };
-
-  static size_t NodeBytes(std::string_view member);
 
   Members members_;
   std::set<std::pair<int64_t, const std::string*>, ByExpiry> by_expiry_;

@@ -25,11 +25,41 @@ void ReleaseTable(int64_t* state) {
   state[0] = 0;
 }
 
+// The table as core/concurrency.h's functions see it, with a step's room:
+// a lease not yet held claims its bytes (and, in a table just made, the
+// table's) before it is added, and is not added when the room refuses them
+// (the store then answers the step as full). Everything else is the set's.
+class ClaimingTable {
+ public:
+  ClaimingTable(ExpiringSet& set, core::MemoryRoom* room, size_t unclaimed)
+      : set_(set), room_(room), unclaimed_(unclaimed) {}
+
+  size_t Prune(int64_t now_ms) { return set_.Prune(now_ms); }
+  bool Upsert(std::string_view id, int64_t expires_at_ms) {
+    if (set_.ExpiryOf(id) == 0) {
+      if (!core::Claim(room_, ExpiringSet::MemberBytes(id) + unclaimed_)) return false;
+      unclaimed_ = 0;
+    }
+    return set_.Upsert(id, expires_at_ms);
+  }
+  bool Erase(std::string_view id) { return set_.Erase(id); }
+  int64_t ExpiryOf(std::string_view id) const { return set_.ExpiryOf(id); }
+  int64_t NthExpiry(size_t index) const { return set_.NthExpiry(index); }
+  size_t size() const { return set_.size(); }
+  int64_t LastExpiry() const { return set_.LastExpiry(); }
+
+ private:
+  ExpiringSet& set_;
+  core::MemoryRoom* room_;
+  size_t unclaimed_;  // the table's own bytes, until a lease is added
+};
+
 }  // namespace
 
 VariantLayout LeaseStore::Layout() {
   return VariantLayout{.state_words = 1,
                        .release = &ReleaseTable,
+                       .owned_bytes = &SetWordBytes,
                        .encode = &EncodeSetWord,
                        .decode = &DecodeSetWord};
 }
@@ -71,34 +101,44 @@ Status LeaseStore::Run(const store::LeaseOp& op, int64_t now_ms, store::LeaseRes
   result->now_ms = now_ms;
   const std::string key = TableKey(op.rule, op.subject);
   core::LeaseOutcome out;
-  const Status s = store_.Update(variant_, key, now_ms, [&](int64_t* state, bool) -> int64_t {
-    ExpiringSet* table = TableOf(state);
-    if (table == nullptr) {
-      // No live lease: a release or renewal finds nothing (and keeps
-      // nothing), an acquisition starts the table.
-      if (op.kind != store::LeaseOpKind::kAcquire) return 0;
-      table = new ExpiringSet();
-      state[0] = reinterpret_cast<int64_t>(table);
-    }
-    switch (op.kind) {
-      case store::LeaseOpKind::kAcquire:
-        out = core::AcquireLease(*table, op.lease, now_ms, op.ttl_ms, op.max_in_flight);
-        break;
-      case store::LeaseOpKind::kRelease:
-        out = core::ReleaseLease(*table, op.lease, now_ms);
-        break;
-      case store::LeaseOpKind::kRenew:
-        out = core::RenewLease(*table, op.lease, now_ms, op.ttl_ms);
-        break;
-    }
-    // An empty table is no table: "keep nothing" frees the entry (and the
-    // release hook the table) now, not at its expiry.
-    return table->empty() ? 0 : table->LastExpiry();
-  });
+  bool existed = false;
+  const Status s = store_.Update(
+      variant_, key, now_ms, [&](int64_t* state, bool, core::MemoryRoom* room) -> int64_t {
+        ExpiringSet* table = TableOf(state);
+        existed = table != nullptr;
+        if (table == nullptr) {
+          // No live lease: a release or renewal finds nothing (and keeps
+          // nothing), an acquisition starts the table.
+          if (op.kind != store::LeaseOpKind::kAcquire) return 0;
+          table = new ExpiringSet();
+          state[0] = reinterpret_cast<int64_t>(table);
+        }
+        switch (op.kind) {
+          case store::LeaseOpKind::kAcquire: {
+            // A table just made is claimed with its first lease: one that
+            // stays empty is freed at once (below) and never counted.
+            ClaimingTable claiming(*table, room, existed ? 0 : ExpiringSet::kObjectBytes);
+            out = core::AcquireLease(claiming, op.lease, now_ms, op.ttl_ms, op.max_in_flight);
+            break;
+          }
+          case store::LeaseOpKind::kRelease:
+            out = core::ReleaseLease(*table, op.lease, now_ms);
+            break;
+          case store::LeaseOpKind::kRenew:
+            out = core::RenewLease(*table, op.lease, now_ms, op.ttl_ms);
+            break;
+        }
+        // An empty table is no table: "keep nothing" frees the entry (and the
+        // release hook the table) now, not at its expiry.
+        return table->empty() ? 0 : table->LastExpiry();
+      });
   if (s.code() == StatusCode::kResourceExhausted) {
-    // Only a table that keeps something is refused: the lease was not
-    // granted, whatever the update computed.
-    return ResourceExhaustedError("cannot hold the leases of a new subject: " + s.message());
+    // Only a lease that takes memory is refused (a table that keeps
+    // something, or one more lease in it): it was not granted, whatever the
+    // update computed.
+    return ResourceExhaustedError(
+        (existed ? "cannot hold one more lease: " : "cannot hold the leases of a new subject: ") +
+        s.message());
   }
   if (!s.ok()) return s;
   result->ok = out.ok;

@@ -9,11 +9,20 @@
 //
 // The memory bound counts those same bytes in one atomic: an entry's chunk
 // (Entry::MallocChunkSize) when it is created and freed, a slot array's
-// when a table grows or shrinks. A new entry reserves its chunk, and the
-// growth of the slot array its insertion would cause, before it is made,
-// as it reserves its place under max_entries: both bounds are hard even
-// when shards create entries at once, and a decision on a known subject
-// touches neither counter.
+// when a table grows or shrinks, and what a state owns beside its entry
+// (VariantLayout::owned_bytes: a sliding_log's log, a set's members) when
+// a step changes it. A new entry reserves its chunk, and the growth of the
+// slot array its insertion would cause, before it is made, as it reserves
+// its place under max_entries; a step that gives a state more to own claims
+// it from the same counter first (core::MemoryRoom). Both bounds are hard
+// even when shards create entries at once, and a decision on a known
+// subject that does not grow its state touches neither counter.
+//
+// What a state owns is counted by measuring, not by adding up claims: the
+// store reads owned_bytes before and after each step and adds the
+// difference less what the step claimed, so a step that frees (a set's
+// member expires, a refund trims a log) gives its bytes back, and the
+// counter stays the sum of what the entries hold whatever the step did.
 //
 // Speed: a lookup costs at most two cache misses, the slot line and the
 // entry. Update prefetches the slot line before taking the shard lock: a
@@ -53,6 +62,49 @@ constexpr uint32_t kMaxVariants = 65536;
 // Past this the sweep thread's condition-variable deadline could overflow;
 // a day between sweeps is "never" for any sensible configuration anyway.
 constexpr int64_t kMaxSweepIntervalMs = 86'400'000;
+
+// Adds `n` to `counter` unless that would take it past `max`. A
+// compare-and-swap rather than add-then-undo: the counter never shows a
+// refused reservation, even for an instant (GetStats stays within the
+// bounds).
+bool TryAdd(std::atomic<int64_t>& counter, int64_t n, int64_t max) {
+  int64_t seen = counter.load(std::memory_order_relaxed);
+  do {
+    if (seen > max - n) return false;
+  } while (!counter.compare_exchange_weak(seen, seen + n, std::memory_order_relaxed));
+  return true;
+}
+
+// The room one Update gives its step: a claim takes its bytes from the
+// max_memory counter as a new entry's reservation does. Closed (a new
+// entry that has no room itself), it refuses every claim without touching
+// the counter. Not thread-safe: one step's.
+class StepRoom final : public core::MemoryRoom {
+ public:
+  StepRoom(std::atomic<int64_t>& bytes, int64_t max_bytes, bool open)
+      : bytes_(open ? &bytes : nullptr), max_bytes_(max_bytes) {}
+
+  // What the step's granted claims took.
+  int64_t claimed() const { return claimed_; }
+  // What the refused claim asked for.
+  int64_t wanted() const { return wanted_; }
+
+ private:
+  bool Grant(size_t bytes) override {
+    const auto n = static_cast<int64_t>(bytes);
+    if (bytes_ != nullptr && TryAdd(*bytes_, n, max_bytes_)) {
+      claimed_ += n;
+      return true;
+    }
+    wanted_ = n;
+    return false;
+  }
+
+  std::atomic<int64_t>* const bytes_;  // null: closed
+  const int64_t max_bytes_;
+  int64_t claimed_ = 0;
+  int64_t wanted_ = 0;
+};
 
 int ShardBits(int shards) {
   // EngineConfig says a power of two; round anything else up so a bad value
@@ -104,17 +156,6 @@ struct MemoryStore::Impl {
     }
     return Room::kOk;
   }
-  // Adds `n` to `counter` unless that would take it past `max`. A
-  // compare-and-swap rather than add-then-undo: the counter never shows a
-  // refused reservation, even for an instant (GetStats stays within the
-  // bounds).
-  static bool TryAdd(std::atomic<int64_t>& counter, int64_t n, int64_t max) {
-    int64_t seen = counter.load(std::memory_order_relaxed);
-    do {
-      if (seen > max - n) return false;
-    } while (!counter.compare_exchange_weak(seen, seen + n, std::memory_order_relaxed));
-    return true;
-  }
   void UnreserveEntry(int64_t entry_bytes) {
     bytes.fetch_sub(entry_bytes, std::memory_order_relaxed);
     entries.fetch_sub(1, std::memory_order_relaxed);
@@ -126,6 +167,30 @@ struct MemoryStore::Impl {
       bytes.fetch_add(static_cast<int64_t>(after) - static_cast<int64_t>(before),
                       std::memory_order_relaxed);
     }
+  }
+
+  // What a state of `layout` owns beside its entry (0 for layouts that own
+  // nothing).
+  static int64_t OwnedBytes(const VariantLayout& layout, const int64_t* state) {
+    return layout.owned_bytes != nullptr ? static_cast<int64_t>(layout.owned_bytes(state)) : 0;
+  }
+
+  // Counts what a step changed in what its state owns: `before` and `after`
+  // as OwnedBytes measured them, less what the step's claims already took.
+  // A step that neither changed its state's memory nor claimed touches no
+  // counter.
+  void SettleOwned(int64_t before, int64_t after, const StepRoom& room) {
+    const int64_t change = after - before - room.claimed();
+    if (change != 0) bytes.fetch_add(change, std::memory_order_relaxed);
+  }
+
+  // A step whose claim the room refused: counted, and said.
+  Status GrowthRefused(const StepRoom& room) {
+    rejected_full.fetch_add(1, std::memory_order_relaxed);
+    return ResourceExhaustedError(
+        "store is full (engine.max_memory: " + std::to_string(max_bytes) + " bytes; " +
+        std::to_string(bytes.load(std::memory_order_relaxed)) + " in use, the state needs " +
+        std::to_string(room.wanted()) + " more)");
   }
 
   Status FullError(Room room, int64_t entry_bytes) const {
@@ -143,12 +208,14 @@ struct MemoryStore::Impl {
     if (layout.release != nullptr) layout.release(state);
   }
 
-  // Releases and frees an entry already unlinked from `shard`'s table.
+  // Releases and frees an entry already unlinked from `shard`'s table, and
+  // gives back its chunk and what its state owned.
   void DestroyEntryLocked(Shard& shard, Entry* e) ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu) {
     const VariantLayout& layout = layouts.get()[e->variant()];
+    const int64_t owned = OwnedBytes(layout, e->state());
     ReleaseState(layout, e->state());
-    UnreserveEntry(static_cast<int64_t>(
-        Entry::MallocChunkSize(Entry::AllocSize(e->key().size(), layout.state_words))));
+    UnreserveEntry(owned + static_cast<int64_t>(Entry::MallocChunkSize(
+                               Entry::AllocSize(e->key().size(), layout.state_words))));
     Entry::Destroy(e);
   }
 
@@ -157,6 +224,50 @@ struct MemoryStore::Impl {
     Entry* e = shard.table.EntryAt(slot);
     shard.table.EraseAt(slot);
     DestroyEntryLocked(shard, e);
+  }
+
+  // Before a step on `e`: a state that does not judge its own staleness
+  // (not ages_itself) and has expired is released and zeroed, and the step
+  // sees it as fresh (returns true). The blob is reused (same key, same
+  // size): it was not freed, so it does not count in expired_freed.
+  bool ResetIfExpiredLocked(Shard& shard, const VariantLayout& layout, Entry* e, int64_t now_ms)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu) {
+    if (layout.ages_itself || !e->ExpiredAt(now_ms)) return false;
+    ReleaseState(layout, e->state());
+    std::memset(e->state(), 0, static_cast<size_t>(layout.state_words) * sizeof(int64_t));
+    return true;
+  }
+
+  // After a step on `e`, the entry in `slot`: keeps it until `expiry_ms`,
+  // or frees it when that is not after now_ms.
+  void KeepOrFreeLocked(Shard& shard, size_t slot, Entry* e, int64_t expiry_ms, int64_t now_ms)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu) {
+    if (expiry_ms <= now_ms) {
+      FreeEntryLocked(shard, slot);
+    } else {
+      e->set_expiry_s(ExpiryMsToStoredSeconds(expiry_ms));
+    }
+  }
+
+  // Update's step on a known entry whose state owns memory: what the state
+  // owns is measured before and after, the difference counted, and what the
+  // step means to add is claimed from a room first. Inlined into Update:
+  // a call of its own cost a sliding_log decision some 25 instructions of
+  // saved registers.
+  [[gnu::always_inline]] Status StepOwningLocked(Shard& shard, size_t slot,
+                                                 const VariantLayout& layout, int64_t now_ms,
+                                                 UpdateFn fn)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu) {
+    Entry* e = shard.table.EntryAt(slot);
+    int64_t* state = e->state();
+    const int64_t before = OwnedBytes(layout, state);
+    const bool fresh = ResetIfExpiredLocked(shard, layout, e, now_ms);
+    StepRoom room(bytes, max_bytes, /*open=*/true);
+    const int64_t expiry_ms = fn(state, fresh, &room);
+    SettleOwned(before, OwnedBytes(layout, state), room);
+    KeepOrFreeLocked(shard, slot, e, expiry_ms, now_ms);
+    if (room.refused()) return GrowthRefused(room);
+    return Status::Ok();
   }
 
   // Frees every entry of `shard` expired at `now_ms`. Returns how many.
@@ -307,22 +418,14 @@ Status MemoryStore::Update(const PreparedKey& prepared, int64_t now_ms, UpdateFn
 
   std::lock_guard<std::mutex> lock(shard.mu);
   if (const size_t slot = shard.table.Find(lookup); slot != EntryTable::kNotFound) {
+    // A state that owns memory is measured around its step, out of line:
+    // the fixed-size states of the rules pay one branch for it.
+    if (layout.owned_bytes != nullptr) {
+      return impl_->StepOwningLocked(shard, slot, layout, now_ms, fn);
+    }
     Entry* e = shard.table.EntryAt(slot);
-    int64_t* state = e->state();
-    bool fresh = false;
-    if (!layout.ages_itself && e->ExpiredAt(now_ms)) {
-      // Reuse the blob: same key, same size. It was not freed, so it does
-      // not count in expired_freed.
-      impl_->ReleaseState(layout, state);
-      std::memset(state, 0, state_bytes);
-      fresh = true;
-    }
-    const int64_t expiry_ms = fn(state, fresh);
-    if (expiry_ms <= now_ms) {
-      impl_->FreeEntryLocked(shard, slot);
-    } else {
-      e->set_expiry_s(ExpiryMsToStoredSeconds(expiry_ms));
-    }
+    const bool fresh = impl_->ResetIfExpiredLocked(shard, layout, e, now_ms);
+    impl_->KeepOrFreeLocked(shard, slot, e, fn(e->state(), fresh, /*room=*/nullptr), now_ms);
     return Status::Ok();
   }
 
@@ -346,19 +449,23 @@ Status MemoryStore::Update(const PreparedKey& prepared, int64_t now_ms, UpdateFn
 
   // fn runs on a zeroed stack copy; only a state worth keeping is allocated,
   // so peeks and denials on unknown subjects cost no memory, and need no
-  // room in a full store.
+  // room in a full store. Without room for the entry, there is none for
+  // what its state would own either.
   alignas(8) int64_t temp[kMaxStateWords];
   std::memset(temp, 0, state_bytes);
-  const int64_t expiry_ms = fn(temp, /*fresh=*/true);
-  if (expiry_ms <= now_ms || room != Impl::Room::kOk) {
-    impl_->ReleaseState(layout, temp);  // fn may have given the state something to own
-    if (room == Impl::Room::kOk) {
-      impl_->UnreserveEntry(reserved);
-      return Status::Ok();
+  StepRoom state_room(impl_->bytes, impl_->max_bytes, /*open=*/room == Impl::Room::kOk);
+  const int64_t expiry_ms =
+      fn(temp, /*fresh=*/true, layout.owned_bytes != nullptr ? &state_room : nullptr);
+  if (expiry_ms <= now_ms || room != Impl::Room::kOk || state_room.refused()) {
+    impl_->ReleaseState(layout, temp);     // fn may have given the state something to own
+    impl_->SettleOwned(0, 0, state_room);  // gives back what it claimed
+    if (room == Impl::Room::kOk) impl_->UnreserveEntry(reserved);
+    if (room != Impl::Room::kOk && (expiry_ms > now_ms || state_room.refused())) {
+      impl_->rejected_full.fetch_add(1, std::memory_order_relaxed);
+      return impl_->FullError(room, reserved);
     }
-    if (expiry_ms <= now_ms) return Status::Ok();
-    impl_->rejected_full.fetch_add(1, std::memory_order_relaxed);
-    return impl_->FullError(room, reserved);
+    if (state_room.refused()) return impl_->GrowthRefused(state_room);
+    return Status::Ok();
   }
   Entry* e = Entry::Create(lookup.variant, key, layout.state_words,
                            ExpiryMsToStoredSeconds(expiry_ms), temp);
@@ -366,9 +473,11 @@ Status MemoryStore::Update(const PreparedKey& prepared, int64_t now_ms, UpdateFn
   if (e == nullptr || !EntryTable::Storable(e) || !shard.table.Insert(e, lookup.hash)) {
     if (e != nullptr) Entry::Destroy(e);
     impl_->ReleaseState(layout, temp);
+    impl_->SettleOwned(0, 0, state_room);
     impl_->UnreserveEntry(reserved);
     return ResourceExhaustedError("out of memory for a new store entry");
   }
+  impl_->SettleOwned(0, Impl::OwnedBytes(layout, e->state()), state_room);
   // The reservation already holds the growth InsertGrowthBytes predicted;
   // count only a difference (none, unless the two ever disagree).
   impl_->CountTableBytes(table_bytes + static_cast<size_t>(reserved - chunk_bytes),

@@ -5,11 +5,13 @@
 // so threads touching different subjects rarely contend.
 //
 // Bounded: at most EngineConfig::max_entries live entries, and at most
-// EngineConfig::max_memory bytes of entries and slot arrays (counted where
-// they are allocated and freed, so the check is one atomic add per new
-// entry). Past either, creating a new entry fails with RESOURCE_EXHAUSTED
-// (counted in Stats::rejected_full); existing entries keep working. Expired
-// entries are freed by a background sweep thread (every
+// EngineConfig::max_memory bytes of entries, of what their states own
+// beside them (a sliding_log's log, a set's members) and of slot arrays
+// (counted where they are allocated and freed, so the check is one atomic
+// add per new entry or per growth of a state). Past either, creating a new
+// entry, or growing a state, fails with RESOURCE_EXHAUSTED (counted in
+// Stats::rejected_full); existing entries keep working as long as they do
+// not grow. Expired entries are freed by a background sweep thread (every
 // EngineConfig::sweep_interval_ms), and those of the shard concerned before
 // a new entry is refused.
 #pragma once
@@ -21,6 +23,7 @@
 #include <vector>
 
 #include "absl/functional/function_ref.h"
+#include "core/memory_room.h"
 #include "floodgate/clock.h"
 #include "floodgate/config.h"
 #include "floodgate/status.h"
@@ -33,6 +36,12 @@ struct VariantLayout {
   // Called with the state before an entry's memory is freed (expiry, sweep,
   // reset, destruction). Null when the state owns nothing. Must not block.
   void (*release)(int64_t* state) = nullptr;
+  // The heap bytes the state owns beside its entry (what `release` frees),
+  // as core::MallocChunkSize counts them; 0 for a zero state. Null when the
+  // state owns nothing. The store measures it before and after every step
+  // on such a state and counts the difference against max_memory, so it
+  // must be a function of the state alone, and cheap.
+  size_t (*owned_bytes)(const int64_t* state) = nullptr;
   // The state judges its own staleness: an expired one decides exactly as a
   // zeroed one would (the rules' algorithms: their expiry is the instant the
   // state holds nothing any more, and they read time from the state). Update
@@ -59,20 +68,29 @@ struct VariantLayout {
 // the entry's new expiry in ms since the epoch; a value <= now_ms means "keep
 // nothing": the entry is removed (or never created). Must not call the store.
 //
+// `room` (core/memory_room.h) is max_memory's: a step that gives its state
+// more memory to own claims it first; when a claim is refused the step
+// leaves the state as it was and Update answers RESOURCE_EXHAUSTED, whatever
+// fn returns. Null for a variant whose states own nothing (no
+// VariantLayout::owned_bytes): such a step has nothing to claim, and its
+// decision pays for no room.
+//
 // Expiry is kept in whole seconds, rounded up: an entry given expiry T ms
 // expires at ceil(T / 1000) * 1000 ms, up to 999 ms later, and until then `fn`
 // sees its old state with fresh == false. Expiry only frees memory: the
 // algorithms judge staleness from their own timestamps in the state.
-using UpdateFn = absl::FunctionRef<int64_t(int64_t* state, bool fresh)>;
+using UpdateFn = absl::FunctionRef<int64_t(int64_t* state, bool fresh, core::MemoryRoom* room)>;
 
 class MemoryStore {
  public:
   struct Stats {
     int64_t entries = 0;        // live entries (including not yet swept expired ones)
-    int64_t rejected_full = 0;  // creations refused: max_entries or max_memory reached
+    int64_t rejected_full = 0;  // steps refused at max_entries or max_memory: creations,
+                                // and growths of a state's memory
     int64_t expired_freed = 0;  // entries freed because they expired (an expired entry
                                 // found by Update is reset in place, not counted)
-    int64_t bytes = 0;          // what max_memory bounds: entries and slot arrays
+    int64_t bytes = 0;          // what max_memory bounds: entries, what their states
+                                // own, and slot arrays
   };
 
   // `layouts` is indexed by variant id (< 65536). Starts the sweep thread when
@@ -103,7 +121,9 @@ class MemoryStore {
   // second per shard) and `fn` keeps something, nothing is kept, the copy is
   // released and the result is RESOURCE_EXHAUSTED; what `fn` wrote elsewhere
   // then describes a step that did not happen. A peek or a denial on a new
-  // key keeps nothing and is OK even in a full store.
+  // key keeps nothing and is OK even in a full store. The same holds for a
+  // step whose claim on `room` was refused, on a new key or a known one: it
+  // did not happen, and the result is RESOURCE_EXHAUSTED.
   Status Update(uint32_t variant, std::string_view key, int64_t now_ms, UpdateFn fn);
 
   // Registers one more variant and returns its id (the next free one, so ids
@@ -145,9 +165,9 @@ class MemoryStore {
 
   Stats GetStats() const;
 
-  // Bytes allocated for entries (payload plus allocator rounding estimate)
-  // and tables: Stats::bytes, what max_memory bounds. For the memory
-  // benchmark and /metrics; reads one counter.
+  // Bytes allocated for entries (payload plus allocator rounding estimate),
+  // for what their states own and for tables: Stats::bytes, what max_memory
+  // bounds. For the memory benchmark and /metrics; reads one counter.
   size_t ApproximateMemoryBytes() const;
 
  private:

@@ -27,6 +27,9 @@ struct OtpState {
   }
 };
 
+// The OtpState's own chunk.
+constexpr size_t kStateBytes = core::MallocChunkSize(sizeof(OtpState));
+
 OtpState* StateOf(int64_t* state) { return reinterpret_cast<OtpState*>(state[0]); }
 
 void ReleaseOtp(int64_t* state) {
@@ -39,6 +42,18 @@ OtpState* Ensure(int64_t* state) {
   return StateOf(state);
 }
 
+// VariantLayout's owned_bytes: the OtpState and its sets' members.
+size_t OtpBytes(const int64_t* state) {
+  const auto* otp = reinterpret_cast<const OtpState*>(state[0]);
+  if (otp == nullptr) return 0;
+  return kStateBytes + otp->codes.HeapBytes() + otp->issues.HeapBytes() + otp->attempts.HeapBytes();
+}
+
+// What adding `member` to `set` (null: a set still to be made) takes.
+size_t AddBytes(const ExpiringSet* set, std::string_view member) {
+  return set == nullptr || set->ExpiryOf(member) == 0 ? ExpiringSet::MemberBytes(member) : 0;
+}
+
 // With `count` per window and `live` events in it, how long until one more
 // fits: the (live - count)-th earliest event must age out.
 int64_t RetryAfter(const ExpiringSet& events, int64_t count, int64_t now_ms) {
@@ -47,12 +62,13 @@ int64_t RetryAfter(const ExpiringSet& events, int64_t count, int64_t now_ms) {
   return std::max<int64_t>(1, events.NthExpiry(index) - now_ms);
 }
 
-// A new subject the store has no room for: the step did not happen (what
-// the step wrote is reset by the caller), and the message says which.
-Status NoRoom(const Status& s, std::string_view step) {
+// A step the store has no room for (a new subject, or more codes or events
+// for a known one): it did not happen (what the step wrote is reset by the
+// caller), and the message says which.
+Status NoRoom(const Status& s, std::string_view step, bool new_subject) {
   if (s.code() != StatusCode::kResourceExhausted) return s;
   return ResourceExhaustedError("cannot " + std::string(step) +
-                                " for a new OTP subject: " + s.message());
+                                (new_subject ? " for a new OTP subject: " : ": ") + s.message());
 }
 
 // For a snapshot: the three sets, in order.
@@ -79,8 +95,11 @@ bool DecodeOtp(std::string_view in, int words, int64_t now_ms, int64_t* state) {
 }  // namespace
 
 VariantLayout OtpStore::Layout() {
-  return VariantLayout{
-      .state_words = 1, .release = &ReleaseOtp, .encode = &EncodeOtp, .decode = &DecodeOtp};
+  return VariantLayout{.state_words = 1,
+                       .release = &ReleaseOtp,
+                       .owned_bytes = &OtpBytes,
+                       .encode = &EncodeOtp,
+                       .decode = &DecodeOtp};
 }
 
 Status OtpStore::Issue(std::string_view subject, std::string_view code_hash,
@@ -88,73 +107,93 @@ Status OtpStore::Issue(std::string_view subject, std::string_view code_hash,
                        OtpIssueOutcome* out) {
   *out = OtpIssueOutcome{};
   out->now_ms = now_ms;
-  const Status s = store_.Update(variant_, subject, now_ms, [&](int64_t* state, bool) -> int64_t {
-    OtpState* s = StateOf(state);
-    if (s != nullptr) s->Prune(now_ms);
-    if (s != nullptr && static_cast<int64_t>(s->issues.size()) >= policy.issue_count) {
-      out->retry_after_ms = RetryAfter(s->issues, policy.issue_count, now_ms);
-      return s->Expiry();
-    }
-    s = Ensure(state);
-    // Room for the new code: the oldest go first (codes share one TTL, so
-    // the earliest expiry is the oldest issue).
-    while (static_cast<int64_t>(s->codes.size()) >= policy.max_live_codes) s->codes.EraseFirst();
-    // Codes share one TTL, so expiry order is issue order, except for codes
-    // issued in the same millisecond: a later one expires 1 ms later, so
-    // that "the oldest goes first" stays exact.
-    out->expires_at_ms = std::max(now_ms + policy.code_ttl_ms, s->codes.LastExpiry() + 1);
-    s->codes.Upsert(code_hash, out->expires_at_ms);
-    s->issues.Upsert(event_id, now_ms + policy.issue_period_ms);
-    out->issued = true;
-    return s->Expiry();
-  });
+  bool new_subject = true;
+  const Status s = store_.Update(
+      variant_, subject, now_ms, [&](int64_t* state, bool, core::MemoryRoom* room) -> int64_t {
+        OtpState* s = StateOf(state);
+        new_subject = s == nullptr;
+        if (s != nullptr) s->Prune(now_ms);
+        if (s != nullptr && static_cast<int64_t>(s->issues.size()) >= policy.issue_count) {
+          out->retry_after_ms = RetryAfter(s->issues, policy.issue_count, now_ms);
+          return s->Expiry();
+        }
+        // Claimed before anything changes (dropping the oldest code frees
+        // memory, but only after the new one is known to fit).
+        const bool fits =
+            core::Claim(room, (s == nullptr ? kStateBytes : 0) +
+                                  AddBytes(s != nullptr ? &s->codes : nullptr, code_hash) +
+                                  AddBytes(s != nullptr ? &s->issues : nullptr, event_id));
+        if (!fits) return s != nullptr ? s->Expiry() : 0;
+        s = Ensure(state);
+        // Room for the new code: the oldest go first (codes share one TTL, so
+        // the earliest expiry is the oldest issue).
+        while (static_cast<int64_t>(s->codes.size()) >= policy.max_live_codes)
+          s->codes.EraseFirst();
+        // Codes share one TTL, so expiry order is issue order, except for codes
+        // issued in the same millisecond: a later one expires 1 ms later, so
+        // that "the oldest goes first" stays exact.
+        out->expires_at_ms = std::max(now_ms + policy.code_ttl_ms, s->codes.LastExpiry() + 1);
+        s->codes.Upsert(code_hash, out->expires_at_ms);
+        s->issues.Upsert(event_id, now_ms + policy.issue_period_ms);
+        out->issued = true;
+        return s->Expiry();
+      });
   if (!s.ok()) {
     *out = OtpIssueOutcome{};
     out->now_ms = now_ms;
   }
-  return NoRoom(s, "issue a code");
+  return NoRoom(s, "issue a code", new_subject);
 }
 
 Status OtpStore::Attempt(std::string_view subject, std::string_view event_id,
                          const OtpPolicy& policy, int64_t now_ms, OtpAttemptOutcome* out) {
   *out = OtpAttemptOutcome{};
   out->now_ms = now_ms;
-  const Status s = store_.Update(variant_, subject, now_ms, [&](int64_t* state, bool) -> int64_t {
-    OtpState* s = StateOf(state);
-    if (s != nullptr) s->Prune(now_ms);
-    if (s != nullptr && static_cast<int64_t>(s->attempts.size()) >= policy.verify_count) {
-      out->retry_after_ms = RetryAfter(s->attempts, policy.verify_count, now_ms);
-      return s->Expiry();
-    }
-    // Recorded even when the subject has no code: probing costs attempts too.
-    s = Ensure(state);
-    s->attempts.Upsert(event_id, now_ms + policy.verify_period_ms);
-    out->allowed = true;
-    out->codes.reserve(s->codes.size());
-    s->codes.ForEach([&](std::string_view code, int64_t) { out->codes.emplace_back(code); });
-    return s->Expiry();
-  });
+  bool new_subject = true;
+  const Status s = store_.Update(
+      variant_, subject, now_ms, [&](int64_t* state, bool, core::MemoryRoom* room) -> int64_t {
+        OtpState* s = StateOf(state);
+        new_subject = s == nullptr;
+        if (s != nullptr) s->Prune(now_ms);
+        if (s != nullptr && static_cast<int64_t>(s->attempts.size()) >= policy.verify_count) {
+          out->retry_after_ms = RetryAfter(s->attempts, policy.verify_count, now_ms);
+          return s->Expiry();
+        }
+        const bool fits =
+            core::Claim(room, (s == nullptr ? kStateBytes : 0) +
+                                  AddBytes(s != nullptr ? &s->attempts : nullptr, event_id));
+        if (!fits) return s != nullptr ? s->Expiry() : 0;
+        // Recorded even when the subject has no code: probing costs attempts too.
+        s = Ensure(state);
+        s->attempts.Upsert(event_id, now_ms + policy.verify_period_ms);
+        out->allowed = true;
+        out->codes.reserve(s->codes.size());
+        s->codes.ForEach([&](std::string_view code, int64_t) { out->codes.emplace_back(code); });
+        return s->Expiry();
+      });
   if (!s.ok()) {
     *out = OtpAttemptOutcome{};
     out->now_ms = now_ms;
   }
-  return NoRoom(s, "record a verification attempt");
+  return NoRoom(s, "record a verification attempt", new_subject);
 }
 
 Status OtpStore::Consume(std::string_view subject, std::string_view code_hash, int64_t now_ms,
                          bool* consumed) {
   *consumed = false;
-  const Status s = store_.Update(variant_, subject, now_ms, [&](int64_t* state, bool) -> int64_t {
-    OtpState* st = StateOf(state);
-    if (st == nullptr) return 0;
-    st->Prune(now_ms);
-    if (st->codes.ExpiryOf(code_hash) != 0) {
-      *consumed = true;
-      st->codes.Clear();
-      st->attempts.Clear();
-    }
-    return st->Expiry();
-  });
+  // Consuming only frees: it claims nothing.
+  const Status s = store_.Update(variant_, subject, now_ms,
+                                 [&](int64_t* state, bool, core::MemoryRoom*) -> int64_t {
+                                   OtpState* st = StateOf(state);
+                                   if (st == nullptr) return 0;
+                                   st->Prune(now_ms);
+                                   if (st->codes.ExpiryOf(code_hash) != 0) {
+                                     *consumed = true;
+                                     st->codes.Clear();
+                                     st->attempts.Clear();
+                                   }
+                                   return st->Expiry();
+                                 });
   // A subject the store does not hold has no code to consume: that keeps
   // nothing, which a full store does not refuse.
   return s;

@@ -297,14 +297,22 @@ Result<SnapshotFigures> LoadSnapshot(MemoryStore& store, const std::vector<std::
     }
     for (uint32_t id : *to) {
       const VariantLayout layout = store.Layout(id);
-      const Status s = store.Update(id, r.key, now_ms, [&](int64_t* state, bool fresh) -> int64_t {
-        if (!fresh) {
-          Release(layout, state);
-          std::memset(state, 0, static_cast<size_t>(layout.state_words) * sizeof(int64_t));
-        }
-        if (!DecodeState(layout, r.state, now_ms, state)) return 0;  // checked above
-        return static_cast<int64_t>(r.expiry_s) * 1000;
-      });
+      const Status s = store.Update(
+          id, r.key, now_ms, [&](int64_t* state, bool fresh, core::MemoryRoom* room) -> int64_t {
+            const auto clear = [&] {
+              Release(layout, state);
+              std::memset(state, 0, static_cast<size_t>(layout.state_words) * sizeof(int64_t));
+            };
+            if (!fresh) clear();
+            if (!DecodeState(layout, r.state, now_ms, state)) return 0;  // checked above
+            // What the decoded state owns counts against max_memory as a
+            // decision's growth would: past it, the entry is not loaded.
+            if (layout.owned_bytes != nullptr && !core::Claim(room, layout.owned_bytes(state))) {
+              clear();
+              return 0;
+            }
+            return static_cast<int64_t>(r.expiry_s) * 1000;
+          });
       if (s.ok()) {
         ++figures.entries;
       } else {

@@ -116,15 +116,15 @@ void RedisStore::Refund(const core::CompiledRule& rule, std::string_view fingerp
   SendScript(*client_, nullptr, Route(key), ScriptFor(rule.algorithm).source, std::move(argv),
              [client = client_.get(), r, key = std::string(key), done = std::move(done)](
                  const Status& s, const redisReply* reply) mutable {
-               Decision after;
-               if (!s.ok()) return done(s, after);
-               if (reply == nullptr) return done(InternalError("no reply"), after);
-               const Status decoded = DecodeCheckReply(*r, *reply, &after, nullptr);
+               core::RefundResult result;
+               if (!s.ok()) return done(s, result);
+               if (reply == nullptr) return done(InternalError("no reply"), result);
+               const Status decoded = DecodeRefundReply(*r, *reply, &result, nullptr);
                if (!decoded.ok()) {
                  // A key of another type: counted and logged as a decision's.
                  client->NoteWrongType(decoded.message(), std::span<const std::string>(&key, 1));
                }
-               done(decoded, after);
+               done(decoded, result);
              });
 }
 

@@ -78,10 +78,12 @@ class RedisStore {
   // A refund (store::Store::Refund) of `cost` units to `key`
   // (StateKey(rule.name, rule.tier, subject)), checked by the caller, in one
   // script call of its own (one key: it goes to the key's node, and through
-  // a proxy). `done(status, after)` runs once, as CheckMany's: OK with the
-  // peek at the state as refunded, or the backend's failure. `rule` must
-  // outlive the answer.
-  using RefundDone = absl::AnyInvocable<void(const Status& status, const Decision& after)>;
+  // a proxy). `done(status, result)` runs once, as CheckMany's: OK with the
+  // peek at the state as refunded and what each limit gave back (the
+  // script's own figures), or the backend's failure. `rule` must outlive
+  // the answer.
+  using RefundDone =
+      absl::AnyInvocable<void(const Status& status, const core::RefundResult& result)>;
   void Refund(const core::CompiledRule& rule, std::string_view fingerprint, std::string_view key,
               int64_t cost, std::optional<int64_t> now_ms, int64_t clock_ms, RefundDone done);
 

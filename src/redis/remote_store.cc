@@ -249,8 +249,8 @@ store::Answer RemoteStore::Reset(const store::ResetOp& op, Status*, store::Later
   return store::Answer::kLater;
 }
 
-store::Answer RemoteStore::Refund(const store::RefundOp& op, Decision*, Status*,
-                                  store::Later<Decision> later) {
+store::Answer RemoteStore::Refund(const store::RefundOp& op, core::RefundResult*, Status*,
+                                  store::Later<core::RefundResult> later) {
   const core::CompiledRule& rule = *op.variant.rule;
   std::string key = StateKey(rule.name, rule.tier, op.subject);
   // A denial remembered here may no longer hold once units come back: the
@@ -260,9 +260,9 @@ store::Answer RemoteStore::Refund(const store::RefundOp& op, Decision*, Status*,
   const int64_t clock_ms = op.at_ms != nullptr ? *op.at_ms : clock_.NowMs();
   redis_->Refund(rule, op.variant.tag, key, op.cost,
                  op.at_ms != nullptr ? std::optional<int64_t>(*op.at_ms) : std::nullopt, clock_ms,
-                 [this, done = later()](const Status& s, const Decision& after) mutable {
+                 [this, done = later()](const Status& s, const core::RefundResult& r) mutable {
                    if (!s.ok()) Bump(backend_errors_);
-                   done(s, after);
+                   done(s, r);
                  });
   return store::Answer::kLater;
 }

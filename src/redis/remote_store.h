@@ -44,8 +44,8 @@ class RemoteStore final : public store::Store {
   store::Answer Reset(const store::ResetOp& op, Status* status, store::Later<> later) override;
   // One script call of its own, sent at once; forgets the subject in the
   // local over-limit cache first.
-  store::Answer Refund(const store::RefundOp& op, Decision* after, Status* status,
-                       store::Later<Decision> later) override;
+  store::Answer Refund(const store::RefundOp& op, core::RefundResult* result, Status* status,
+                       store::Later<core::RefundResult> later) override;
   // One script call of its own (scripts/concurrency.lua), sent at once.
   store::Answer Lease(const store::LeaseOp& op, store::LeaseResult* result, Status* status,
                       store::Later<store::LeaseResult> later) override;

@@ -295,18 +295,33 @@ Status CheckReplyShape(Algorithm algorithm, const redisReply& reply, size_t deci
   return Status::Ok();
 }
 
-Status DecodeCheckReply(const core::CompiledRule& rule, const redisReply& reply, size_t index,
-                        Decision* decision, int64_t* now_ms, core::AlertOutcome* alerts) {
+namespace {
+
+// Decision `index` of a reply that passed CheckReplyShape, as
+// DecodeCheckReply: with `refunded` (a refund's reply), its element holds
+// one more packed integer per limit after the decision's, each limit's
+// units given back, which go to *refunded.
+Status DecodeDecision(const core::CompiledRule& rule, const redisReply& reply, size_t index,
+                      Decision* decision, int64_t* now_ms, core::AlertOutcome* alerts,
+                      core::RefundedUnits* refunded) {
   const int n = static_cast<int>(rule.limits.size());
   const int stride = ReplyStride(rule.algorithm);
   const int alert_fields = rule.alerts.enabled() ? kAlertReplyFields : 0;
-  int64_t v[1 + kMaxLimitsPerRule * (7 + kAlertReplyFields)];
+  int64_t v[1 + kMaxLimitsPerRule * (7 + kAlertReplyFields + 1)];
   if (n < 1 || n > kMaxLimitsPerRule) return InternalError("rule with no limits");
   const std::string_view script = AlgorithmName(rule.algorithm);
-  if (Status s = DecisionIntegers(reply, index,
-                                  1 + static_cast<size_t>(n * (stride + alert_fields)), script, v);
+  const size_t fields = 1 + static_cast<size_t>(n * (stride + alert_fields));
+  if (Status s = DecisionIntegers(reply, index, fields + (refunded != nullptr ? n : 0), script, v);
       !s.ok()) {
     return s;
+  }
+  if (refunded != nullptr) {
+    refunded->fill(0);
+    for (int i = 0; i < n; ++i) {
+      const int64_t units = v[fields + i];
+      if (units < 0) return Malformed(script, "a limit gave back fewer than no units");
+      (*refunded)[i] = units;
+    }
   }
   bool flags_ok = IsFlag(v[0]);
   bool all_allowed = true;
@@ -358,10 +373,23 @@ Status DecodeCheckReply(const core::CompiledRule& rule, const redisReply& reply,
   return Status::Ok();
 }
 
+}  // namespace
+
+Status DecodeCheckReply(const core::CompiledRule& rule, const redisReply& reply, size_t index,
+                        Decision* decision, int64_t* now_ms, core::AlertOutcome* alerts) {
+  return DecodeDecision(rule, reply, index, decision, now_ms, alerts, nullptr);
+}
+
 Status DecodeCheckReply(const core::CompiledRule& rule, const redisReply& reply, Decision* decision,
                         int64_t* now_ms, core::AlertOutcome* alerts) {
   if (Status s = CheckReplyShape(rule.algorithm, reply, 1); !s.ok()) return s;
   return DecodeCheckReply(rule, reply, 0, decision, now_ms, alerts);
+}
+
+Status DecodeRefundReply(const core::CompiledRule& rule, const redisReply& reply,
+                         core::RefundResult* result, int64_t* now_ms, core::AlertOutcome* alerts) {
+  if (Status s = CheckReplyShape(rule.algorithm, reply, 1); !s.ok()) return s;
+  return DecodeDecision(rule, reply, 0, &result->after, now_ms, alerts, &result->refunded);
 }
 
 Status AppendThrottleCall(ScriptCall call, std::string_view throttle_key, int64_t max_burst,

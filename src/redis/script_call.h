@@ -18,7 +18,8 @@
 // little-endian doubles: admitted, then per limit allowed, limit, remaining, retry_after,
 // reset_after[, window_start_ms, window_end_ms]} (the window pair for fixed_window and
 // sliding_window; gcra's durations in microseconds, the others' in ms), then with alerts per limit
-// the bits of the thresholds fired and the alert window's start and end; or an error in place of
+// the bits of the thresholds fired and the alert window's start and end (a refund's decision: then
+// per limit the units it gave back); or an error in place of
 // a decision that could not be made (fixed_window's clock skew; a key of
 // another type than a string, "WRONGTYPE floodgate: ...", redis/wrong_type.h).
 //
@@ -93,8 +94,8 @@ void AppendCheckCall(ScriptCall call, const core::CompiledRule& rule, std::strin
 // kMaxLimitCount]) to `key`'s state of `rule`: the rule's script with the
 // cost negated, which each script takes as a refund (see their headers).
 // Arguments as AppendCheckCall's for one decision. The reply is that of one
-// decision (DecodeCheckReply): the peek at the state as refunded; it fires
-// no alert.
+// decision, the peek at the state as refunded (it fires no alert), with
+// each limit's units given back after it: DecodeRefundReply.
 void AppendRefundCall(ScriptCall call, const core::CompiledRule& rule, std::string_view fingerprint,
                       std::string_view key, int64_t cost, std::optional<int64_t> now_ms,
                       int64_t clock_ms, std::vector<std::string>* argv);
@@ -118,6 +119,12 @@ Status DecodeCheckReply(const core::CompiledRule& rule, const redisReply& reply,
 // The reply to a call of one decision: CheckReplyShape, then decision 0.
 Status DecodeCheckReply(const core::CompiledRule& rule, const redisReply& reply, Decision* decision,
                         int64_t* now_ms, core::AlertOutcome* alerts = nullptr);
+// The reply to AppendRefundCall's command, as DecodeCheckReply's: the peek
+// into result->after, what each limit gave back (as the script computed it
+// in the step that gave it back) into result->refunded.
+Status DecodeRefundReply(const core::CompiledRule& rule, const redisReply& reply,
+                         core::RefundResult* result, int64_t* now_ms,
+                         core::AlertOutcome* alerts = nullptr);
 
 // Appends the command for redis-cell's CL.THROTTLE on the gcra script:
 // `count` per `period_s` seconds with `max_burst`, spending `quantity`, on

@@ -93,8 +93,9 @@ bool AllowOnly(const AdminCall& c, std::initializer_list<std::string_view> metho
   return false;
 }
 
-// Every limit's figures of a peek: limit, used, remaining, reset, period.
-void AppendLimits(std::string* body, const Decision& d) {
+// Every limit's figures of a peek: limit, used, remaining, reset, period;
+// after a refund, what the limit gave back (`refunded`, one per limit).
+void AppendLimits(std::string* body, const Decision& d, const int64_t* refunded = nullptr) {
   const bool known = d.fallback == Fallback::kNone;
   *body += "\"limits\":[";
   for (int i = 0; i < d.num_limits; ++i) {
@@ -105,7 +106,9 @@ void AppendLimits(std::string* body, const Decision& d) {
              (known ? std::to_string(std::max<int64_t>(0, st.limit - st.remaining)) : "null");
     *body += ",\"remaining\":" + (known ? std::to_string(st.remaining) : "null");
     *body += ",\"reset_after_ms\":" + (known ? std::to_string(st.reset_after_ms) : "null");
-    *body += ",\"period_ms\":" + std::to_string(st.period_ms) + "}";
+    *body += ",\"period_ms\":" + std::to_string(st.period_ms);
+    if (refunded != nullptr) *body += ",\"refunded\":" + std::to_string(refunded[i]);
+    *body += '}';
   }
   *body += "]";
 }
@@ -407,17 +410,19 @@ void Refund(const AdminCall& c, const std::string& rule, const std::string& key)
   }
   c.loop.service().limiter->Refund(
       rule, key, cost, tier,
-      c.async.To(c.out).Later<Decision>([rule, key, cost, keep_alive = c.req.keep_alive](
-                                            const Status& s, const Decision& d,
-                                            std::string* reply) {
+      c.async.To(c.out).Later<core::RefundResult>([rule, key, keep_alive = c.req.keep_alive](
+                                                      const Status& s, const core::RefundResult& r,
+                                                      std::string* reply) {
         if (!s.ok()) {
           const int status = HttpStatusOf(s);
           http::AppendProblem(reply, status, http::StatusReason(status), s.message(), keep_alive);
           return;
         }
+        // Units given back, not asked for: each limit's, and the most
+        // any gave (a refund is not all-or-nothing).
         std::string out = "{\"rule\":" + Quoted(rule) + ",\"key\":" + Quoted(key) +
-                          ",\"refunded\":" + std::to_string(cost) + ",";
-        AppendLimits(&out, d);
+                          ",\"refunded\":" + std::to_string(r.most_refunded()) + ",";
+        AppendLimits(&out, r.after, r.refunded.data());
         Json(reply, keep_alive, 200, out + "}");
       }));
 }

@@ -2,7 +2,8 @@
 // /v1/admin/:
 //   GET    /v1/admin/subjects/{rule}/{key}[?tier=t]   a subject's state, no consumption
 //   DELETE /v1/admin/subjects/{rule}/{key}            reset (every tier)
-//   POST   /v1/admin/subjects/{rule}/{key}/refund     {"cost":n}
+//   POST   /v1/admin/subjects/{rule}/{key}/refund     {"cost":n} -> the state after, "refunded"
+//          per limit (units it gave back) and overall (the most any limit gave back)
 //   PUT    /v1/admin/overrides/{rule}/{key}           {"limits":[...],"ttl_ms":N,"reason":"..."}
 //   GET    /v1/admin/overrides[?rule=r], GET|DELETE /v1/admin/overrides/{rule}/{key}
 //   PUT    /v1/admin/blocks/{key}                     {"ttl_ms":N,"rule":"r","reason":"..."}

@@ -37,6 +37,7 @@ struct Asked {
 void AnswerAcquire(LoopContext& loop, const Asked& a, const Status& s,
                    const LimiterCore::LeaseAnswer& r, std::string* out) {
   if (!s.ok()) return AppendStatusProblem(loop, Operation::kCheck, a.keep_alive, s, out);
+  loop.CountAcquire(a.rule, a.key, r.ok);
   std::string body = Subject(a.rule, a.key);
   std::vector<http::HeaderField> headers = {{"Content-Type", "application/json"}};
   if (r.fallback != Fallback::kNone) {

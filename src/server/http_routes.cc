@@ -242,13 +242,14 @@ void MetricsPage(LoopContext& loop, const http::Request& req, std::string* out) 
   AppendMetric(&body, "floodgate_store_entries", "gauge",
                "Live (rule, subject) entries in the embedded store.", stats.entries);
   AppendMetric(&body, "floodgate_store_rejected_full_total", "counter",
-               "New entries the full store could not take (rules: decided by on_store_full; sets "
-               "and OTP: refused).",
+               "New entries, and growths of a known subject's state, the full store could not "
+               "take (rules: decided by on_store_full; sets and OTP: refused).",
                stats.rejected_full);
   AppendMetric(&body, "floodgate_store_expired_total", "counter", "Entries freed after expiring.",
                stats.expired_freed);
   AppendMetric(&body, "floodgate_store_bytes", "gauge",
-               "Bytes of the embedded store's entries and tables (what engine.max_memory bounds).",
+               "Bytes of the embedded store's entries, what their states own, and tables (what "
+               "engine.max_memory bounds).",
                stats.store_bytes);
   AppendMetricFamily(
       &body, "floodgate_fallback_decisions_total", "counter",

@@ -45,7 +45,7 @@ void Top(LoopContext& loop, const http::Request& req, std::string_view query, st
   Visibility& vis = *loop.service().visibility;
   std::string rule, by_text, window_text, limit_text;
   if (!Param(loop, req, query, "rule", "", &rule, out) ||
-      !Param(loop, req, query, "by", "denied", &by_text, out) ||
+      !Param(loop, req, query, "by", "", &by_text, out) ||
       !Param(loop, req, query, "window", "15m", &window_text, out) ||
       !Param(loop, req, query, "limit", "", &limit_text, out)) {
     return;
@@ -53,14 +53,26 @@ void Top(LoopContext& loop, const http::Request& req, std::string_view query, st
   if (rule.empty()) {
     return Reply(loop, req, 400, "bad_request", "'rule' is required: /v1/admin/top?rule=api", out);
   }
+  // A concurrency rule's subjects are ranked by refused or acquired
+  // leases (its own words; a rate rule's are synonyms, both ways).
+  const Config config = loop.service().limiter->config();
+  const Rule* configured = nullptr;
+  for (const Rule& r : config.rules) {
+    if (r.name == rule) configured = &r;
+  }
+  const bool leases = configured != nullptr && configured->is_concurrency();
+  if (by_text.empty()) by_text = leases ? "refused" : "denied";
   service::TopBy by;
-  if (by_text == "denied") {
+  if (by_text == "denied" || by_text == "refused") {
     by = service::TopBy::kDenied;
-  } else if (by_text == "admitted") {
+  } else if (by_text == "admitted" || by_text == "acquired") {
     by = service::TopBy::kAdmitted;
   } else {
     return Reply(loop, req, 400, "bad_request",
-                 "'by' must be denied or admitted, not " + http::QuoteForDetail(by_text, 32), out);
+                 std::string(leases ? "'by' must be refused or acquired, not "
+                                    : "'by' must be denied or admitted, not ") +
+                     http::QuoteForDetail(by_text, 32),
+                 out);
   }
   service::TopWindow window;
   if (window_text == "1m") {
@@ -86,9 +98,7 @@ void Top(LoopContext& loop, const http::Request& req, std::string_view query, st
     return Reply(loop, req, 404, "not_found",
                  "the top-subjects sketch is off (visibility.top_subjects: false)", out);
   }
-  bool known = false;
-  for (const Rule& r : loop.service().limiter->config().rules) known |= r.name == rule;
-  if (!known && rule != "CL.THROTTLE") {
+  if (configured == nullptr && rule != "CL.THROTTLE") {
     return Reply(loop, req, 404, "not_found",
                  "unknown rule " + http::QuoteForDetail(rule, 64) + "; see GET /v1/rules", out);
   }

@@ -93,12 +93,17 @@ void Metrics::Render(std::string* out) const {
   AppendMetricHeader(out, "floodgate_decisions_total", "counter",
                      "Decisions by rule and outcome (allowed, denied, shadow_denied).");
   for (const auto& [rule, per_loop] : rules_) {
-    int64_t allowed = 0, denied = 0, shadow = 0;
+    int64_t allowed = 0, denied = 0, shadow = 0, leased = 0;
     for (int i = 0; i < num_loops_; ++i) {
       allowed += per_loop[i].allowed.load(std::memory_order_relaxed);
       denied += per_loop[i].denied.load(std::memory_order_relaxed);
       shadow += per_loop[i].shadow_denied.load(std::memory_order_relaxed);
+      leased += per_loop[i].acquired.load(std::memory_order_relaxed) +
+                per_loop[i].refused.load(std::memory_order_relaxed);
     }
+    // A concurrency rule's acquisitions have families of their own
+    // (lease_metrics.h): it decides nothing here.
+    if (leased > 0 && allowed + denied + shadow == 0) continue;
     const std::string label = "rule=\"" + EscapeLabel(rule) + "\"";
     AppendMetricSample(out, "floodgate_decisions_total", label + ",outcome=\"allowed\"", allowed);
     AppendMetricSample(out, "floodgate_decisions_total", label + ",outcome=\"denied\"", denied);

@@ -30,11 +30,15 @@ inline constexpr uint64_t kLatencySampling = 8;
 inline constexpr std::array<int64_t, 12> kLatencyBucketsUs = {1,   5,   10,   25,   50,    100,
                                                               250, 500, 1000, 2500, 10000, 100000};
 
-// One loop's counters for one rule.
+// One loop's counters for one rule: a rate rule's decisions, a
+// concurrency rule's acquisitions (requests answered: one that waited
+// counts once, by how it ended).
 struct alignas(64) RuleCounters {
   std::atomic<int64_t> allowed{0};
   std::atomic<int64_t> denied{0};
   std::atomic<int64_t> shadow_denied{0};
+  std::atomic<int64_t> acquired{0};
+  std::atomic<int64_t> refused{0};
   RuleSeries series;  // the same, per second (GET /v1/admin/stats)
 };
 

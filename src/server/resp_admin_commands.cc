@@ -219,12 +219,15 @@ void FgRefund(RespClient& c, const Args& a, std::string* out) {
                              "cost must be an integer from 1 to " + std::to_string(kMaxLimitCount));
   }
   if (!Allowed(c, true, out)) return;
+  // FG.CHECK's reply, as clients parse it: the state after. What each
+  // limit gave back is in the HTTP route's answer.
   c.loop->service().limiter->Refund(
       a[1], a[2], cost, {},
-      c.To(out).Later<Decision>([](const Status& s, const Decision& d, std::string* reply) {
-        if (!s.ok()) return resp::AppendError(reply, s.message());
-        AppendCheckReply(d, false, reply);
-      }));
+      c.To(out).Later<core::RefundResult>(
+          [](const Status& s, const core::RefundResult& r, std::string* reply) {
+            if (!s.ok()) return resp::AppendError(reply, s.message());
+            AppendCheckReply(r.after, false, reply);
+          }));
 }
 
 }  // namespace floodgate::server

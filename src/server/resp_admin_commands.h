@@ -7,6 +7,7 @@
 //         override limits (array, empty for none), block ms left (0: none),
 //         block reason]
 //   FG.REFUND rule key cost           -> FG.CHECK's five integers, as a peek after the refund
+//                                        (the units given back: the HTTP route's answer)
 //   FG.OVERRIDE SET rule key ttl_ms limit [limit ...]   (ttl_ms 0: none) -> OK
 //   FG.OVERRIDE GET rule key          -> [limits (array), ttl ms left (-1: none), reason] or nil
 //   FG.OVERRIDE DEL rule key          -> 1 removed / 0 none

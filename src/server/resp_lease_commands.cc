@@ -3,6 +3,7 @@
 // Redis or after a wait) to a RESP reply.
 #include "server/resp_lease_commands.h"
 
+#include <string>
 #include <string_view>
 
 #include "common/text.h"
@@ -19,9 +20,10 @@ void ReplyError(LoopContext& loop, const Status& s, std::string* out) {
   resp::AppendError(out, s.message());
 }
 
-void ReplyAcquire(LoopContext& loop, const Status& s, const LimiterCore::LeaseAnswer& a,
-                  std::string* out) {
+void ReplyAcquire(LoopContext& loop, std::string_view rule, std::string_view key, const Status& s,
+                  const LimiterCore::LeaseAnswer& a, std::string* out) {
   if (!s.ok()) return ReplyError(loop, s, out);
+  loop.CountAcquire(rule, key, a.ok);
   resp::AppendArrayHeader(out, 5);
   resp::AppendInteger(out, a.ok ? 1 : 0);
   resp::AppendBulk(out, a.ok ? std::string_view(a.lease) : std::string_view());
@@ -80,8 +82,9 @@ void FgAcquire(RespClient& c, const Args& a, std::string* out) {
     return;
   }
   auto done = c.To(out).Later<LimiterCore::LeaseAnswer>(
-      [loop = c.loop](const Status& s, const LimiterCore::LeaseAnswer& r, std::string* reply) {
-        ReplyAcquire(*loop, s, r, reply);
+      [loop = c.loop, rule = std::string(a[1]), key = std::string(a[2])](
+          const Status& s, const LimiterCore::LeaseAnswer& r, std::string* reply) {
+        ReplyAcquire(*loop, rule, key, s, r, reply);
       });
   if (wait_ms > 0) {
     c.waited = true;

@@ -1,5 +1,6 @@
 // RuleSeries: one event loop's decisions of one rule per second, over the
-// last kSeriesSeconds, for GET /v1/admin/stats and the dashboard's charts.
+// last kSeriesSeconds, for GET /v1/admin/stats and the dashboard's charts;
+// a concurrency rule's acquisitions, granted or refused.
 //
 // One writer (the loop that owns it), any number of readers: a reader may
 // see a second being started over (its counts momentarily behind), never a
@@ -15,7 +16,15 @@ namespace floodgate::server {
 
 inline constexpr int kSeriesSeconds = 900;  // 15 minutes
 
-enum class SeriesOutcome : uint8_t { kAdmitted, kDenied, kShadowDenied };
+// A concurrency rule decides no rate and a rate rule grants no lease: a
+// concurrency rule's acquisitions are counted in the same slots.
+enum class SeriesOutcome : uint8_t {
+  kAdmitted,
+  kDenied,
+  kShadowDenied,
+  kAcquired = kAdmitted,
+  kRefused = kDenied,
+};
 inline constexpr int kNumSeriesOutcomes = 3;
 
 class RuleSeries {

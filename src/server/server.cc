@@ -85,6 +85,7 @@ Result<std::unique_ptr<Server>> Server::Start(const ServerOptions& options,
       options.limits.max_pending_input > http_limits.max_header_bytes
           ? options.limits.max_pending_input - http_limits.max_header_bytes
           : 0;
+  server->context_.simulate_max_body_bytes = http_limits.large_body_bytes;
   server->http_factory_ = std::make_unique<HttpSessionFactory>(contexts, http_limits);
 
   // One socket per loop per front, all on the same port (SO_REUSEPORT). A

@@ -55,6 +55,9 @@ struct ServiceContext {
   std::function<std::string()> connections_json;
   // POST /v1/admin/simulate's replay (api::SimulateToJson); null: none.
   SimulateFn simulate;
+  // The largest traffic log POST /v1/admin/simulate takes (its body
+  // bound, set where the HTTP parser's limits are), for the dashboard.
+  size_t simulate_max_body_bytes = 0;
   // Who is being limited (docs/visibility.md); `top` null: not kept.
   Visibility* visibility = nullptr;
   TopRecorder* top = nullptr;
@@ -133,18 +136,15 @@ class LoopContext {
   // of denials.
   void CountDecision(std::string_view rule, std::string_view key, int64_t cost, const Decision& d) {
     RuleCounters* c = CountersFor(rule);
-    auto bump = [](std::atomic<int64_t>& a) {
-      a.store(a.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
-    };
     const int64_t now_s = now_ms_ / 1000;
     if (d.shadow_denied) {
-      bump(c->shadow_denied);
+      Bump(c->shadow_denied);
       c->series.Add(now_s, SeriesOutcome::kShadowDenied);
     } else if (d.allowed) {
-      bump(c->allowed);
+      Bump(c->allowed);
       c->series.Add(now_s, SeriesOutcome::kAdmitted);
     } else {
-      bump(c->denied);
+      Bump(c->denied);
       c->series.Add(now_s, SeriesOutcome::kDenied);
     }
     const bool denied = !d.allowed || d.shadow_denied;
@@ -156,8 +156,23 @@ class LoopContext {
     }
   }
 
+  // Counts an acquisition's answer for its concurrency rule, granted or
+  // refused: the totals, the per-second series and the top subjects (one
+  // unit of `key`). A request that waited is counted once, by its answer.
+  void CountAcquire(std::string_view rule, std::string_view key, bool acquired) {
+    RuleCounters* c = CountersFor(rule);
+    Bump(acquired ? c->acquired : c->refused);
+    c->series.Add(now_ms_ / 1000, acquired ? SeriesOutcome::kAcquired : SeriesOutcome::kRefused);
+    if (service_->top != nullptr) service_->top->Record(index_, rule, key, 1, !acquired, now_ms_);
+  }
+
  private:
   static constexpr size_t kFewDecisions = 8;
+
+  // One loop writes a counter: no read-modify-write needed.
+  static void Bump(std::atomic<int64_t>& a) {
+    a.store(a.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  }
 
   ServiceContext* service_;
   const int index_;

@@ -8,7 +8,9 @@
 #include <algorithm>
 #include <cstring>
 #include <random>
+#include <span>
 
+#include "absl/container/flat_hash_map.h"
 #include "common/log.h"
 #include "nlohmann/json.hpp"
 #include "protocol/http/response.h"
@@ -41,14 +43,42 @@ bool ReadU32(std::string_view* in, uint32_t* v) {
 
 void AppendInt(std::string* out, int64_t v) { *out += std::to_string(v); }
 
-// The JSON names of the SeriesOutcomes, in their order.
-constexpr const char* kOutcomeNames[kNumSeriesOutcomes] = {"admitted", "denied", "shadow_denied"};
+// A series a rule's entry shows: its JSON name, its slot, and the counter
+// of its total (null: none shown).
+struct ShownSeries {
+  const char* name;
+  SeriesOutcome outcome;
+  std::atomic<int64_t> RuleCounters::*total;
+};
+// A rate rule's decisions, and a concurrency rule's acquisitions.
+constexpr ShownSeries kDecisionSeries[] = {
+    {"admitted", SeriesOutcome::kAdmitted, &RuleCounters::allowed},
+    {"denied", SeriesOutcome::kDenied, &RuleCounters::denied},
+    {"shadow_denied", SeriesOutcome::kShadowDenied, nullptr},
+};
+constexpr ShownSeries kLeaseSeries[] = {
+    {"acquired", SeriesOutcome::kAcquired, &RuleCounters::acquired},
+    {"refused", SeriesOutcome::kRefused, &RuleCounters::refused},
+};
+
+std::span<const ShownSeries> SeriesOf(bool leases) {
+  if (leases) return kLeaseSeries;
+  return kDecisionSeries;
+}
 
 // One rule's count of `outcome` in unix second `s`, over its loops'
 // counters (`per_loop` null: the rule has none yet).
 int64_t CountAt(const RuleCounters* per_loop, int loops, int64_t s, SeriesOutcome outcome) {
   int64_t n = 0;
   for (int l = 0; l < loops && per_loop != nullptr; ++l) n += per_loop[l].series.At(s, outcome);
+  return n;
+}
+
+int64_t Total(const RuleCounters* per_loop, int loops, std::atomic<int64_t> RuleCounters::*total) {
+  int64_t n = 0;
+  for (int l = 0; l < loops && per_loop != nullptr; ++l) {
+    n += (per_loop[l].*total).load(std::memory_order_relaxed);
+  }
   return n;
 }
 
@@ -271,39 +301,82 @@ size_t Visibility::Servers() const {
   return 1 + remote_servers_;
 }
 
-void Visibility::ForEachShownRule(
-    const std::function<void(std::string_view, const RuleCounters*, int)>& fn) const {
+void Visibility::ForEachShownRule(const Config& config,
+                                  const std::function<void(const ShownRule&)>& fn) const {
+  absl::flat_hash_map<std::string, int64_t> in_flight;
+  for (const auto& [rule, stats] : limiter_->LeaseStats()) in_flight[rule] = stats.held;
+  auto configured = [&](std::string_view rule) -> const Rule* {
+    for (const Rule& r : config.rules) {
+      if (r.name == rule) return &r;
+    }
+    return nullptr;
+  };
+  auto show = [&](std::string_view rule, const Rule* r, const RuleCounters* per_loop, int loops) {
+    // A rule no longer configured is shown as what it counted.
+    bool leases = r != nullptr && r->is_concurrency();
+    if (r == nullptr) {
+      leases = Total(per_loop, loops, &RuleCounters::acquired) +
+                   Total(per_loop, loops, &RuleCounters::refused) >
+               0;
+    }
+    const auto held = in_flight.find(absl::string_view(rule.data(), rule.size()));
+    fn(ShownRule{rule, per_loop, loops, leases, held == in_flight.end() ? 0 : held->second});
+  };
   // What was counted (configured rules, CL.THROTTLE, rules since removed),
   // then every configured rule without traffic yet (no counters).
   std::vector<std::string> counted;
   service_->metrics->ForEachRule(
       [&](const std::string& rule, const RuleCounters* per_loop, int loops) {
         counted.push_back(rule);
-        fn(rule, per_loop, loops);
+        show(rule, configured(rule), per_loop, loops);
       });
-  for (const Rule& r : limiter_->config().rules) {
-    if (std::find(counted.begin(), counted.end(), r.name) == counted.end()) fn(r.name, nullptr, 0);
+  for (const Rule& r : config.rules) {
+    if (std::find(counted.begin(), counted.end(), r.name) == counted.end()) {
+      show(r.name, &r, nullptr, 0);
+    }
   }
+}
+
+void Visibility::AppendRuleEntry(const ShownRule& rule, bool with_totals,
+                                 const std::function<void(SeriesOutcome, std::string*)>& value,
+                                 std::string* out) {
+  *out += "{\"rule\":\"";
+  http::AppendJsonEscaped(out, rule.name);
+  *out += '"';
+  const std::span<const ShownSeries> shown = SeriesOf(rule.leases);
+  for (const ShownSeries& series : shown) {
+    *out += ",\"";
+    *out += series.name;
+    *out += "\":";
+    value(series.outcome, out);
+  }
+  for (const ShownSeries& series : shown) {
+    if (!with_totals || series.total == nullptr) continue;
+    *out += ",\"";
+    *out += series.name;
+    *out += "_total\":";
+    AppendInt(out, Total(rule.per_loop, rule.loops, series.total));
+  }
+  if (rule.leases) {
+    *out += ",\"in_flight\":";
+    AppendInt(out, rule.in_flight);
+  }
+  *out += '}';
 }
 
 void Visibility::AppendRuleSeconds(int64_t now_s, std::string* out) const {
   *out += '[';
   bool first = true;
-  auto one = [&](std::string_view rule, const RuleCounters* per_loop, int loops) {
+  ForEachShownRule(limiter_->config(), [&](const ShownRule& rule) {
     if (!first) *out += ',';
     first = false;
-    *out += "{\"rule\":\"";
-    http::AppendJsonEscaped(out, rule);
-    *out += '"';
-    for (int o = 0; o < kNumSeriesOutcomes; ++o) {
-      *out += ",\"";
-      *out += kOutcomeNames[o];
-      *out += "\":";
-      AppendInt(out, CountAt(per_loop, loops, now_s, static_cast<SeriesOutcome>(o)));
-    }
-    *out += '}';
-  };
-  ForEachShownRule(one);
+    AppendRuleEntry(
+        rule, false,
+        [&](SeriesOutcome outcome, std::string* value) {
+          AppendInt(value, CountAt(rule.per_loop, rule.loops, now_s, outcome));
+        },
+        out);
+  });
   *out += ']';
 }
 
@@ -399,35 +472,23 @@ void Visibility::AppendStatsJson(int64_t now_ms, std::string* out) const {
   *out += ",\"window_s\":";
   AppendInt(out, kSeriesSeconds);
   *out += ",\"rules\":[";
+  const Config config = limiter_->config();
   bool first = true;
-  auto one = [&](std::string_view rule, const RuleCounters* per_loop, int loops) {
+  ForEachShownRule(config, [&](const ShownRule& rule) {
     if (!first) *out += ',';
     first = false;
-    *out += "{\"rule\":\"";
-    http::AppendJsonEscaped(out, rule);
-    *out += '"';
-    for (int o = 0; o < kNumSeriesOutcomes; ++o) {
-      *out += ",\"";
-      *out += kOutcomeNames[o];
-      *out += "\":[";
-      for (int64_t s = now_s - kSeriesSeconds + 1; s <= now_s; ++s) {
-        if (s != now_s - kSeriesSeconds + 1) *out += ',';
-        AppendInt(out, CountAt(per_loop, loops, s, static_cast<SeriesOutcome>(o)));
-      }
-      *out += ']';
-    }
-    int64_t admitted = 0, denied = 0;
-    for (int l = 0; l < loops && per_loop != nullptr; ++l) {
-      admitted += per_loop[l].allowed.load(std::memory_order_relaxed);
-      denied += per_loop[l].denied.load(std::memory_order_relaxed);
-    }
-    *out += ",\"admitted_total\":";
-    AppendInt(out, admitted);
-    *out += ",\"denied_total\":";
-    AppendInt(out, denied);
-    *out += '}';
-  };
-  ForEachShownRule(one);
+    AppendRuleEntry(
+        rule, true,
+        [&](SeriesOutcome outcome, std::string* value) {
+          *value += '[';
+          for (int64_t s = now_s - kSeriesSeconds + 1; s <= now_s; ++s) {
+            if (s != now_s - kSeriesSeconds + 1) *value += ',';
+            AppendInt(value, CountAt(rule.per_loop, rule.loops, s, outcome));
+          }
+          *value += ']';
+        },
+        out);
+  });
   *out += "],\"alerts\":[";
   const std::vector<AlertRecord> recent = limiter_->alerts().Recent(50);
   for (size_t i = 0; i < recent.size(); ++i) {
@@ -452,7 +513,27 @@ void Visibility::AppendStatsJson(int64_t now_ms, std::string* out) const {
   }
   *out += "},\"redact_keys\":";
   *out += redact_keys_ ? "true" : "false";
-  *out += '}';
+  // What POST /v1/admin/simulate takes: the rules it replays (a concurrency
+  // rule decides by leases, not a rate, and CL.THROTTLE is no rule) and its
+  // largest log. Null when this server cannot simulate.
+  *out += ",\"simulate\":";
+  if (!service_->simulate) {
+    *out += "null}";
+    return;
+  }
+  *out += "{\"max_body_bytes\":";
+  AppendInt(out, static_cast<int64_t>(service_->simulate_max_body_bytes));
+  *out += ",\"rules\":[";
+  first = true;
+  for (const Rule& r : config.rules) {
+    if (r.is_concurrency()) continue;
+    if (!first) *out += ',';
+    first = false;
+    *out += '"';
+    http::AppendJsonEscaped(out, r.name);
+    *out += '"';
+  }
+  *out += "]}}";
 }
 
 }  // namespace floodgate::server

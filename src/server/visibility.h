@@ -97,9 +97,26 @@ class Visibility {
   std::string Tick(int64_t tick, bool streaming);
   void AppendStoreJson(std::string* out) const;
   void AppendRuleSeconds(int64_t now_s, std::string* out) const;
-  // Calls fn(rule, per-loop counters or null, loops) for every rule shown.
-  void ForEachShownRule(
-      const std::function<void(std::string_view, const RuleCounters*, int)>& fn) const;
+  // What is shown of one rule: its name, its per-loop counters (null: none
+  // yet), whether it is counted by leases, and its leases in flight.
+  struct ShownRule {
+    std::string_view name;
+    const RuleCounters* per_loop;
+    int loops;
+    bool leases;
+    int64_t in_flight;
+  };
+  // Calls fn for every rule shown: what was counted, then every rule
+  // `config` has that was not.
+  void ForEachShownRule(const Config& config,
+                        const std::function<void(const ShownRule&)>& fn) const;
+  // Appends one rule's entry: its name, each of its series (`value`
+  // writes one: an array of seconds, or one second's count), their totals
+  // when `with_totals`, and its leases in flight when it is counted by
+  // leases.
+  static void AppendRuleEntry(const ShownRule& rule, bool with_totals,
+                              const std::function<void(SeriesOutcome, std::string*)>& value,
+                              std::string* out);
   std::string NewAlertEvents();
   std::string ShownAlert(const AlertRecord& record) const;
 

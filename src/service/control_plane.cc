@@ -182,10 +182,30 @@ Status ControlPlane::Reload() {
       records.rules.push_back({e.key, e.value, std::move(*rule)});
     }
   }
+  // Block_for blocks on their way to the store stay in force: the snapshot
+  // may predate their write (a change queued before them reloads first).
+  const size_t stored = records.blocks.size();
+  uint64_t seen = 0;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& [id, p] : pending_blocks_) records.blocks.push_back(p.record);
+    seen = last_block_seq_;
+  }
   hooks_.apply(records);
-  std::lock_guard<std::mutex> lock(mu_);
-  records_ = std::move(records);
-  version_ = snapshot->version;
+  records.blocks.resize(stored);
+  // One made while `apply` replaced the block table may have been put in
+  // force before that and lost: put it back. (One made from now on is put
+  // in force by its caller after AutoBlock, so after this.)
+  std::vector<BlockRecord> late;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    records_ = std::move(records);
+    version_ = snapshot->version;
+    for (const auto& [id, p] : pending_blocks_) {
+      if (p.seq > seen) late.push_back(p.record);
+    }
+  }
+  for (const BlockRecord& b : late) hooks_.add_block(b);
   return Status::Ok();
 }
 
@@ -214,7 +234,9 @@ std::string ControlPlane::BlockJson(const BlockRecord& b) const {
   out += b.rule.empty() ? "null" : Quoted(b.rule);
   out += ",\"expires_in_ms\":" +
          std::to_string(std::max<int64_t>(0, b.expires_at_ms - clock_.NowMs()));
-  out += ",\"reason\":" + Quoted(b.reason) + "}";
+  out += ",\"reason\":" + Quoted(b.reason);
+  if (b.pending) out += ",\"pending\":true";
+  out += '}';
   return out;
 }
 
@@ -367,10 +389,11 @@ void ControlPlane::Block(const Actor& who, std::string_view key, std::string_vie
   }}));
 }
 
-void ControlPlane::AutoBlock(std::string_view rule, std::string_view key, int64_t ttl_ms,
+void ControlPlane::AutoBlock(std::string_view rule, std::string_view key, int64_t until_ms,
                              std::string_view reason) {
   if (!store_) return;
-  BlockRecord b{std::string(key), std::string(rule), clock_.NowMs() + ttl_ms, std::string(reason)};
+  BlockRecord b{std::string(key), std::string(rule), until_ms, std::string(reason)};
+  std::string id = PairKey(b.key, b.rule);
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (stopping_) return;
@@ -379,26 +402,51 @@ void ControlPlane::AutoBlock(std::string_view rule, std::string_view key, int64_
       return;
     }
     ++auto_blocks_queued_;
+    const uint64_t seq = ++last_block_seq_;
+    BlockRecord listed = b;
+    listed.pending = true;
+    pending_blocks_.insert_or_assign(id, PendingBlock{std::move(listed), seq});
     auto task = std::make_unique<Task>();
     task->auto_block = true;
-    task->run = [this, b = std::move(b)] {
+    task->run = [this, b = std::move(b), id = std::move(id), seq] {
       store::ControlWrite w;
       w.entry.table = store::kBlocksTable;
-      w.entry.key = PairKey(b.key, b.rule);
+      w.entry.key = id;
       w.entry.value = b.reason;
       w.entry.expires_at_ms = b.expires_at_ms;
       w.log = LogEntry(Actor{"rule", ""}, "block.set", b.rule + "/" + b.key, "", BlockJson(b));
       // Not reloaded after each: the block is in force here already, and a
       // flood of denials would reload once per block. The next poll sees
       // the new version and reloads once.
-      if (auto s = store_->Apply(w, clock_.NowMs()); !s.ok()) {
+      auto s = store_->Apply(w, clock_.NowMs());
+      if (!s.ok()) {
         Log(LogLevel::kWarn, "block_for not stored",
             {{"rule", b.rule}, {"error", s.status().message()}});
       }
+      AutoBlockDone(id, seq, b, s.ok());
     };
     tasks_.push_back(std::move(task));
   }
   wake_.notify_one();
+}
+
+void ControlPlane::AutoBlockDone(const std::string& id, uint64_t seq, const BlockRecord& b,
+                                 bool stored) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (auto it = pending_blocks_.find(id); it != pending_blocks_.end() && it->second.seq == seq) {
+    pending_blocks_.erase(it);
+  }
+  // Not stored: the next reload drops it here too, as every server's.
+  if (!stored) return;
+  // The records are the store's from now on, this block included, until
+  // the next reload reads them again.
+  for (BlockRecord& old : records_.blocks) {
+    if (old.key == b.key && old.rule == b.rule) {
+      old = b;
+      return;
+    }
+  }
+  records_.blocks.push_back(b);
 }
 
 void ControlPlane::Unblock(const Actor& who, std::string_view key, std::string_view rule,
@@ -513,7 +561,14 @@ std::vector<BlockRecord> ControlPlane::ListBlocks() const {
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<BlockRecord> out;
   for (const BlockRecord& b : records_.blocks) {
-    if (b.expires_at_ms > now) out.push_back(b);
+    // A pending one of the same (key, rule) replaces it in the store soon.
+    if (b.expires_at_ms > now &&
+        (pending_blocks_.empty() || !pending_blocks_.contains(PairKey(b.key, b.rule)))) {
+      out.push_back(b);
+    }
+  }
+  for (const auto& [id, p] : pending_blocks_) {
+    if (p.record.expires_at_ms > now) out.push_back(p.record);
   }
   return out;
 }

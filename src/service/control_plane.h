@@ -11,6 +11,11 @@
 // into its rule set and blocks into its block table. A check for a subject
 // with neither pays one branch per kind.
 //
+// A rule's block_for (AutoBlock) is the exception: it is in force and
+// listed at once, as a pending record, and reaches the store in the
+// background; until it has, every reload keeps it in the records it hands
+// to the limiter.
+//
 // Thread-safe.
 #pragma once
 
@@ -26,6 +31,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "floodgate/clock.h"
 #include "floodgate/config.h"
 #include "floodgate/status.h"
@@ -54,6 +60,9 @@ struct BlockRecord {
   std::string rule;  // "" : every rule
   int64_t expires_at_ms = 0;
   std::string reason;
+  // A block_for's block not in the store yet (AutoBlock): in force here and
+  // listed, but another server does not know it, nor does a restart.
+  bool pending = false;
 };
 
 struct RuntimeRuleRecord {
@@ -87,6 +96,10 @@ class ControlPlane {
     std::function<const Rule*(std::string_view name)> file_rule;
     // The rule named `name` in force (file or runtime), if any: a copy.
     std::function<std::optional<Rule>(std::string_view name)> rule;
+    // Puts one block in force at once, beside those `apply` gave (a
+    // block_for made while a reload was applied). Called on the control
+    // thread.
+    std::function<void(const BlockRecord&)> add_block;
   };
 
   ControlPlane(const Clock& clock, Hooks hooks);
@@ -110,15 +123,21 @@ class ControlPlane {
   void Block(const Actor& who, std::string_view key, std::string_view rule, int64_t ttl_ms,
              std::string reason, Done done);
   void Unblock(const Actor& who, std::string_view key, std::string_view rule, Done done);
-  // A rule's block_for: blocks `key` on `rule` without waiting; the change
-  // reaches the store in the background (dropped, and counted, when too
-  // many wait).
-  void AutoBlock(std::string_view rule, std::string_view key, int64_t ttl_ms,
+  // A rule's block_for: blocks `key` on `rule` until `until_ms` without
+  // waiting. The block is listed at once (ListBlocks, BlocksOf: pending)
+  // and kept in the records every reload applies until it is in the
+  // store, which it reaches in the background (dropped, and counted, when
+  // too many wait: then it is neither listed nor kept through a reload).
+  // The caller puts it in force in its block table after this returns.
+  // Safe on the decision path: it takes the records' mutex only, never
+  // waits for the control thread.
+  void AutoBlock(std::string_view rule, std::string_view key, int64_t until_ms,
                  std::string_view reason);
   void PutRule(const Actor& who, std::string_view name, std::string_view json, Done done);
   void DeleteRule(const Actor& who, std::string_view name, Done done);
 
-  // Reads, from the records last loaded (no store round trip).
+  // Reads, from the records last loaded and the block_for blocks made
+  // since (no store round trip).
   std::optional<OverrideRecord> GetOverride(std::string_view rule, std::string_view key) const;
   std::vector<OverrideRecord> ListOverrides(std::string_view rule) const;  // "" : every rule
   std::vector<BlockRecord> ListBlocks() const;
@@ -147,6 +166,16 @@ class ControlPlane {
   Status Reload();
   // Sends one change: the store applies it, then the records are reloaded.
   Status Write(const store::ControlWrite& write);
+  // An AutoBlock's write is over (`stored`: the store has it): it is no
+  // longer pending, and, stored, is one of the records. Control thread.
+  void AutoBlockDone(const std::string& id, uint64_t seq, const BlockRecord& b, bool stored);
+
+  // A block_for not in the store yet, by its (key, rule); `seq` tells a
+  // newer one for the same pair from it.
+  struct PendingBlock {
+    BlockRecord record;
+    uint64_t seq = 0;
+  };
   // The change-log entry of a change, and its logfmt line. Control thread.
   std::string LogEntry(const Actor& who, std::string_view action, std::string_view target,
                        std::string_view before, std::string_view after);
@@ -162,10 +191,15 @@ class ControlPlane {
   size_t auto_blocks_queued_ = 0;            // guarded by mu_
   int64_t auto_blocks_dropped_ = 0;          // guarded by mu_
   bool stopping_ = false;                    // guarded by mu_
-  ControlRecords records_;                   // the last loaded; guarded by mu_
-  uint64_t version_ = 0;                     // of records_; control thread only
-  int64_t last_rule_line_ms_ = 0;            // control thread only
-  int64_t rule_lines_suppressed_ = 0;        // control thread only
+  // The last loaded, and the block_for blocks stored since (AutoBlockDone).
+  ControlRecords records_;             // guarded by mu_
+  uint64_t version_ = 0;               // of records_; control thread only
+  int64_t last_rule_line_ms_ = 0;      // control thread only
+  int64_t rule_lines_suppressed_ = 0;  // control thread only
+  // The block_for blocks not in the store yet, by (key, rule) as the store
+  // keys them, and the last number given to one; guarded by mu_.
+  absl::flat_hash_map<std::string, PendingBlock> pending_blocks_;
+  uint64_t last_block_seq_ = 0;
   std::thread thread_;
 };
 

@@ -70,6 +70,12 @@ struct Variant {
 // the old ones made.
 constexpr std::string_view kOverrideTier = "(override)";
 
+// The reason of a block a rule's block_for makes (the block names its rule).
+// Static text: the denial that starts the block views it, and that denial
+// may be answered on another thread after its rules are gone (a later
+// answer), so it must outlive any decision.
+constexpr std::string_view kBlockForReason = "block_for after a denial";
+
 struct OverrideVariant {
   Variant variant;
   int64_t expires_at_ms = 0;  // 0: none
@@ -188,21 +194,27 @@ struct LimiterCore::Impl {
     std::string_view reason;
     const int64_t until = blocks.Until(rule.name, subject, now, &reason);
     if (until == 0) return false;
-    const int64_t left = until - now;
+    DenyAsBlocked(rule, until - now, reason, decision);
+    return true;
+  }
+  // *decision becomes the denial of a block of `rule` with `left_ms` to
+  // run: every limit at its capacity with nothing remaining, retry and
+  // reset the block's time left.
+  static void DenyAsBlocked(const core::CompiledRule& rule, int64_t left_ms,
+                            std::string_view reason, Decision* decision) {
     Decision& d = *decision;
     d.num_limits = static_cast<int>(rule.limits.size());
     for (int i = 0; i < d.num_limits; ++i) {
       LimitStatus& st = d.limits[i];
       st = LimitStatus{};
       st.limit = rule.limits[i].capacity;
-      st.retry_after_ms = left;
-      st.reset_after_ms = left;
+      st.retry_after_ms = left_ms;
+      st.reset_after_ms = left_ms;
     }
     core::FinishDecision(rule, false, &d);
     d.fallback = Fallback::kNone;
     d.blocked = true;
     d.block_reason = reason;
-    return true;
   }
   // A lease operation's rule, tier and key, as Resolve checks a decision's;
   // the variant in force for the subject (its override's).
@@ -338,15 +350,18 @@ struct LimiterCore::Impl {
   }
 
   // Blocks `subject` of `variant`'s rule when the rule says so (block_for)
-  // and it was just denied.
-  void MaybeBlockFor(const Variant& variant, std::string_view subject, const Decision& d) {
-    if (variant.block_for_ms == 0 || d.allowed || d.fallback != Fallback::kNone || d.blocked)
+  // and *d just denied it; *d then answers as that block does.
+  void MaybeBlockFor(const Variant& variant, std::string_view subject, Decision* d) {
+    if (variant.block_for_ms == 0 || d->allowed || d->fallback != Fallback::kNone || d->blocked)
       return;
-    const std::string reason = "block_for after a denial by rule '" + variant.compiled.name + "'";
-    blocks.Add(variant.compiled.name, subject, clock.NowMs() + variant.block_for_ms, reason);
+    const std::string& rule = variant.compiled.name;
+    const int64_t until = clock.NowMs() + variant.block_for_ms;
+    // The control plane first: it lists the block from now on, and a
+    // reload it makes keeps it in force from then on (ControlPlane::Reload).
+    if (control != nullptr) control->AutoBlock(rule, subject, until, kBlockForReason);
+    blocks.Add(rule, subject, until, std::string(kBlockForReason));
     controls.store(true, std::memory_order_relaxed);
-    if (control != nullptr)
-      control->AutoBlock(variant.compiled.name, subject, variant.block_for_ms, reason);
+    DenyAsBlocked(variant.compiled, variant.block_for_ms, kBlockForReason, d);
   }
 };
 
@@ -529,6 +544,10 @@ Result<std::unique_ptr<LimiterCore>> LimiterCore::Create(const Config& config, c
     }
     return nullptr;
   };
+  hooks.add_block = [raw](const BlockRecord& b) {
+    raw->blocks.Add(b.rule, b.key, b.expires_at_ms, b.reason);
+    raw->controls.store(true, std::memory_order_relaxed);
+  };
   hooks.rule = [raw](std::string_view name) -> std::optional<Rule> {
     const RuleSet& set = raw->Rules();
     for (const Rule& r : set.config.rules) {
@@ -623,7 +642,7 @@ store::Answer LimiterCore::Impl::Decide(const store::CheckOp& op, const Variant&
                                 const core::AlertOutcome* fired) mutable {
           Decision answered = d;
           const Status st = Finish(*variant, subject, s, &answered, fired);
-          if (variant->block_for_ms != 0 && st.ok()) MaybeBlockFor(*variant, subject, answered);
+          if (variant->block_for_ms != 0 && st.ok()) MaybeBlockFor(*variant, subject, &answered);
           done(st, answered);
         };
       },
@@ -642,7 +661,7 @@ store::Answer LimiterCore::Impl::DecideSlow(store::CheckOp op, const Variant& va
   const store::Answer answer = Decide(op, variant, decision, status, later, batch);
   // A later answer does this in its callback (Decide).
   if (variant.block_for_ms != 0 && answer == store::Answer::kNow && status->ok()) {
-    MaybeBlockFor(variant, op.subject, *decision);
+    MaybeBlockFor(variant, op.subject, decision);
   }
   return answer;
 }
@@ -847,54 +866,58 @@ bool LimiterCore::HasOverride(std::string_view rule, std::string_view key) const
 
 // --- Refunds ---
 
-void LimiterCore::Refund(const RefundArgs& args, store::Done<Decision> done) {
+void LimiterCore::Refund(const RefundArgs& args, store::Done<core::RefundResult> done) {
   Impl& impl = *impl_;
   const Variant* variant = nullptr;
   const RuleEntry* entry = nullptr;
   // Rule, tier and key as a decision's (a cost of 0 passes Resolve); the
   // cost as a refund's: giving back nothing is a caller's mistake.
   if (Status s = impl.Resolve(args.rule, args.key, 0, args.tier, &variant, &entry); !s.ok()) {
-    return done(s, Decision{});
+    return done(s, core::RefundResult{});
   }
   // A subject with an override spends its override's state: that is what
   // gets the units back.
   if (!entry->overrides.empty()) variant = impl.Overridden(*entry, args.key, variant);
-  if (args.cost < 1) return done(InvalidArgumentError("cost must be at least 1"), Decision{});
+  if (args.cost < 1) {
+    return done(InvalidArgumentError("cost must be at least 1"), core::RefundResult{});
+  }
   if (args.cost > kMaxLimitCount) {
     return done(
         InvalidArgumentError("cost " + std::to_string(args.cost) + " is above " +
                              std::to_string(kMaxLimitCount) + ", the most a limit can count"),
-        Decision{});
+        core::RefundResult{});
   }
   const store::RefundOp op{variant->Ref(), args.key, args.cost, args.at_ms};
-  Decision after;
+  core::RefundResult result;
   Status status;
   const store::Answer answer =
-      impl.store->Refund(op, &after, &status, [&]() -> store::Done<Decision> {
+      impl.store->Refund(op, &result, &status, [&]() -> store::Done<core::RefundResult> {
         // The variant lives in this thread's rule set: the callback keeps
         // that alive until the answer.
         return [rules = impl.Cache().rules, done = std::move(done)](
-                   const Status& s, const Decision& d) mutable { done(s, d); };
+                   const Status& s, const core::RefundResult& r) mutable { done(s, r); };
       });
-  if (answer == store::Answer::kNow) done(status, status.ok() ? after : Decision{});
+  if (answer == store::Answer::kNow) done(status, status.ok() ? result : core::RefundResult{});
 }
 
 void LimiterCore::Refund(std::string_view rule, std::string_view key, int64_t cost,
-                         std::string_view tier, store::Done<Decision> done) {
+                         std::string_view tier, store::Done<core::RefundResult> done) {
   Refund(RefundArgs{rule, key, cost, tier}, std::move(done));
 }
 
-Result<Decision> LimiterCore::RefundAndWait(const RefundArgs& args) {
+Result<core::RefundResult> LimiterCore::RefundAndWait(const RefundArgs& args) {
   if (Status s = impl_->store->BlockingAllowed(); !s.ok()) return s;
-  std::promise<std::pair<Status, Decision>> answered;
-  Refund(args, [&answered](const Status& s, const Decision& d) { answered.set_value({s, d}); });
-  auto [status, after] = answered.get_future().get();
+  std::promise<std::pair<Status, core::RefundResult>> answered;
+  Refund(args, [&answered](const Status& s, const core::RefundResult& r) {
+    answered.set_value({s, r});
+  });
+  auto [status, result] = answered.get_future().get();
   if (!status.ok()) return status;
-  return after;
+  return result;
 }
 
-Result<Decision> LimiterCore::RefundAndWait(std::string_view rule, std::string_view key,
-                                            int64_t cost, std::string_view tier) {
+Result<core::RefundResult> LimiterCore::RefundAndWait(std::string_view rule, std::string_view key,
+                                                      int64_t cost, std::string_view tier) {
   return RefundAndWait(RefundArgs{rule, key, cost, tier});
 }
 

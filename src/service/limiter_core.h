@@ -114,11 +114,14 @@ class LimiterCore {
   // nothing used; a subject with no state is left without one (not an
   // error). `done` runs once, maybe before this returns, with the subject's
   // state right after, as the decision a cost-0 Check at that instant would
-  // report. Rule, tier and key are checked as Check does; `cost` must be in
-  // [1, kMaxLimitCount] (INVALID_ARGUMENT otherwise). A store failure is an
-  // error, not a fallback decision: the units may or may not have come back.
-  // A refund fires no alert and does not clear alert bits: a threshold
-  // reached again in the same window is not reported again.
+  // report (RefundResult::after), and what each limit gave back
+  // (RefundResult::refunded: 1 when one unit was used and 100 are
+  // refunded), both from the store's one atomic step. Rule, tier and key
+  // are checked as Check does; `cost` must be in [1, kMaxLimitCount]
+  // (INVALID_ARGUMENT otherwise). A store failure is an error, not a
+  // fallback decision: the units may or may not have come back. A refund
+  // fires no alert and does not clear alert bits: a threshold reached
+  // again in the same window is not reported again.
   struct RefundArgs {
     std::string_view rule;
     std::string_view key;
@@ -127,13 +130,13 @@ class LimiterCore {
     // An explicit instant (tests, replays), or null for the store's clock.
     const int64_t* at_ms = nullptr;
   };
-  void Refund(const RefundArgs& args, store::Done<Decision> done);
+  void Refund(const RefundArgs& args, store::Done<core::RefundResult> done);
   void Refund(std::string_view rule, std::string_view key, int64_t cost, std::string_view tier,
-              store::Done<Decision> done);
+              store::Done<core::RefundResult> done);
   // Refund, waiting for the answer (BlockingAllowed's rule applies).
-  Result<Decision> RefundAndWait(const RefundArgs& args);
-  Result<Decision> RefundAndWait(std::string_view rule, std::string_view key, int64_t cost,
-                                 std::string_view tier = {});
+  Result<core::RefundResult> RefundAndWait(const RefundArgs& args);
+  Result<core::RefundResult> RefundAndWait(std::string_view rule, std::string_view key,
+                                           int64_t cost, std::string_view tier = {});
 
   // --- Leases (algorithm: concurrency; docs/leases.md) ---
   // A subject holds at most the rule's max_in_flight leases (its tier's,

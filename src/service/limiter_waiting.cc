@@ -20,6 +20,7 @@ namespace {
 
 // A held request re-tries a lease this often at least: a lease released
 // through another server sharing the store frees room no timer here knows.
+// The room holds it to its deadline, with a last try there.
 constexpr int64_t kLeasePollMs = 100;
 
 // A check held in the room: owns its arguments.
@@ -108,7 +109,7 @@ class AcquireWaiter final : public HeldRequest {
         return;
       }
       Denied(a);
-      attempt({false, RetryOf(a)});
+      attempt(AttemptOf(a));
     });
   }
 
@@ -123,11 +124,11 @@ class AcquireWaiter final : public HeldRequest {
     done_(Status::Ok(), a);
   }
 
-  // When to try again: at the expiry that frees room, or sooner (a release
-  // elsewhere); never, for a limit of 0.
-  static int64_t RetryOf(const LimiterCore::LeaseAnswer& a) {
-    if (a.ms < 0) return -1;
-    return a.blocked ? a.ms : std::min(a.ms, kLeasePollMs);
+  // What a refusal says of the wait: room comes at the expiry that frees
+  // it, or sooner, unannounced (a release elsewhere: polled for); a block
+  // ends when it says, and a limit of 0 never.
+  static HeldRequest::Attempt AttemptOf(const LimiterCore::LeaseAnswer& a) {
+    return {false, a.ms, a.ms < 0 || a.blocked ? 0 : kLeasePollMs};
   }
 
  private:
@@ -202,16 +203,16 @@ void LimiterCore::AcquireWaiting(const LeaseArgs& args, const WaitArgs& wait,
                  forward](const Status& s, const LeaseAnswer& a) mutable {
     // A lease may be released any moment: worth waiting for unless the
     // limit is 0, or a block outlasts the wait.
-    const int64_t retry = AcquireWaiter::RetryOf(a);
-    if (!s.ok() || a.ok || a.fallback != Fallback::kNone || retry < 0 ||
-        (a.blocked && a.ms > deadline - NowMs())) {
+    const HeldRequest::Attempt attempt = AcquireWaiter::AttemptOf(a);
+    if (!s.ok() || a.ok || a.fallback != Fallback::kNone ||
+        !attempt.MayTurnWithin(deadline - NowMs())) {
       return forward(s, a);
     }
     LeaseArgs again{args_rule, key, tier, {}, ttl};
     auto waiter = std::make_unique<AcquireWaiter>(*this, again, forward);
     waiter->Denied(a);
-    if (!room().Hold(args_rule, max_waiters, std::move(subject), owner, deadline, retry,
-                     std::move(waiter))) {
+    if (!room().Hold(args_rule, max_waiters, std::move(subject), owner, deadline,
+                     attempt.NextTryInMs(), std::move(waiter))) {
       forward(s, a);
     }
   });

@@ -34,6 +34,15 @@ absl::string_view View(std::string_view s) { return absl::string_view(s.data(), 
 
 }  // namespace
 
+int64_t HeldRequest::Attempt::NextTryInMs() const {
+  if (poll_ms > 0 && (retry_ms < 0 || poll_ms < retry_ms)) return poll_ms;
+  return std::max<int64_t>(0, retry_ms);
+}
+
+bool HeldRequest::Attempt::MayTurnWithin(int64_t left_ms) const {
+  return poll_ms > 0 || (retry_ms >= 0 && retry_ms <= left_ms);
+}
+
 WaitRoom::WaitRoom(const Clock& clock) : clock_(clock) {
   thread_ = std::thread([this] { Run(); });
 }
@@ -89,7 +98,11 @@ bool WaitRoom::Hold(std::string_view rule, int64_t max_waiters, std::string subj
     h->deadline_ms = deadline_ms;
     h->waiter = std::move(waiter);
     const int64_t now = clock_.NowMs();
-    if (q->held.empty()) q->next_try_ms = now + std::max<int64_t>(0, retry_ms);
+    // A first try due after the deadline is made at it: a wait that polls
+    // (a lease's) is held that long, and ends with a last look.
+    if (q->held.empty()) {
+      q->next_try_ms = std::min(now + std::max<int64_t>(0, retry_ms), deadline_ms);
+    }
     q->held.push_back(std::move(h));
     if (owner != 0) owners_[owner].push_back(subject);
     Arm(subject, q->held.size() == 1 ? std::min(q->next_try_ms, deadline_ms) : deadline_ms);
@@ -204,7 +217,9 @@ void WaitRoom::Step(const std::string& subject, int64_t now_ms,
   auto it = queues_.find(subject);
   if (it == queues_.end()) return;
   Queue& q = *it->second;
-  // Drop the cancelled, give up on the expired: all but a front being tried.
+  // Drop the cancelled, give up on the expired: all but a front being tried,
+  // and a front whose try fell due by its deadline (it is made now, late as
+  // this step may be; its answer ends the wait).
   auto& held = q.held;
   int64_t next_deadline = INT64_MAX;
   for (size_t i = q.trying ? 1 : 0; i < held.size();) {
@@ -214,7 +229,8 @@ void WaitRoom::Step(const std::string& subject, int64_t now_ms,
       if (i == 0) q.next_try_ms = now_ms;
       continue;
     }
-    if (h.deadline_ms <= now_ms) {
+    const bool try_due = i == 0 && q.next_try_ms <= h.deadline_ms;
+    if (h.deadline_ms <= now_ms && !try_due) {
       Finish(h, &RuleStats::timed_out);
       out->push_back(std::move(held[i]));
       held.erase(held.begin() + static_cast<ptrdiff_t>(i));
@@ -257,14 +273,16 @@ void WaitRoom::OnAttempt(const std::string& subject, Held* held,
       q.next_try_ms = now;
     } else if (woken) {
       q.next_try_ms = now;  // room came while it was being tried
-    } else if (attempt.retry_ms < 0 || now + attempt.retry_ms > held->deadline_ms) {
-      // It cannot succeed in time: answered now rather than at the deadline.
+    } else if (now >= held->deadline_ms || !attempt.MayTurnWithin(held->deadline_ms - now)) {
+      // Its deadline has come, or it cannot succeed in time: answered now
+      // (in the second case rather than at the deadline).
       Finish(*held, &RuleStats::timed_out);
       give_up.push_back(std::move(q.held.front()));
       q.held.pop_front();
       q.next_try_ms = now;
     } else {
-      q.next_try_ms = now + attempt.retry_ms;
+      // No later than the deadline: a wait that polls has a last try there.
+      q.next_try_ms = std::min(now + attempt.NextTryInMs(), held->deadline_ms);
     }
     Step(subject, now, &give_up);
     // Due now: the room's thread tries it (never this one, which may be a

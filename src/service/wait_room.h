@@ -5,11 +5,14 @@
 // A held request is decided again when it could succeed: at the retry time
 // its last denial named (a window's end, a token's refill, a lease's
 // expiry), or at once when something frees room here (a lease released
-// through this server: Wake). Waiters of one subject are tried in arrival
-// order, the next only once the one before it is answered, so that a later
-// arrival never takes the room an earlier one waited for. One thread runs
-// the timers and starts every attempt; an attempt's answer may come on
-// another thread (a remote store's), and the room goes on from there.
+// through this server: Wake). Room that may come unannounced (a lease
+// released through another server) is polled for, up to the deadline
+// itself: such a wait ends at its deadline, not a poll interval before it.
+// Waiters of one subject are tried in arrival order, the next only once
+// the one before it is answered, so that a later arrival never takes the
+// room an earlier one waited for. One thread runs the timers and starts
+// every attempt; an attempt's answer may come on another thread (a remote
+// store's), and the room goes on from there.
 //
 // Bounded: at most max_waiters held per rule (the caller is told at once
 // when there is no room), each held at most until its deadline. A waiter
@@ -46,10 +49,21 @@ class HeldRequest {
   virtual ~HeldRequest() = default;
   // What an attempt found: admitted (the request is done and answered by
   // the attempt's owner), or denied with the time until it could succeed
-  // (-1: never).
+  // as far as the denial knows (-1: never).
   struct Attempt {
     bool admitted = false;
     int64_t retry_ms = -1;
+    // Above 0: room may also come sooner, unannounced (a lease released
+    // through another server), so the request is tried at least this often
+    // and held to its deadline whatever retry_ms says. 0: retry_ms is when
+    // it can succeed, no sooner.
+    int64_t poll_ms = 0;
+
+    // How long until it is worth trying again: retry_ms, or poll_ms when
+    // that is sooner (or retry_ms is never).
+    int64_t NextTryInMs() const;
+    // Whether it may succeed within `left_ms`: it is worth holding.
+    bool MayTurnWithin(int64_t left_ms) const;
   };
   using AttemptDone = absl::AnyInvocable<void(const Attempt& attempt)>;
   // Decides the request again; `done` runs once, on any thread, maybe
@@ -82,9 +96,11 @@ class WaitRoom {
   // Holds `waiter` for `subject` (any byte string naming what it waits for:
   // rule, tier and key) of `rule`, owned by `owner` (a client connection's
   // id, for Cancel; 0 for none), until `deadline_ms` on the clock; first
-  // tried `retry_ms` from now, or as soon as the waiters ahead of it are
-  // answered. False, and nothing held, when `rule` already holds
-  // max_waiters (the caller answers at once).
+  // tried `retry_ms` from now (at the deadline when that is later), or as
+  // soon as the waiters ahead of it are answered. A try due by the deadline
+  // is made, late as the room's thread may be to make it; a denial at or
+  // past the deadline is answered with GiveUp. False, and nothing held,
+  // when `rule` already holds max_waiters (the caller answers at once).
   bool Hold(std::string_view rule, int64_t max_waiters, std::string subject, uint64_t owner,
             int64_t deadline_ms, int64_t retry_ms, std::unique_ptr<HeldRequest> waiter);
 

@@ -275,14 +275,15 @@ class Store {
   // Redis, one stored under another definition's fingerprint, which is left
   // alone) gets none: a refund never creates state, never keeps one longer
   // than it would have lived, and drops one that holds nothing afterwards;
-  // alert bits already set stay set. *after is the subject's state right
-  // after, as the decision a cost-0 peek at that instant reports (no alert
-  // fires). Errors as Check's, but a refund never fails for a full store
-  // (it adds nothing). A remote store also forgets the subject in its local
-  // over-limit cache. A refund is not held in a batch: it goes to the store
-  // at once.
-  virtual Answer Refund(const RefundOp& op, Decision* after, Status* status,
-                        Later<Decision> later) = 0;
+  // alert bits already set stay set. result->after is the subject's state
+  // right after, as the decision a cost-0 peek at that instant reports (no
+  // alert fires), and result->refunded what each limit gave back, both from
+  // the one atomic step that gave them back. Errors as Check's, but a
+  // refund never fails for a full store (it adds nothing). A remote store
+  // also forgets the subject in its local over-limit cache. A refund is not
+  // held in a batch: it goes to the store at once.
+  virtual Answer Refund(const RefundOp& op, core::RefundResult* result, Status* status,
+                        Later<core::RefundResult> later) = 0;
 
   // --- Leases (algorithm: concurrency) ---
   // Acquires, releases or renews a lease in one atomic step on the store

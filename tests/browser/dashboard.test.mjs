@@ -3,10 +3,14 @@
 //   FLOODGATE_BIN=build/release/floodgate node --test tests/browser/dashboard.test.mjs
 //
 // Starts floodgate on a free loopback port with an admin token, sends
-// traffic to /v1/check so one subject is denied most, then drives the
-// dashboard: locked until the token is entered; the top denied subject in
-// the top list; the charts fed by the event stream; reset and block from
-// the page (checked with /v1/check); a simulated log's summary; the theme
+// traffic to /v1/check so one subject is denied most, takes leases of a
+// concurrency rule and calls CL.THROTTLE, then drives the dashboard:
+// locked until the token is entered, with nothing shown that only the
+// token can tell (no "No alerts yet."); the top denied subject in the top
+// list; the charts fed by the event stream, a concurrency rule's by its
+// acquisitions, refusals and leases in flight; reset and block from the
+// page (checked with /v1/check); the simulate page's bound and rules as
+// the server takes them, and a simulated log's summary; the theme
 // toggle. No console errors, page errors or failed requests are allowed
 // (but the 401s the page gets before it has the token). Screenshots at
 // 1280x800 and 390x844, light and dark, go to FLOODGATE_ARTIFACTS
@@ -17,6 +21,7 @@
 // `npm ci` in this directory (scripts/setup.sh does both).
 
 import { spawn } from 'node:child_process';
+import net from 'node:net';
 import { accessSync, constants, mkdtempSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -40,7 +45,11 @@ rules:
   api: { algorithm: fixed_window, limits: [5/minute] }
   login: { algorithm: sliding_window, limits: [3/minute] }
   search: { algorithm: token_bucket, limits: [100/minute], burst: 5 }
+  exports: { algorithm: concurrency, max_in_flight: 2, lease_ttl: 10m }
 `;
+// What the server takes as a simulated log: a connection's unparsed input
+// (4 MiB) less the header bound (8 KiB), exactly.
+const SIMULATE_MAX = '4,088 KiB';
 
 // A promise that fails after `ms` with `what` in its message.
 function within(ms, what, promise) {
@@ -51,11 +60,27 @@ function within(ms, what, promise) {
   return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
 }
 
-// Starts floodgate; resolves with the process and its HTTP port once it
-// logs msg=listening.
+// One RESP command on a connection of its own; resolves with the raw reply.
+function resp(port, ...args) {
+  return new Promise((resolve, reject) => {
+    const sock = net.createConnection({ host: '127.0.0.1', port });
+    let reply = '';
+    sock.setEncoding('utf8');
+    sock.on('connect', () => sock.write(`*${args.length}\r\n` +
+      args.map((a) => `$${Buffer.byteLength(String(a))}\r\n${a}\r\n`).join('')));
+    sock.on('data', (chunk) => {
+      reply += chunk;
+      if (reply.endsWith('\r\n')) { sock.end(); resolve(reply); }
+    });
+    sock.on('error', reject);
+  });
+}
+
+// Starts floodgate; resolves with the process and its HTTP and RESP ports
+// once it logs msg=listening.
 function startFloodgate(configPath) {
   const proc = spawn(BIN, ['serve', '--config', configPath, '--http', '127.0.0.1:0',
-    '--resp', 'off', '--grpc', 'off', '--threads', '2'], {
+    '--resp', '127.0.0.1:0', '--grpc', 'off', '--threads', '2'], {
     env: { ...process.env, FG_BROWSER_ADMIN_TOKEN: TOKEN },
     stdio: ['ignore', 'ignore', 'pipe'],
   });
@@ -64,8 +89,9 @@ function startFloodgate(configPath) {
     proc.stderr.setEncoding('utf8');
     proc.stderr.on('data', (chunk) => {
       log += chunk;
-      const m = /msg=listening .*\bhttp=127\.0\.0\.1:(\d+)/.exec(log);
-      if (m) resolve(Number(m[1]));
+      const http = /msg=listening .*\bhttp=127\.0\.0\.1:(\d+)/.exec(log);
+      const resp = /msg=listening .*\bresp=127\.0\.0\.1:(\d+)/.exec(log);
+      if (http && resp) resolve({ http: Number(http[1]), resp: Number(resp[1]) });
     });
     proc.on('exit', (code) => reject(new Error(`floodgate exited (${code}):\n${log}`)));
     proc.on('error', reject);
@@ -102,7 +128,8 @@ describe('dashboard', { timeout: 75000 }, () => {
     const configPath = path.join(tmp, 'floodgate.yaml');
     writeFileSync(configPath, CONFIG);
     server = startFloodgate(configPath);
-    port = await within(STEP_MS, 'floodgate start', server.listening);
+    const ports = await within(STEP_MS, 'floodgate start', server.listening);
+    port = ports.http;
     base = `http://127.0.0.1:${port}`;
 
     // Traffic: mallory is denied most, bob a little, alice never.
@@ -113,6 +140,15 @@ describe('dashboard', { timeout: 75000 }, () => {
     for (let i = 0; i < 6; i++) sends.push(['ip:192.0.2.7', 'login']);
     for (let i = 0; i < 12; i++) sends.push(['q:42', 'search']);
     for (const [key, rule] of sends) await check(key, rule);
+    // exports: two leases of job:1 granted and held, the third refused.
+    for (let i = 0; i < 3; i++) {
+      const res = await fetch(`${base}/v1/leases`, { method: 'POST',
+        body: JSON.stringify({ rule: 'exports', key: 'job:1' }) });
+      assert.equal(res.status, i < 2 ? 200 : 429);
+      await res.text();
+    }
+    // CL.THROTTLE is counted (and charted) but is no rule to simulate.
+    assert.match(await resp(ports.resp, 'CL.THROTTLE', 'k', 1, 1, 60), /^\*5\r\n:0\r\n/);
 
     browser = await within(STEP_MS, 'chromium start', puppeteer.launch({
       executablePath: CHROMIUM,
@@ -169,6 +205,11 @@ describe('dashboard', { timeout: 75000 }, () => {
         /token/i.test(document.getElementById('notice').textContent));
     const live = await page.$eval('#live', (el) => el.dataset.state);
     assert.equal(live, 'locked');
+    // The alerts are behind the token too: not "none", but "enter it".
+    const alerts = await page.$eval('#alerts-empty', (el) => [el.hidden, el.textContent]);
+    assert.equal(alerts[0], false);
+    assert.match(alerts[1], /token/);
+    assert.doesNotMatch(alerts[1], /No alerts/);
   });
 
   test('the admin token unlocks the top list; the most denied subject comes first', async () => {
@@ -176,6 +217,8 @@ describe('dashboard', { timeout: 75000 }, () => {
     await page.click('#token-form button[type="submit"]');
     unlocked = true;
     await page.waitForFunction(() => document.getElementById('notice').hidden);
+    await page.waitForFunction(
+      () => document.getElementById('alerts-empty').textContent === 'No alerts yet.');
     await page.waitForSelector('#top-rule option[value="api"]');
     await page.select('#top-rule', 'api');
     await page.click('label[for="win-15m"]');
@@ -208,9 +251,31 @@ describe('dashboard', { timeout: 75000 }, () => {
       (sel, n) => Number(document.querySelector(sel).dataset.updates) >= n + 2, {}, card,
       before.updates);
     assert.equal(await page.$eval('#live', (el) => el.dataset.state), 'live');
-    // Every configured rule has its chart.
+    // Every configured rule has its chart, and CL.THROTTLE, which counted.
     const rules = await page.$$eval('.chart-card', (els) => els.map((e) => e.dataset.rule));
-    assert.deepEqual(rules, ['api', 'login', 'search']);
+    assert.deepEqual(rules, ['CL.THROTTLE', 'api', 'exports', 'login', 'search']);
+  });
+
+  test('a concurrency rule shows its acquisitions, refusals and leases in flight', async () => {
+    const card = '.chart-card[data-rule="exports"]';
+    await page.waitForSelector(`${card}[data-kind="leases"][data-in-flight="2"]`);
+    const totals = await page.$$eval(`${card} .chart-totals > span`,
+      (els) => els.map((el) => el.textContent));
+    assert.deepEqual(totals, ['2 acquired', '1 refused', '33.3 %', '2 in flight']);
+    // Its top subjects, ranked in its words.
+    await page.select('#top-rule', 'exports');
+    await page.waitForFunction(
+      () => document.querySelector('#top-by option[value="denied"]').textContent === 'refused');
+    const row = await page.waitForSelector('#top-body tr[data-rank="1"][data-key="job:1"]');
+    assert.match(await row.$eval('td.num', (td) => td.textContent), /^1\b/);
+    await page.select('#top-by', 'admitted');
+    await page.waitForFunction(() => {
+      const td = document.querySelector('#top-body tr[data-key="job:1"] td.num');
+      return td && /^2\b/.test(td.textContent);
+    });
+    await page.select('#top-by', 'denied');
+    await page.select('#top-rule', 'api');
+    await page.waitForSelector('#top-body tr[data-rank="1"][data-key="user:mallory"]');
   });
 
   test('reset and block from the subject panel', async () => {
@@ -256,6 +321,13 @@ describe('dashboard', { timeout: 75000 }, () => {
     await page.goto(`${base}/ui/#/simulate`);
     await page.waitForSelector('#view-simulate:not([hidden])');
     await page.waitForSelector('#sim-rule option[value="api"]');
+    // The server's bound, as the server gives it, and only the rules the
+    // route replays (not the concurrency rule, not CL.THROTTLE).
+    const hint = await page.$eval('#view-simulate .hint', (el) => el.textContent);
+    assert.match(hint, new RegExp(`Up to ${SIMULATE_MAX}\\.`));
+    assert.doesNotMatch(hint, /8 MiB/);
+    const offered = await page.$$eval('#sim-rule option', (els) => els.map((e) => e.value));
+    assert.deepEqual(offered, ['api', 'login', 'search']);
     await page.select('#sim-rule', 'api');
     const input = await page.$('#sim-file');
     await input.uploadFile(log);

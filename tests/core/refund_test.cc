@@ -1,6 +1,6 @@
 // Refunds (core/refund.h, core::RefundRule): each algorithm gives back what
-// its state counts at the refund's instant and no more; nothing is created,
-// no expiry moves later, and alert bits stay set.
+// its state counts at the refund's instant and no more, and says how much;
+// nothing is created, no expiry moves later, and alert bits stay set.
 #include "core/refund.h"
 
 #include <gtest/gtest.h>
@@ -35,11 +35,26 @@ TEST_P(EveryAlgorithm, ARefundReadmitsExactlyTheUnitsGivenBack) {
   EXPECT_FALSE(s.At(t).allowed);
 }
 
+TEST_P(EveryAlgorithm, ARefundSaysWhatItGaveBackNotWhatWasAsked) {
+  Subject s(MakeRule(GetParam(), {"5/minute"}));
+  const int64_t t = 600'000;
+  EXPECT_TRUE(s.At(t).allowed);
+  EXPECT_EQ(s.Refund(t, 100).remaining, 5);
+  EXPECT_EQ(s.refunded()[0], 1);
+  // Nothing used: nothing comes back.
+  s.Refund(t, 100);
+  EXPECT_EQ(s.refunded()[0], 0);
+  EXPECT_TRUE(s.At(t, 3).allowed);
+  s.Refund(t, 2);
+  EXPECT_EQ(s.refunded()[0], 2);
+}
+
 TEST_P(EveryAlgorithm, ARefundAboveWhatIsUsedStopsAtNothingUsed) {
   Subject s(MakeRule(GetParam(), {"5/minute"}));
   const int64_t t = 600'000;
   EXPECT_TRUE(s.At(t, 2).allowed);
   const Decision after = s.Refund(t, 10);
+  EXPECT_EQ(s.refunded()[0], 2);
   EXPECT_EQ(after.remaining, 5);
   EXPECT_EQ(after.reset_after_ms, 0);
   EXPECT_EQ(s.expires_at_ms(), 0);  // it holds nothing: the store may free it
@@ -80,6 +95,15 @@ TEST_P(EveryAlgorithm, ARefundNeverConsumesNorKeepsStateLonger) {
     SCOPED_TRACE("step " + std::to_string(i) + " t=" + std::to_string(t));
     EXPECT_LE(s.expires_at_ms(), expires_before);
     for (int l = 0; l < 2; ++l) {
+      EXPECT_GE(s.refunded()[l], 0) << "limit " << l;
+      EXPECT_LE(s.refunded()[l], cost) << "limit " << l;
+      // What came back, never less: the remaining grows by no more than
+      // the units given back (sliding_window's previous bucket weighs less).
+      EXPECT_LE(after.limits[l].remaining - before.limits[l].remaining, s.refunded()[l])
+          << "limit " << l;
+      if (s.refunded()[l] == 0) {
+        EXPECT_EQ(after.limits[l].remaining, before.limits[l].remaining) << "limit " << l;
+      }
       EXPECT_GE(after.limits[l].remaining, before.limits[l].remaining) << "limit " << l;
       EXPECT_LE(after.limits[l].remaining, after.limits[l].limit) << "limit " << l;
       EXPECT_LE(after.limits[l].reset_after_ms, before.limits[l].reset_after_ms) << "limit " << l;
@@ -110,11 +134,13 @@ TEST(FixedWindowRefundTest, GivesBackInTheCurrentWindow) {
 TEST(FixedWindowRefundTest, LeavesACountFromAnEarlierWindowAlone) {
   const core::CompiledRule r = testing::Compile(MakeRule(Algorithm::kFixedWindow, {"3/s"}));
   core::FixedWindowState st{1000, 3};
-  core::RefundFixedWindow(r.limits[0], st, 2000, 3);  // the next window: nothing counted in it
+  // The next window: nothing counted in it, nothing given back.
+  EXPECT_EQ(core::RefundFixedWindow(r.limits[0], st, 2000, 3), 0);
   EXPECT_EQ(st.window_start_ms, 1000);
   EXPECT_EQ(st.used, 3);
-  core::RefundFixedWindow(r.limits[0], st, 1999, 2);
+  EXPECT_EQ(core::RefundFixedWindow(r.limits[0], st, 1999, 2), 2);
   EXPECT_EQ(st.used, 1);
+  EXPECT_EQ(core::RefundFixedWindow(r.limits[0], st, 1999, 2), 1);
 }
 
 TEST(FixedWindowRefundTest, AStateThatHoldsNothingAfterwardsIsCleared) {
@@ -153,6 +179,8 @@ TEST(FixedWindowRefundTest, EveryLimitGivesBackWhatItCounts) {
   const Decision after = s.Refund(1500, 3);
   EXPECT_EQ(after.limits[0].remaining, 3);
   EXPECT_EQ(after.limits[1].remaining, 8);
+  EXPECT_EQ(s.refunded()[0], 2);  // the second's count was 2
+  EXPECT_EQ(s.refunded()[1], 3);
 }
 
 TEST(SlidingWindowRefundTest, TakesFromTheCurrentBucketThenThePrevious) {
@@ -160,6 +188,7 @@ TEST(SlidingWindowRefundTest, TakesFromTheCurrentBucketThenThePrevious) {
   EXPECT_TRUE(s.At(500, 6).allowed);
   EXPECT_TRUE(s.At(1200, 4).allowed);  // 6 x 0.8 + 4 <= 10
   const Decision after = s.Refund(1500, 5);
+  EXPECT_EQ(s.refunded()[0], 5);  // 4 off the current bucket, 1 off the previous
   EXPECT_EQ(s.state(), (std::vector<int64_t>{1000, 0, 5, 0}));
   EXPECT_EQ(after.remaining, 7);  // floor(10 - 5 x 0.5)
   EXPECT_EQ(after.reset_after_ms, 500);
@@ -172,6 +201,7 @@ TEST(SlidingWindowRefundTest, ABucketLaterTheCountIsThePreviousBucket) {
   EXPECT_EQ(s.At(1500, 0).remaining, 7);  // floor(10 - 6 x 0.5)
   // Two units off the previous bucket weigh one at mid-bucket.
   const Decision after = s.Refund(1500, 2);
+  EXPECT_EQ(s.refunded()[0], 2);
   EXPECT_EQ(s.state(), (std::vector<int64_t>{1000, 0, 4, 0}));
   EXPECT_EQ(after.remaining, 8);
   EXPECT_EQ(s.expires_at_ms(), 2000);
@@ -180,11 +210,11 @@ TEST(SlidingWindowRefundTest, ABucketLaterTheCountIsThePreviousBucket) {
 TEST(SlidingWindowRefundTest, NothingOnceBothBucketsSlidOut) {
   const core::CompiledRule r = testing::Compile(MakeRule(Algorithm::kSlidingWindow, {"10/s"}));
   core::SlidingWindowState st{0, 6, 0};
-  core::RefundSlidingWindow(r.limits[0], st, 2000, 6);
+  EXPECT_EQ(core::RefundSlidingWindow(r.limits[0], st, 2000, 6), 0);
   EXPECT_EQ(st.window_start_ms, 0);
   EXPECT_EQ(st.current, 6);
   EXPECT_EQ(st.previous, 0);
-  core::RefundSlidingWindow(r.limits[0], st, 1999, 1);  // still the previous bucket
+  EXPECT_EQ(core::RefundSlidingWindow(r.limits[0], st, 1999, 1), 1);  // still the previous bucket
   EXPECT_EQ(st.window_start_ms, 1000);
   EXPECT_EQ(st.current, 0);
   EXPECT_EQ(st.previous, 5);
@@ -194,7 +224,9 @@ TEST(TokenBucketRefundTest, AddsTokensUpToTheCapacity) {
   Subject s(MakeRule(Algorithm::kTokenBucket, {"10/s"}));
   EXPECT_EQ(s.At(0, 8).remaining, 2);
   EXPECT_EQ(s.Refund(0, 3).remaining, 5);
+  EXPECT_EQ(s.refunded()[0], 3);
   EXPECT_EQ(s.Refund(0, 100).remaining, 10);
+  EXPECT_EQ(s.refunded()[0], 5);
   EXPECT_EQ(s.state()[0], 0);
   EXPECT_EQ(s.expires_at_ms(), 0);
 }
@@ -212,10 +244,25 @@ TEST(TokenBucketRefundTest, RefillsUpToNowFirst) {
   EXPECT_TRUE(s.At(0, 10).allowed);
   EXPECT_EQ(s.At(500, 0).remaining, 5);
   const Decision after = s.Refund(500, 3);
+  EXPECT_EQ(s.refunded()[0], 3);
   EXPECT_EQ(after.remaining, 8);
   EXPECT_EQ(after.reset_after_ms, 200);
   EXPECT_EQ(s.state(), (std::vector<int64_t>{2000, 500, 0}));
   EXPECT_EQ(s.expires_at_ms(), 700);
+}
+
+TEST(TokenBucketRefundTest, APartRefilledTokenCountsAsOneGivenBack) {
+  Subject s(MakeRule(Algorithm::kTokenBucket, {"10/s"}));
+  EXPECT_TRUE(s.At(0, 2).allowed);
+  // 150 ms later 1.5 tokens came back: 0.5 is missing, and the remaining
+  // (whole tokens) grows by one when it comes back.
+  EXPECT_EQ(s.At(150, 0).remaining, 9);
+  EXPECT_EQ(s.Refund(150, 100).remaining, 10);
+  EXPECT_EQ(s.refunded()[0], 1);
+  // Refilled by now: nothing to give back.
+  EXPECT_TRUE(s.At(1'000, 2).allowed);
+  s.Refund(1'300, 5);
+  EXPECT_EQ(s.refunded()[0], 0);
 }
 
 TEST(GcraRefundTest, MovesTheTatBackByTheEmissionInterval) {
@@ -223,6 +270,7 @@ TEST(GcraRefundTest, MovesTheTatBackByTheEmissionInterval) {
   const int64_t t = 1'000'000;
   EXPECT_TRUE(s.At(t, 10).allowed);
   const Decision after = s.Refund(t, 4);
+  EXPECT_EQ(s.refunded()[0], 4);
   EXPECT_EQ(s.state()[0], (t + 600) * 1000);
   EXPECT_EQ(after.remaining, 4);
   EXPECT_EQ(after.reset_after_ms, 600);
@@ -235,13 +283,14 @@ TEST(GcraRefundTest, NeverBelowNow) {
   EXPECT_TRUE(s.At(t, 2).allowed);  // TAT t + 200 ms
   const Decision after = s.Refund(t + 50, 5);
   EXPECT_EQ(after.remaining, 10);  // a full burst, not more
+  EXPECT_EQ(s.refunded()[0], 2);   // 150 ms ahead: two intervals, one part
   EXPECT_EQ(after.reset_after_ms, 0);
   EXPECT_EQ(s.expires_at_ms(), 0);
   EXPECT_EQ(s.At(t + 50, 11).retry_after_ms, -1);
 
   const core::CompiledRule r = testing::Compile(MakeRule(Algorithm::kGcra, {"10/s"}));
   core::GcraState st{(t + 200) * 1000};
-  core::RefundGcra(r.limits[0], st, t + 50, 5);
+  EXPECT_EQ(core::RefundGcra(r.limits[0], st, t + 50, 5), 2);
   EXPECT_EQ(st.tat_us, (t + 50) * 1000);
 }
 
@@ -249,7 +298,7 @@ TEST(GcraRefundTest, LeavesAPastTatAlone) {
   const core::CompiledRule r = testing::Compile(MakeRule(Algorithm::kGcra, {"10/s"}));
   const int64_t t = 1'000'000;
   core::GcraState st{(t + 100) * 1000};
-  core::RefundGcra(r.limits[0], st, t + 200, 1);
+  EXPECT_EQ(core::RefundGcra(r.limits[0], st, t + 200, 1), 0);
   EXPECT_EQ(st.tat_us, (t + 100) * 1000);
 }
 
@@ -260,6 +309,7 @@ TEST(SlidingLogRefundTest, RemovesTheNewestUnits) {
   EXPECT_TRUE(s.At(20, 1).allowed);
   // The unit at 20 and one of the two at 10 go; the one at 0 stays.
   const Decision after = s.Refund(30, 2);
+  EXPECT_EQ(s.refunded()[0], 2);
   EXPECT_EQ(after.remaining, 3);
   EXPECT_EQ(after.reset_after_ms, 10 + 60'000 - 30);  // the newest left is at 10
   EXPECT_EQ(s.expires_at_ms(), 60'010);
@@ -276,6 +326,8 @@ TEST(SlidingLogRefundTest, EachLimitLosesOnlyWhatItsWindowHolds) {
   const Decision after = s.Refund(1600, 2);
   EXPECT_EQ(after.limits[0].remaining, 2);
   EXPECT_EQ(after.limits[1].remaining, 5);
+  EXPECT_EQ(s.refunded()[0], 1);
+  EXPECT_EQ(s.refunded()[1], 2);
   EXPECT_EQ(s.expires_at_ms(), 0);
   // The emptied log counts what comes next in every window.
   EXPECT_TRUE(s.At(1700, 2).allowed);
@@ -293,6 +345,8 @@ TEST(SlidingLogRefundTest, UnitsAgedOutOfTheShortWindowStillCountInTheLong) {
   const Decision after = s.Refund(1600, 2);
   EXPECT_EQ(after.limits[0].remaining, 2);
   EXPECT_EQ(after.limits[1].remaining, 4);
+  EXPECT_EQ(s.refunded()[0], 1);
+  EXPECT_EQ(s.refunded()[1], 2);
   EXPECT_EQ(after.limits[1].reset_after_ms, 60'000 - 1600);
 }
 
@@ -307,8 +361,10 @@ TEST(RefundAlertsTest, BitsStaySetAndKeepTheState) {
   core::EvaluateRuleWithAlerts(r, state.data(), 0, 2, &d, &fired);
   EXPECT_EQ(fired.fired[0], 1u);
   // Nothing used any more, but the bits last to the window's end.
-  EXPECT_EQ(core::RefundRuleAndPeek(r, state.data(), 100, 2, &d), 1000);
-  EXPECT_EQ(d.remaining, 4);
+  core::RefundResult refund;
+  EXPECT_EQ(core::RefundRuleAndPeek(r, state.data(), 100, 2, &refund), 1000);
+  EXPECT_EQ(refund.after.remaining, 4);
+  EXPECT_EQ(refund.refunded[0], 2);
   // Reaching 50% again in the same window is not reported again.
   core::EvaluateRuleWithAlerts(r, state.data(), 200, 2, &d, &fired);
   EXPECT_EQ(fired.fired[0], 0u);

@@ -133,8 +133,11 @@ TEST(RuleEvalTest, AConcurrencyRuleIsNeverDecidedByACheck) {
   EXPECT_EQ(core::EvaluateRuleWithAlerts(*c, state.data(), 1'000, 1, &d, &alerts), 0);
   EXPECT_FALSE(d.allowed);
   EXPECT_EQ(alerts.num_limits, 0);
-  core::RefundRule(*c, state.data(), 1'000, 1);
+  core::RefundedUnits refunded;
+  refunded.fill(7);
+  core::RefundRule(*c, state.data(), 1'000, 1, &refunded);
   EXPECT_EQ(state, before);
+  for (int64_t units : refunded) EXPECT_EQ(units, 0);
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 // sliding_log: exact windows (seed 001's "X times per Y minutes"), shared log
-// across limits, retry times, no allocation for denials.
+// across limits, retry times, no allocation for denials, the log's heap
+// bytes and its claims on a store's room.
 #include <gtest/gtest.h>
 
 #include "core/sliding_log.h"
@@ -10,6 +11,35 @@ namespace {
 
 using testing::MakeRule;
 using testing::Subject;
+
+// A room with a budget of bytes: refuses any claim past it.
+class BudgetRoom final : public core::MemoryRoom {
+ public:
+  explicit BudgetRoom(size_t budget) : budget_(budget) {}
+  size_t taken() const { return taken_; }
+
+ private:
+  bool Grant(size_t bytes) override {
+    if (bytes > budget_ - taken_) return false;
+    taken_ += bytes;
+    return true;
+  }
+
+  const size_t budget_;
+  size_t taken_ = 0;
+};
+
+// What a sliding_log state's log holds (0 without one).
+size_t LogBytes(const int64_t* state) {
+  const auto* log = reinterpret_cast<const core::SlidingLog*>(state[0]);
+  return log != nullptr ? log->HeapBytes() : 0;
+}
+
+// A new log: the object (72 bytes, an 80-byte chunk), a ring of 4 events
+// (64 bytes, an 80-byte chunk) and one cursor (16 bytes, a 32-byte chunk).
+constexpr size_t kNewLogBytes = 80 + 80 + 32;
+// The ring grown to 8 events: 128 bytes, a 144-byte chunk.
+constexpr size_t kRingOf8Bytes = 144;
 
 TEST(SlidingLogTest, UnitAdmittedAtTCountsStrictlyBeforeTPlusWindow) {
   Subject s(MakeRule(Algorithm::kSlidingLog, {"3/5m"}));
@@ -112,6 +142,75 @@ TEST(SlidingLogTest, LogStaysBoundedByTheLongestLimit) {
   core::Outcome out[1];
   for (int64_t t = 0; t < 100'000; ++t) log.Apply(std::span(&p, 1), t, 1, out);
   EXPECT_LE(log.size(), 100u);
+}
+
+TEST(SlidingLogTest, HeapBytesFollowTheRing) {
+  const core::CompiledRule rule =
+      testing::Compile(MakeRule(Algorithm::kSlidingLog, {"100/minute"}));
+  int64_t state[1] = {0};
+  Decision d;
+  EXPECT_EQ(LogBytes(state), 0u);
+  for (int64_t t = 0; t < 4; ++t) {
+    core::EvaluateRule(rule, state, t, 1, &d);
+    EXPECT_EQ(LogBytes(state), kNewLogBytes) << t;
+  }
+  core::EvaluateRule(rule, state, 4, 1, &d);  // the fifth event: the ring doubles
+  EXPECT_EQ(LogBytes(state), kNewLogBytes - 80 + kRingOf8Bytes);
+  core::ReleaseRuleState(Algorithm::kSlidingLog, state);
+  EXPECT_EQ(LogBytes(state), 0u);
+}
+
+TEST(SlidingLogTest, AnAdmissionClaimsWhatItAddsAndNothingWhenRefused) {
+  const core::CompiledRule rule =
+      testing::Compile(MakeRule(Algorithm::kSlidingLog, {"100/minute"}));
+  int64_t state[1] = {0};
+  Decision d;
+  {
+    // A new subject whose log does not fit: nothing kept, nothing admitted.
+    BudgetRoom room(kNewLogBytes - 1);
+    EXPECT_EQ(core::EvaluateRule(rule, state, 0, 1, &d, &room), 0);
+    EXPECT_TRUE(room.refused());
+    EXPECT_FALSE(d.allowed);
+    EXPECT_EQ(state[0], 0);
+  }
+  {
+    BudgetRoom room(kNewLogBytes);
+    EXPECT_EQ(core::EvaluateRule(rule, state, 0, 1, &d, &room), 60'000);
+    EXPECT_TRUE(d.allowed);
+    EXPECT_EQ(room.taken(), kNewLogBytes);
+  }
+  for (int64_t t = 1; t < 4; ++t) {
+    BudgetRoom none(0);  // the ring has room: nothing to claim
+    EXPECT_TRUE(core::EvaluateRule(rule, state, t, 1, &d, &none) > 0 && d.allowed) << t;
+    EXPECT_FALSE(none.refused());
+  }
+  {
+    // The fifth event needs a ring of 8: one byte short, and nothing changes.
+    BudgetRoom room(kRingOf8Bytes - 1);
+    core::EvaluateRule(rule, state, 4, 1, &d, &room);
+    EXPECT_TRUE(room.refused());
+    EXPECT_FALSE(d.allowed);
+    EXPECT_EQ(LogBytes(state), kNewLogBytes);
+  }
+  {
+    // A peek, and a unit merged into the newest event's instant, add no
+    // event: they claim nothing.
+    BudgetRoom none(0);
+    core::EvaluateRule(rule, state, 4, 0, &d, &none);
+    EXPECT_EQ(d.remaining, 96);                        // the refused unit was not counted
+    core::EvaluateRule(rule, state, 3, 1, &d, &none);  // clamped to t = 3
+    EXPECT_TRUE(d.allowed);
+    EXPECT_EQ(d.remaining, 95);
+    EXPECT_FALSE(none.refused());
+  }
+  {
+    BudgetRoom room(kRingOf8Bytes);
+    core::EvaluateRule(rule, state, 5, 1, &d, &room);
+    EXPECT_TRUE(d.allowed);
+    EXPECT_EQ(d.remaining, 94);
+    EXPECT_EQ(room.taken(), kRingOf8Bytes);
+  }
+  core::ReleaseRuleState(Algorithm::kSlidingLog, state);
 }
 
 }  // namespace

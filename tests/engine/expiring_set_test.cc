@@ -72,18 +72,27 @@ TEST(ExpiringSetTest, EraseAndPruneKeepBothIndexesInStep) {
   EXPECT_EQ(set.ExpiryOf("m99"), 1099);
   EXPECT_EQ(set.Prune(1099), 49u);
   EXPECT_TRUE(set.empty());
-  EXPECT_EQ(set.ApproximateBytes(), 0u);
+  EXPECT_EQ(set.HeapBytes(), 0u);
 }
 
 TEST(ExpiringSetTest, BytesFollowMembers) {
   ExpiringSet set;
   set.Upsert("short", 10);
-  const size_t one = set.ApproximateBytes();
-  EXPECT_GT(one, 0u);
+  // A map node (32 + 40 bytes: an 80-byte chunk) and a set node (32 + 16:
+  // a 64-byte chunk); a member of up to 15 bytes lives inside its string.
+  const size_t one = set.HeapBytes();
+  EXPECT_EQ(one, 144u);
+  EXPECT_EQ(ExpiringSet::MemberBytes("short"), one);
+  EXPECT_EQ(ExpiringSet::MemberBytes(std::string(15, 'x')), one);
+  EXPECT_EQ(ExpiringSet::MemberBytes(std::string(16, 'x')), one + 32);  // 17 bytes: a 32 chunk
   set.Upsert(std::string(400, 'x'), 10);
-  EXPECT_GE(set.ApproximateBytes(), 2 * one + 400);
+  EXPECT_EQ(set.HeapBytes(), 2 * one + 416);  // 401 bytes: a 416-byte chunk
+  set.Upsert("short", 20);                    // a new expiry takes no memory
+  EXPECT_EQ(set.HeapBytes(), 2 * one + 416);
+  EXPECT_TRUE(set.Erase("short"));
+  EXPECT_EQ(set.HeapBytes(), one + 416);
   set.Clear();
-  EXPECT_EQ(set.ApproximateBytes(), 0u);
+  EXPECT_EQ(set.HeapBytes(), 0u);
   EXPECT_TRUE(set.empty());
 }
 

@@ -23,9 +23,10 @@ namespace floodgate::engine {
 namespace {
 
 // Variants used throughout.
-constexpr uint32_t kPlain = 0;    // 2 words, owns nothing
-constexpr uint32_t kCounted = 1;  // 2 words, release counts calls
-constexpr uint32_t kOwning = 2;   // 1 word: a pointer to a heap array, freed by release
+constexpr uint32_t kPlain = 0;     // 2 words, owns nothing
+constexpr uint32_t kCounted = 1;   // 2 words, release counts calls
+constexpr uint32_t kOwning = 2;    // 1 word: a pointer to a heap array, freed by release
+constexpr uint32_t kMeasured = 3;  // 2 words: a heap array and its length, counted by the store
 
 std::atomic<int> g_releases{0};
 void CountRelease(int64_t* /*state*/) { g_releases.fetch_add(1); }
@@ -35,8 +36,17 @@ void FreeOwned(int64_t* state) {
   state[0] = 0;
 }
 
+void FreeMeasured(int64_t* state) {
+  delete[] reinterpret_cast<int64_t*>(state[0]);
+  state[0] = state[1] = 0;
+}
+size_t MeasuredBytes(const int64_t* state) {
+  return state[0] != 0 ? core::MallocChunkSize(static_cast<size_t>(state[1]) * 8) : 0;
+}
+
 std::vector<VariantLayout> TestLayouts() {
-  return {VariantLayout{2, nullptr}, VariantLayout{2, &CountRelease}, VariantLayout{1, &FreeOwned}};
+  return {VariantLayout{2, nullptr}, VariantLayout{2, &CountRelease}, VariantLayout{1, &FreeOwned},
+          VariantLayout{2, &FreeMeasured, &MeasuredBytes}};
 }
 
 EngineConfig TestConfig(int64_t max_entries = 1000, int shards = 4,
@@ -66,17 +76,18 @@ class MemoryStoreTest : public ::testing::Test {
   Seen Bump(MemoryStore& store, uint32_t variant, std::string_view key, int64_t now_ms,
             int64_t expiry_ms, Status* status = nullptr) {
     Seen seen;
-    Status s = store.Update(variant, key, now_ms, [&](int64_t* state, bool fresh) {
-      seen.called = true;
-      seen.fresh = fresh;
-      seen.before0 = state[0];
-      state[0] += 1;
-      if (variant != kOwning) {
-        seen.before1 = state[1];
-        state[1] += 10;
-      }
-      return expiry_ms;
-    });
+    Status s =
+        store.Update(variant, key, now_ms, [&](int64_t* state, bool fresh, core::MemoryRoom*) {
+          seen.called = true;
+          seen.fresh = fresh;
+          seen.before0 = state[0];
+          state[0] += 1;
+          if (variant != kOwning) {
+            seen.before1 = state[1];
+            state[1] += 10;
+          }
+          return expiry_ms;
+        });
     if (status != nullptr) *status = s;
     EXPECT_TRUE(status != nullptr || s.ok()) << s.ToString();
     return seen;
@@ -87,11 +98,12 @@ class MemoryStoreTest : public ::testing::Test {
   int64_t Read(MemoryStore& store, uint32_t variant, std::string_view key, int64_t now_ms,
                int64_t keep_until_ms) {
     int64_t value = -1;
-    Status s = store.Update(variant, key, now_ms, [&](int64_t* state, bool fresh) -> int64_t {
-      if (fresh) return 0;  // nothing here: keep nothing
-      value = state[0];
-      return keep_until_ms;
-    });
+    Status s = store.Update(variant, key, now_ms,
+                            [&](int64_t* state, bool fresh, core::MemoryRoom*) -> int64_t {
+                              if (fresh) return 0;  // nothing here: keep nothing
+                              value = state[0];
+                              return keep_until_ms;
+                            });
     EXPECT_TRUE(s.ok()) << s.ToString();
     return value;
   }
@@ -135,7 +147,7 @@ TEST_F(MemoryStoreTest, PeekOrDenialOnANewKeyAllocatesNothing) {
   Seen peek;
   ASSERT_TRUE(store
                   .Update(kPlain, "new", now,
-                          [&](int64_t* state, bool fresh) -> int64_t {
+                          [&](int64_t* state, bool fresh, core::MemoryRoom*) -> int64_t {
                             peek.called = true;
                             peek.fresh = fresh;
                             peek.before0 = state[0];
@@ -273,10 +285,11 @@ TEST_F(MemoryStoreTest, KeyOf512BytesIsAcceptedAnd513Refused) {
   EXPECT_EQ(Read(store, kPlain, max_key, now, now + 60'000), 1);
 
   bool called = false;
-  Status s = store.Update(kPlain, std::string(513, 'k'), now, [&](int64_t*, bool) -> int64_t {
-    called = true;
-    return now + 60'000;
-  });
+  Status s = store.Update(kPlain, std::string(513, 'k'), now,
+                          [&](int64_t*, bool, core::MemoryRoom*) -> int64_t {
+                            called = true;
+                            return now + 60'000;
+                          });
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(s.message(), "key is 513 bytes; the limit is 512");
   EXPECT_FALSE(called);
@@ -294,15 +307,19 @@ TEST_F(MemoryStoreTest, EmptyKeyIsAKeyLikeAnyOther) {
 TEST_F(MemoryStoreTest, UnknownVariantIsRefused) {
   MemoryStore store(TestConfig(), TestLayouts(), clock_);
   bool called = false;
-  Status s = store.Update(3, "k", clock_.NowMs(), [&](int64_t*, bool) -> int64_t {
-    called = true;
-    return 0;
-  });
+  const auto unknown = static_cast<uint32_t>(TestLayouts().size());
+  Status s =
+      store.Update(unknown, "k", clock_.NowMs(), [&](int64_t*, bool, core::MemoryRoom*) -> int64_t {
+        called = true;
+        return 0;
+      });
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
   EXPECT_FALSE(called);
-  EXPECT_EQ(
-      store.Update(70'000, "k", clock_.NowMs(), [](int64_t*, bool) -> int64_t { return 0; }).code(),
-      StatusCode::kInvalidArgument);
+  EXPECT_EQ(store
+                .Update(70'000, "k", clock_.NowMs(),
+                        [](int64_t*, bool, core::MemoryRoom*) -> int64_t { return 0; })
+                .code(),
+            StatusCode::kInvalidArgument);
 }
 
 TEST_F(MemoryStoreTest, BinaryKeysAndVariantsAreDistinctEntries) {
@@ -334,7 +351,7 @@ TEST_F(MemoryStoreTest, StateIsEightByteAlignedForEveryKeyLength) {
     uintptr_t address = 0;
     ASSERT_TRUE(store
                     .Update(kPlain, std::string(len, 'x'), now,
-                            [&](int64_t* state, bool) {
+                            [&](int64_t* state, bool, core::MemoryRoom*) {
                               address = reinterpret_cast<uintptr_t>(state);
                               return now + 60'000;
                             })
@@ -343,7 +360,7 @@ TEST_F(MemoryStoreTest, StateIsEightByteAlignedForEveryKeyLength) {
     // And the stored (not the temporary) state.
     EXPECT_TRUE(store
                     .Update(kPlain, std::string(len, 'x'), now,
-                            [&](int64_t* state, bool fresh) {
+                            [&](int64_t* state, bool fresh, core::MemoryRoom*) {
                               EXPECT_FALSE(fresh);
                               EXPECT_EQ(reinterpret_cast<uintptr_t>(state) % 8, 0u) << len;
                               return now + 60'000;
@@ -367,19 +384,21 @@ TEST_F(MemoryStoreTest, FullStoreRefusesNewKeysButUpdatesExistingOnes) {
   // fn runs on a zeroed copy (whether it keeps anything is known only once
   // it ran); what it wanted to keep is refused and not kept.
   bool called = false;
-  Status s = store.Update(kPlain, "k3", now, [&](int64_t* state, bool fresh) -> int64_t {
-    called = true;
-    EXPECT_TRUE(fresh);
-    EXPECT_EQ(state[0], 0);
-    state[0] = 7;
-    return now + 5'000;
-  });
+  Status s = store.Update(kPlain, "k3", now,
+                          [&](int64_t* state, bool fresh, core::MemoryRoom*) -> int64_t {
+                            called = true;
+                            EXPECT_TRUE(fresh);
+                            EXPECT_EQ(state[0], 0);
+                            state[0] = 7;
+                            return now + 5'000;
+                          });
   EXPECT_EQ(s.code(), StatusCode::kResourceExhausted);
   EXPECT_EQ(s.message(), "store is full (engine.max_entries: 3)");
   EXPECT_TRUE(called);
   EXPECT_EQ(Read(store, kPlain, "k3", now, now + 5'000), -1);
   // A peek or a denial on a new key keeps nothing: a full store answers it.
-  Status peek = store.Update(kPlain, "k4", now, [](int64_t*, bool) -> int64_t { return 0; });
+  Status peek = store.Update(kPlain, "k4", now,
+                             [](int64_t*, bool, core::MemoryRoom*) -> int64_t { return 0; });
   EXPECT_TRUE(peek.ok()) << peek.ToString();
   Status denial;
   EXPECT_TRUE(Bump(store, kPlain, "k5", now, now, &denial).called);
@@ -410,10 +429,11 @@ TEST_F(MemoryStoreTest, FullStoreReleasesWhatARefusedStateOwned) {
   EXPECT_EQ(s.code(), StatusCode::kResourceExhausted);
   EXPECT_EQ(g_releases, 1);  // the refused copy's release ran
   // Under ASan: an owned array given to a refused copy must not leak.
-  s = store.Update(kOwning, "refused", now, [&](int64_t* state, bool) -> int64_t {
-    state[0] = reinterpret_cast<int64_t>(new int64_t[4]{1, 2, 3, 4});
-    return now + 60'000;
-  });
+  s = store.Update(kOwning, "refused", now,
+                   [&](int64_t* state, bool, core::MemoryRoom*) -> int64_t {
+                     state[0] = reinterpret_cast<int64_t>(new int64_t[4]{1, 2, 3, 4});
+                     return now + 60'000;
+                   });
   EXPECT_EQ(s.code(), StatusCode::kResourceExhausted);
 }
 
@@ -598,6 +618,105 @@ TEST_F(MemoryStoreTest, MemoryEstimateFollowsEntries) {
   EXPECT_EQ(store.ApproximateMemoryBytes(), ten);
 }
 
+// Gives a kMeasured state an array of `words` (none for 0), claiming it
+// first as a state that owns memory must; asks for `expiry_ms` (or keeps
+// nothing when refused on a new key).
+Status Resize(MemoryStore& store, std::string_view key, int64_t now_ms, int64_t words,
+              int64_t expiry_ms) {
+  return store.Update(kMeasured, key, now_ms, [&](int64_t* state, bool, core::MemoryRoom* room) {
+    if (words > 0 && !core::Claim(room, core::MallocChunkSize(static_cast<size_t>(words) * 8))) {
+      return state[0] != 0 ? expiry_ms : 0;  // refused: as it was
+    }
+    FreeMeasured(state);
+    if (words > 0) {
+      state[0] = reinterpret_cast<int64_t>(new int64_t[words]());
+      state[1] = words;
+    }
+    return expiry_ms;
+  });
+}
+
+TEST_F(MemoryStoreTest, WhatAStateOwnsCountsAsItGrowsShrinksAndGoes) {
+  MemoryStore store(TestConfig(/*max_entries=*/1'000, /*shards=*/1), TestLayouts(), clock_);
+  const int64_t now = 1'000'000;
+  ASSERT_TRUE(Resize(store, "k", now, 0, now + 60'000).ok());  // an entry that owns nothing
+  const int64_t base = store.GetStats().bytes;
+  ASSERT_TRUE(Resize(store, "k", now, 4, now + 60'000).ok());
+  EXPECT_EQ(store.GetStats().bytes, base + 48);  // 32 bytes: a 48-byte chunk
+  ASSERT_TRUE(Resize(store, "k", now, 100, now + 60'000).ok());
+  EXPECT_EQ(store.GetStats().bytes, base + 816);  // 800 bytes: an 816-byte chunk
+  ASSERT_TRUE(Resize(store, "k", now, 2, now + 60'000).ok());
+  EXPECT_EQ(store.GetStats().bytes, base + 32);  // shrinking gives back
+  ASSERT_TRUE(Resize(store, "k", now, 0, now + 60'000).ok());
+  EXPECT_EQ(store.GetStats().bytes, base);
+
+  // Whatever frees an entry gives back what its state owned: the fn
+  // dropping it, an erase, expiry on access, the sweep.
+  ASSERT_TRUE(Resize(store, "dropped", now, 10, now + 60'000).ok());
+  ASSERT_TRUE(Resize(store, "dropped", now, 10, now).ok());
+  ASSERT_TRUE(Resize(store, "erased", now, 10, now + 60'000).ok());
+  EXPECT_TRUE(store.Erase(kMeasured, "erased"));
+  ASSERT_TRUE(Resize(store, "swept", now, 10, now + 1'000).ok());
+  EXPECT_EQ(store.SweepExpired(now + 1'000), 1);
+  EXPECT_EQ(store.GetStats().bytes, base);
+  // An expired entry met by Update is released, then grows anew.
+  ASSERT_TRUE(Resize(store, "k", now, 10, now + 1'000).ok());
+  ASSERT_TRUE(Resize(store, "k", now + 1'000, 3, now + 60'000).ok());
+  EXPECT_EQ(store.GetStats().bytes, base + 32);
+  EXPECT_TRUE(store.Erase(kMeasured, "k"));
+  store.SweepExpired(now + 60'000);  // gives the slot array back
+  EXPECT_EQ(store.GetStats().entries, 0);
+  EXPECT_EQ(store.GetStats().bytes, 0);
+}
+
+TEST_F(MemoryStoreTest, AGrowthPastMaxMemoryIsRefusedAndChangesNothing) {
+  // Room for the slot array, one entry (key "k": a 48-byte chunk) and 48
+  // bytes more: an array of 4 words (32 bytes, a 48-byte chunk) fits, and
+  // no larger one beside it (a growth claims the new array whole: both are
+  // held while it moves).
+  const int64_t max_memory = kFirstArray + 48 + 48;
+  MemoryStore store(TestConfig(/*max_entries=*/1'000, /*shards=*/1, max_memory), TestLayouts(),
+                    clock_);
+  const int64_t now = 1'000'000;
+  ASSERT_TRUE(Resize(store, "k", now, 4, now + 60'000).ok());
+  EXPECT_EQ(store.GetStats().bytes, max_memory);
+  int64_t* array_before = nullptr;
+  ASSERT_TRUE(store
+                  .Update(kMeasured, "k", now,
+                          [&](int64_t* state, bool, core::MemoryRoom*) {
+                            array_before = reinterpret_cast<int64_t*>(state[0]);
+                            return now + 60'000;
+                          })
+                  .ok());
+
+  const Status s = Resize(store, "k", now, 6, now + 60'000);
+  EXPECT_EQ(s.code(), StatusCode::kResourceExhausted);
+  EXPECT_EQ(s.message(),
+            "store is full (engine.max_memory: 176 bytes; 176 in use, the state "
+            "needs 64 more)");
+  EXPECT_EQ(store.GetStats().rejected_full, 1);
+  EXPECT_EQ(store.GetStats().bytes, max_memory);
+  ASSERT_TRUE(store
+                  .Update(kMeasured, "k", now,
+                          [&](int64_t* state, bool, core::MemoryRoom*) {
+                            EXPECT_EQ(reinterpret_cast<int64_t*>(state[0]), array_before);
+                            EXPECT_EQ(state[1], 4);
+                            return now + 60'000;
+                          })
+                  .ok());
+
+  // A new key's state that does not fit is not kept, even though its entry
+  // fits: nothing stays counted.
+  EXPECT_TRUE(store.Erase(kMeasured, "k"));
+  EXPECT_EQ(Resize(store, "new", now, 100, now + 60'000).code(), StatusCode::kResourceExhausted);
+  EXPECT_EQ(store.GetStats().entries, 0);
+  EXPECT_EQ(store.GetStats().bytes, kFirstArray);
+  EXPECT_EQ(store.GetStats().rejected_full, 2);
+  // What fits still does.
+  ASSERT_TRUE(Resize(store, "new", now, 4, now + 60'000).ok());
+  EXPECT_EQ(store.GetStats().bytes, max_memory);
+}
+
 TEST_F(MemoryStoreTest, ReleaseFreesOwnedMemoryOnEveryPath) {
   // Run under ASan: any path that forgets `release` leaks an array.
   auto own = [](int64_t* state) {
@@ -609,7 +728,7 @@ TEST_F(MemoryStoreTest, ReleaseFreesOwnedMemoryOnEveryPath) {
     auto keep = [&](std::string_view key, int64_t t, int64_t expiry) {
       ASSERT_TRUE(store
                       .Update(kOwning, key, t,
-                              [&](int64_t* state, bool) {
+                              [&](int64_t* state, bool, core::MemoryRoom*) {
                                 own(state);
                                 return expiry;
                               })
@@ -663,7 +782,7 @@ TEST_F(MemoryStoreTest, EntryOf16ByteKeyAnd2WordStateCostsAtMost80Bytes) {
   for (const std::string& key : keys) {
     ASSERT_TRUE(store
                     ->Update(kPlain, key, now,
-                             [&](int64_t* state, bool) {
+                             [&](int64_t* state, bool, core::MemoryRoom*) {
                                ++state[0];
                                return now + 60'000;
                              })
@@ -689,14 +808,15 @@ TEST(MemoryStoreVariantsTest, AddVariantAppendsIdsUsableAtOnce) {
   EngineConfig config;
   config.sweep_interval_ms = 0;
   MemoryStore store(config, {VariantLayout{1, nullptr}}, clock);
-  EXPECT_EQ(store.Update(1, "k", clock.NowMs(), [](int64_t*, bool) { return 0; }).code(),
+  EXPECT_EQ(store.Update(1, "k", clock.NowMs(), [](int64_t*, bool, core::MemoryRoom*) { return 0; })
+                .code(),
             StatusCode::kInvalidArgument);
   auto id = store.AddVariant(VariantLayout{3, nullptr});
   ASSERT_TRUE(id.ok());
   EXPECT_EQ(*id, 1u);
   ASSERT_TRUE(store
                   .Update(1, "k", clock.NowMs(),
-                          [](int64_t* s, bool fresh) {
+                          [](int64_t* s, bool fresh, core::MemoryRoom*) {
                             EXPECT_TRUE(fresh);
                             s[2] = 42;  // the third word exists
                             return int64_t{2'000'000};
@@ -723,7 +843,7 @@ TEST(MemoryStoreVariantsTest, AddVariantWhileOtherThreadsUpdate) {
       int i = 0;
       while (!stop.load()) {
         Status s = store.Update(0, "k" + std::to_string(t * 1000 + i++ % 500), clock.NowMs(),
-                                [](int64_t* st, bool) {
+                                [](int64_t* st, bool, core::MemoryRoom*) {
                                   ++st[0];
                                   return int64_t{2'000'000};
                                 });
@@ -736,7 +856,7 @@ TEST(MemoryStoreVariantsTest, AddVariantWhileOtherThreadsUpdate) {
     ASSERT_TRUE(id.ok());
     ASSERT_TRUE(store
                     .Update(*id, "new", clock.NowMs(),
-                            [](int64_t* st, bool) {
+                            [](int64_t* st, bool, core::MemoryRoom*) {
                               st[1] = 1;
                               return int64_t{2'000'000};
                             })

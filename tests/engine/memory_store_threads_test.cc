@@ -22,7 +22,7 @@ using std::chrono::steady_clock;
 std::vector<VariantLayout> OneLayout() { return {VariantLayout{2, nullptr}}; }
 
 Status Increment(MemoryStore& store, std::string_view key, int64_t now_ms, int64_t expiry_ms) {
-  return store.Update(0, key, now_ms, [&](int64_t* state, bool) {
+  return store.Update(0, key, now_ms, [&](int64_t* state, bool, core::MemoryRoom*) {
     ++state[0];
     return expiry_ms;
   });
@@ -127,7 +127,7 @@ TEST(MemoryStoreThreadsTest, ConcurrentIncrementsAreExact) {
     int64_t value = -1;
     EXPECT_TRUE(store
                     .Update(0, key, clock.NowMs(),
-                            [&](int64_t* state, bool fresh) -> int64_t {
+                            [&](int64_t* state, bool fresh, core::MemoryRoom*) -> int64_t {
                               value = fresh ? -1 : state[0];
                               return fresh ? 0 : 1'060'000;
                             })

@@ -45,8 +45,8 @@ def assert_error(reply, words: str) -> None:
     assert isinstance(reply, RespError) and words in str(reply), reply
 
 
-def check(port: int, rule: str, key: str) -> tuple[int, dict]:
-    status, body, _ = http(port, "GET", f"/v1/check?rule={rule}&key={key}")
+def check(port: int, rule: str, key: str, cost: int = 1) -> tuple[int, dict]:
+    status, body, _ = http(port, "GET", f"/v1/check?rule={rule}&key={key}&cost={cost}")
     return status, body
 
 
@@ -307,3 +307,86 @@ def test_resp_admin_commands(start_server):
         assert_error(c.command("FG.BLOCK", "k", "0"), "from 1 to 31622400000")
         assert_error(c.command("FG.OVERRIDE", "SET", "nope", "k", "0", "1/s"), "unknown rule")
         assert_error(c.command("FG.REFUND", "api", "k", "0"), "cost")
+
+
+# --- refunds and block_for, on each store ----------------------------------
+
+@pytest.fixture(params=["memory", "redis"])
+def any_store(request, redis_server):
+    return "memory" if request.param == "memory" else redis_server().url
+
+
+COUNTED = """
+rules:
+  fixed: { algorithm: fixed_window, limits: [5/hour] }
+  sliding: { algorithm: sliding_window, limits: [5/hour] }
+  log: { algorithm: sliding_log, limits: [5/hour] }
+  bucket: { algorithm: token_bucket, limits: [5/hour] }
+  gcra: { algorithm: gcra, limits: [5/hour] }
+  two: { algorithm: fixed_window, limits: [5/s, 10/hour] }
+"""
+
+
+def test_a_refund_answers_the_units_given_back(start_server, any_store):
+    avoid_window_edge(3600, margin_s=60)
+    s = start_server(f"store: {any_store}\nredis: {{ timeout_ms: 2000 }}\n{COUNTED}")
+    for rule in ("fixed", "sliding", "log", "bucket", "gcra"):
+        assert check(s.http_port, rule, "u")[0] == 200
+        # One unit used: a refund of 100 gives back that one, not 100.
+        status, body, _ = http(s.http_port, "POST", f"/v1/admin/subjects/{rule}/u/refund",
+                               {"cost": 100})
+        assert status == 200, (rule, body)
+        assert body["refunded"] == 1, (rule, body)
+        assert [(l["refunded"], l["used"], l["remaining"]) for l in body["limits"]] == \
+            [(1, 0, 5)], (rule, body)
+        # Nothing used: nothing given back.
+        status, body, _ = http(s.http_port, "POST", f"/v1/admin/subjects/{rule}/u/refund",
+                               {"cost": 3})
+        assert status == 200 and body["refunded"] == 0, (rule, body)
+        assert body["limits"][0]["refunded"] == 0, (rule, body)
+    # Each limit says what it gave back; the answer, the most any did.
+    assert check(s.http_port, "two", "u", cost=2)[0] == 200
+    second = time.time()
+    time.sleep(max(0.0, 1.02 - (second % 1.0)))  # into the next second's window
+    status, body, _ = http(s.http_port, "POST", "/v1/admin/subjects/two/u/refund", {"cost": 5})
+    assert status == 200, body
+    assert [l["refunded"] for l in body["limits"]] == [0, 2], body
+    assert body["refunded"] == 2, body
+    # FG.REFUND keeps FG.CHECK's reply: the state after.
+    assert check(s.http_port, "fixed", "r")[0] == 200
+    with RespConn(s.resp_port) as c:
+        assert c.command("FG.REFUND", "fixed", "r", "100")[:3] == [1, 5, 5]
+
+
+def test_the_denial_that_starts_a_block_answers_as_the_block(start_server, any_store):
+    avoid_window_edge(3600, margin_s=60)
+    s = start_server(f"store: {any_store}\nredis: {{ timeout_ms: 2000 }}\n{RULES}")
+    assert [check(s.http_port, "login", "p")[0] for _ in range(2)] == [200, 200]
+    status, first = check(s.http_port, "login", "p")
+    # The block's own denial: blocked, its reason, its time left.
+    assert status == 429 and first.get("blocked") is True, first
+    assert 19000 < first["retry_after_ms"] <= 20000, first
+    assert first["reason"], first
+    # Listed at once, without waiting for the store.
+    blocks = http(s.http_port, "GET", "/v1/admin/blocks")[1]["blocks"]
+    assert [(b["key"], b["rule"]) for b in blocks] == [("p", "login")], blocks
+    assert 19000 < blocks[0]["expires_in_ms"] <= 20000, blocks
+    state = http(s.http_port, "GET", "/v1/admin/subjects/login/p")[1]
+    assert [b["rule"] for b in state["blocks"]] == ["login"], state
+    # The next denial is the same answer, the time left aside.
+    status, then = check(s.http_port, "login", "p")
+    assert status == 429, then
+
+    def timeless(body):
+        if isinstance(body, dict):
+            return {k: timeless(v) for k, v in body.items() if not k.endswith("_ms")}
+        return [timeless(v) for v in body] if isinstance(body, list) else body
+    assert timeless(then) == timeless(first), (first, then)
+    # On RESP too: FG.CHECK's denial names the block's wait, FG.STATE the block.
+    with RespConn(s.resp_port) as c:
+        assert c.command("FG.CHECK", "login", "q")[0] == 1
+        assert c.command("FG.CHECK", "login", "q")[0] == 1
+        allowed, limit, remaining, retry, reset = c.command("FG.CHECK", "login", "q")
+        assert (allowed, remaining) == (0, 0) and 19000 < retry <= 20000 and reset == retry
+        _, _, block_ms, reason = c.command("FG.STATE", "login", "q")
+        assert 19000 < block_ms <= 20000 and reason, (block_ms, reason)

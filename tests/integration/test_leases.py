@@ -27,6 +27,7 @@ rules:
   exports: { algorithm: concurrency, max_in_flight: 3, lease_ttl: 30s, tiers: { pro: 5 },
              on_backend_error: deny }
   short: { algorithm: concurrency, max_in_flight: 3, lease_ttl: 1s, on_backend_error: deny }
+  jobs: { algorithm: concurrency, max_in_flight: 1, lease_ttl: 60s, on_backend_error: deny }
   two: { algorithm: fixed_window, limits: [2/second] }
   hourly: { algorithm: fixed_window, limits: [1/hour] }
   crowd: { algorithm: gcra, limits: [1/200s], max_waiters: 1000 }
@@ -399,6 +400,69 @@ def test_a_wait_too_short_is_answered_at_once_and_http_waits_too(servers):
                 for _ in range(2)]
     assert statuses[-1] == 429, statuses
     assert request(port, "GET", "/v1/check?rule=two&key=hw&wait_ms=x")[0] == 400
+
+
+def acquire_waiting(port: int, key: str, wait_ms: int, release=None) -> tuple[list, float]:
+    """FG.ACQUIRE jobs `key` WAIT `wait_ms`, with `release(started)` run on
+    a thread of its own meanwhile; the reply, and how long it took in ms."""
+    with RespConn(port, timeout=10) as c:
+        started = time.monotonic()
+        helper = None
+        if release is not None:
+            helper = threading.Thread(target=release, args=(started,))
+            helper.start()
+        got = c.command("FG.ACQUIRE", "jobs", key, "WAIT", wait_ms)
+        took_ms = (time.monotonic() - started) * 1000
+        if helper is not None:
+            helper.join(10)
+    return got, took_ms
+
+
+def test_a_lease_wait_is_held_to_its_deadline(servers):
+    """A waiting acquire is held until its deadline, not a poll interval
+    less: with no release it is refused at the deadline; a release 50 ms
+    before it, through this server or (on Redis) through another, admits
+    it. Over RESP and HTTP. Bounds are loose above (a loaded machine
+    answers late), tight below (a refusal before the deadline is the bug)."""
+    running, _ = servers
+    port = running[0].resp_port
+    holder = RespConn(port, timeout=10)
+    try:
+        for wait_ms in (500, 1000):
+            key = f"deadline:{wait_ms}"
+            assert holder.command("FG.ACQUIRE", "jobs", key)[0] == 1
+            got, took_ms = acquire_waiting(port, key, wait_ms)
+            assert got[0] == 0 and got[2] == 1 and got[4] > 50000, got
+            assert wait_ms - 5 <= took_ms <= wait_ms + 400, (wait_ms, took_ms)
+
+        # A release just before the deadline, through each server.
+        for n, releaser in enumerate(running):
+            key = f"freed:{n}"
+            lease = holder.command("FG.ACQUIRE", "jobs", key)
+            assert lease[0] == 1
+            released_at = []
+
+            def release(started, releaser=releaser, key=key, lease=lease[1]):
+                time.sleep(max(0.0, started + 0.950 - time.monotonic()))
+                with RespConn(releaser.resp_port, timeout=10) as r:
+                    released_at.append((time.monotonic() - started) * 1000)
+                    assert r.command("FG.RELEASE", "jobs", key, lease) == 1
+
+            got, took_ms = acquire_waiting(port, key, 1000, release)
+            assert got[0] == 1 and got[2] == 1, (n, got, took_ms, released_at)
+            assert released_at and released_at[0] <= took_ms <= 1400, (took_ms, released_at)
+            assert holder.command("FG.RELEASE", "jobs", key, got[1]) == 1
+
+        # HTTP's wait_ms: refused at its deadline too.
+        assert holder.command("FG.ACQUIRE", "jobs", "deadline:http")[0] == 1
+        started = time.monotonic()
+        status, body, _ = post(running[0].http_port, "/v1/leases",
+                               {"rule": "jobs", "key": "deadline:http", "wait_ms": 800})
+        took_ms = (time.monotonic() - started) * 1000
+        assert status == 429 and body["in_flight"] == 1, body
+        assert 795 <= took_ms <= 1200, took_ms
+    finally:
+        holder.close()
 
 
 def test_max_waiters_bounds_the_room_and_a_disconnect_leaks_nothing(servers):

@@ -3,7 +3,8 @@ binding limit named in a denial (body, Floodgate-Limit, a sampled
 msg=denied line), GET /v1/admin/top on the embedded store and merged
 across two servers on one real Redis, GET /v1/admin/stats, the event
 stream of GET /v1/admin/events, POST /v1/admin/simulate, redact_keys, and
-the admin access every one of them sits behind."""
+the admin access every one of them sits behind; concurrency rules by
+their acquisitions, refusals and leases in flight."""
 import http.client
 import itertools
 import json
@@ -13,7 +14,7 @@ import time
 
 import pytest
 
-from conftest import http_get, logfmt
+from conftest import RespConn, http_get, logfmt
 
 try:
     import redis
@@ -25,6 +26,10 @@ rules:
   api: { algorithm: fixed_window, limits: [3/hour, 100/minute] }
   login: { algorithm: sliding_window, limits: [2/minute] }
   trial: { algorithm: fixed_window, limits: [1/hour], shadow: true }
+"""
+
+LEASES = """
+  jobs: { algorithm: concurrency, max_in_flight: 2, lease_ttl: 60s }
 """
 
 
@@ -150,6 +155,103 @@ def test_stats_count_each_second_of_each_rule(start_server):
     assert stats["connections"]["resp"]["open"] == 0
     assert stats["top"] == {"enabled": True, "servers": 1, "dropped": 0, "untracked": 0}
     assert stats["redact_keys"] is False
+
+
+def test_concurrency_rules_show_acquired_refused_and_in_flight(start_server):
+    """A concurrency rule is counted by its acquisitions, as a rate rule by
+    its decisions: acquired and refused per second and in all (a request
+    that waited once, by how it ended), the leases in flight, and its top
+    subjects by refusals and by acquisitions."""
+    server = start_server(RULES + LEASES)
+    port = server.http_port
+    with RespConn(server.resp_port) as c:
+        a = [c.command("FG.ACQUIRE", "jobs", "worker:a") for _ in range(3)]
+        assert [x[0] for x in a] == [1, 1, 0], a
+        assert c.command("FG.ACQUIRE", "jobs", "worker:b")[0] == 1
+        # Held 250 ms, tried every 100 ms: one request, one refusal.
+        assert c.command("FG.ACQUIRE", "jobs", "worker:a", "WAIT", 250)[0] == 0
+        assert c.command("FG.RELEASE", "jobs", "worker:a", a[0][1]) == 1
+    status, raw, _ = request(port, "POST", "/v1/leases", {"rule": "jobs", "key": "worker:a"})
+    assert status == 200, raw
+    # 4 acquired (a: 3, b: 1), 2 refused (a), 3 in flight (a: 2, b: 1).
+    stats = get_json(port, "/v1/admin/stats")
+    jobs = next(r for r in stats["rules"] if r["rule"] == "jobs")
+    assert len(jobs["acquired"]) == len(jobs["refused"]) == 900, jobs.keys()
+    assert sum(jobs["acquired"]) == 4 and sum(jobs["refused"]) == 2, jobs
+    assert jobs["acquired_total"] == 4 and jobs["refused_total"] == 2
+    assert jobs["in_flight"] == 3
+    assert "admitted" not in jobs and "denied" not in jobs  # nothing is decided by a rate
+    api = next(r for r in stats["rules"] if r["rule"] == "api")
+    assert "acquired" not in api and "in_flight" not in api
+    # Its top subjects, in its own words (a rate rule's are synonyms).
+    refused = get_json(port, "/v1/admin/top?rule=jobs&window=1m")
+    assert refused["by"] == "refused"
+    assert [(s["key"], s["count"]) for s in refused["subjects"]] == [("worker:a", 2)]
+    acquired = get_json(port, "/v1/admin/top?rule=jobs&by=acquired&window=1m")
+    assert acquired["by"] == "acquired"
+    assert [(s["key"], s["count"]) for s in acquired["subjects"]] == [
+        ("worker:a", 3), ("worker:b", 1)]
+    assert get_json(port, "/v1/admin/top?rule=jobs&by=denied")["subjects"] == refused["subjects"]
+    status, raw, _ = request(port, "GET", "/v1/admin/top?rule=jobs&by=allowed")
+    assert status == 400 and b"refused or acquired" in raw, raw
+    # The event stream reports each second's the same way.
+    result = read_events(port, 10, done=lambda events: any(
+        name == "stats" for name, _ in events))[1]
+    second = next(r for r in result[0][1]["rules"] if r["rule"] == "jobs")
+    assert set(second) == {"rule", "acquired", "refused", "in_flight"}, second
+    assert second["in_flight"] == 3
+    # /metrics: a rule that only leases has no decisions.
+    metrics = http_get(port, "/metrics").body.decode()
+    assert 'floodgate_decisions_total{rule="jobs"' not in metrics
+    assert 'floodgate_lease_acquisitions_total{rule="jobs",result="acquired"} 4' in metrics
+
+
+def test_stats_say_what_simulate_takes(start_server):
+    """The dashboard learns from the stats what the simulate route takes:
+    the rules it replays (a configured rate rule: not a concurrency rule,
+    not CL.THROTTLE) and the largest body, which is exactly the bound the
+    server enforces."""
+    server = start_server(RULES + LEASES)
+    port = server.http_port
+    with RespConn(server.resp_port) as c:
+        assert c.command("CL.THROTTLE", "t", 1, 1, 60)[0] == 0
+        assert c.command("FG.ACQUIRE", "jobs", "k")[0] == 1
+    stats = get_json(port, "/v1/admin/stats")
+    shown = {r["rule"] for r in stats["rules"]}
+    assert {"CL.THROTTLE", "jobs", "api"} <= shown
+    simulate = stats["simulate"]
+    assert sorted(simulate["rules"]) == ["api", "login", "trial"]
+    for rule in sorted(shown):
+        status, raw, _ = request(port, "POST", f"/v1/admin/simulate?rule={rule}", "1000,k\n")
+        assert (status == 200) == (rule in simulate["rules"]), (rule, status, raw)
+    limit = simulate["max_body_bytes"]
+    assert limit == 4 * 1024 * 1024 - 8 * 1024
+
+    def send(size: int) -> bytes:
+        """POSTs a log of `size` bytes (the body only if the head is taken)."""
+        line = b"1700000000000,k\n"
+        body = line * (size // len(line) - 1)
+        body += b"#" * (size - len(body) - 1) + b"\n"
+        assert len(body) == size
+        s = socket.create_connection(("127.0.0.1", port), timeout=60)
+        try:
+            s.sendall(b"POST /v1/admin/simulate?rule=api HTTP/1.1\r\nHost: x\r\n"
+                      b"Content-Length: %d\r\nConnection: close\r\n\r\n" % size)
+            s.settimeout(0.5)
+            try:
+                answer = s.recv(4096)  # refused from the head alone
+            except socket.timeout:
+                answer = b""
+            s.settimeout(60)
+            if not answer:
+                s.sendall(body)
+                answer = s.recv(4096)
+            return answer
+        finally:
+            s.close()
+
+    assert send(limit).startswith(b"HTTP/1.1 200"), "the bound itself is taken"
+    assert send(limit + 1).startswith(b"HTTP/1.1 413"), "one byte more is not"
 
 
 def parse_events(data: bytes) -> tuple[bytes, list]:

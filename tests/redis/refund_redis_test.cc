@@ -56,9 +56,9 @@ TEST(RefundRedisTest, ARefundForgetsTheLocalDenial) {
   EXPECT_FALSE(d.allowed);
   EXPECT_EQ(core->GetStats().local_cache_denials, 1);
 
-  auto after = core->RefundAndWait({"api", "k", 1, "", &t});
-  ASSERT_TRUE(after.ok()) << after.status().ToString();
-  EXPECT_EQ(after->remaining, 1);
+  auto refund = core->RefundAndWait({"api", "k", 1, "", &t});
+  ASSERT_TRUE(refund.ok()) << refund.status().ToString();
+  EXPECT_EQ(refund->after.remaining, 1);
   ASSERT_TRUE(core->CheckAndWait({"api", "k", 1, "", &t}, &d).ok());
   EXPECT_TRUE(d.allowed);  // Redis decided, not the cache
   EXPECT_EQ(core->GetStats().local_cache_denials, 1);
@@ -74,7 +74,8 @@ TEST(RefundRedisTest, NoKeyIsCreatedAndAnotherDefinitionsStateIsLeftAlone) {
 
   auto nobody = core->RefundAndWait("api", "k", 3);
   ASSERT_TRUE(nobody.ok()) << nobody.status().ToString();
-  EXPECT_EQ(nobody->remaining, 2);
+  EXPECT_EQ(nobody->after.remaining, 2);
+  EXPECT_EQ(nobody->refunded[0], 0);
   EXPECT_EQ(testing::QueryText(redis.port(), {"EXISTS", key}), "0");
 
   ASSERT_TRUE(core->CheckAndWait("api", "k", 2).ok());
@@ -89,7 +90,8 @@ TEST(RefundRedisTest, NoKeyIsCreatedAndAnotherDefinitionsStateIsLeftAlone) {
                   .ok());
   auto other = core->RefundAndWait("api", "k", 1);
   ASSERT_TRUE(other.ok()) << other.status().ToString();
-  EXPECT_EQ(other->remaining, 3);
+  EXPECT_EQ(other->after.remaining, 3);
+  EXPECT_EQ(other->refunded[0], 0);  // nothing of its own to give back
   EXPECT_EQ(testing::QueryText(redis.port(), {"GET", key}), before);
 }
 
@@ -104,16 +106,18 @@ TEST(RefundRedisTest, AWrittenBackStateLivesNoLongerThanItsWindow) {
   ASSERT_NE(core, nullptr);
   const std::string key = redis::StateKey("api", "", "k");
   ASSERT_TRUE(core->CheckAndWait("api", "k", 3).ok());
-  auto after = core->RefundAndWait("api", "k", 1);
-  ASSERT_TRUE(after.ok()) << after.status().ToString();
-  EXPECT_EQ(after->remaining, 3);
+  auto refund = core->RefundAndWait("api", "k", 1);
+  ASSERT_TRUE(refund.ok()) << refund.status().ToString();
+  EXPECT_EQ(refund->after.remaining, 3);
+  EXPECT_EQ(refund->refunded[0], 1);
   const int64_t pttl = std::stoll(testing::QueryText(redis.port(), {"PTTL", key}));
   EXPECT_GT(pttl, 0);
-  EXPECT_LE(pttl, after->reset_after_ms);
+  EXPECT_LE(pttl, refund->after.reset_after_ms);
   // Everything back: the state holds nothing, and the key goes.
-  after = core->RefundAndWait("api", "k", 5);
-  ASSERT_TRUE(after.ok());
-  EXPECT_EQ(after->remaining, 5);
+  refund = core->RefundAndWait("api", "k", 5);
+  ASSERT_TRUE(refund.ok());
+  EXPECT_EQ(refund->after.remaining, 5);
+  EXPECT_EQ(refund->refunded[0], 2);  // the two still used, not the five asked
   EXPECT_EQ(testing::QueryText(redis.port(), {"EXISTS", key}), "0");
 }
 
@@ -125,11 +129,11 @@ TEST(RefundRedisTest, AKeyOfAnotherTypeFailsTheRefundAndIsLeftAlone) {
   ASSERT_NE(core, nullptr);
   const std::string key = redis::StateKey("api", "", "alice");
   testing::QueryText(redis.port(), {"LPUSH", key, "x"});
-  auto after = core->RefundAndWait("api", "alice", 1);
-  ASSERT_FALSE(after.ok());
-  EXPECT_EQ(after.status().code(), StatusCode::kUnavailable);
-  EXPECT_NE(after.status().message().find("WRONGTYPE"), std::string::npos)
-      << after.status().message();
+  auto refund = core->RefundAndWait("api", "alice", 1);
+  ASSERT_FALSE(refund.ok());
+  EXPECT_EQ(refund.status().code(), StatusCode::kUnavailable);
+  EXPECT_NE(refund.status().message().find("WRONGTYPE"), std::string::npos)
+      << refund.status().message();
   EXPECT_EQ(testing::QueryText(redis.port(), {"TYPE", key}), "list");
   EXPECT_EQ(core->GetStats().wrong_type, 1);
 }

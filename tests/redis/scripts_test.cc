@@ -148,9 +148,9 @@ class Conn {
   }
 
   // A refund of `cost` units at an explicit instant (held, see Run): the
-  // peek after it.
+  // peek after it, and what each limit gave back.
   Status Refund(const core::CompiledRule& rule, const std::string& fingerprint,
-                const std::string& key, int64_t cost, int64_t now_ms, Decision* d,
+                const std::string& key, int64_t cost, int64_t now_ms, core::RefundResult* result,
                 int64_t* script_now = nullptr, core::AlertOutcome* alerts = nullptr,
                 int64_t* pttl = nullptr) {
     const redisReply* r = Run(
@@ -159,7 +159,7 @@ class Conn {
         },
         key, hold_, pttl);
     if (r == nullptr) return UnavailableError("no reply");
-    return DecodeCheckReply(rule, *r, d, script_now, alerts);
+    return DecodeRefundReply(rule, *r, result, script_now, alerts);
   }
 
   // CL.THROTTLE at an explicit instant (held, see Run).
@@ -376,17 +376,19 @@ TEST_F(ScriptsTest, GoldenVectorsThroughEvalsha) {
       auto rule = core::CompileRule(vc.rule, step.tier, limits);
       ASSERT_TRUE(rule.ok()) << rule.status().ToString();
       const std::string key = StateKey(vc.rule.name, step.tier, step.key);
-      Decision d;
+      core::RefundResult r;
+      Decision& d = r.after;
       int64_t script_now = 0;
       core::AlertOutcome alerts;
       const Status s = step.refund > 0
                            ? conn_->Refund(*rule, Fingerprint(*rule), key, step.refund, step.t_ms,
-                                           &d, &script_now, &alerts)
+                                           &r, &script_now, &alerts)
                            : conn_->Decide(*rule, Fingerprint(*rule), key, step.cost, step.t_ms,
                                            step.t_ms, &d, &script_now, nullptr, &alerts);
       ASSERT_TRUE(s.ok()) << s.ToString();
       EXPECT_EQ(script_now, step.t_ms);
       testing::ExpectMatches(step, d);
+      if (step.refund > 0) testing::ExpectRefunded(step, r);
       testing::ExpectAlerts(step, testing::Fired(*rule, alerts));
       ++steps;
     }
@@ -451,6 +453,7 @@ void ScriptsTest::Differential(bool refunds) {
   int denials = 0;
   int steps_back = 0;
   int refund_steps = 0;
+  int64_t refunded_units = 0;
   int failures = 0;
   int alerts_fired = 0;
   int per_algorithm[5] = {};
@@ -500,18 +503,19 @@ void ScriptsTest::Differential(bool refunds) {
         cost = static_cast<int64_t>(rng() % (static_cast<uint64_t>(max_count) + 2));
       }
 
-      Decision want;
+      core::RefundResult want_refund, got_refund;
+      Decision& want = want_refund.after;
       core::AlertOutcome want_alerts, got_alerts;
       // Drawn only with refunds: the sequences without are those they always were.
       const bool refund = refunds && rng() % 4 == 0;
       if (refund) cost = std::max<int64_t>(cost, 1);
       const int64_t expires =
-          refund ? core::RefundRuleAndPeek(*rule, state.data(), t, cost, &want)
+          refund ? core::RefundRuleAndPeek(*rule, state.data(), t, cost, &want_refund)
                  : core::EvaluateRuleWithAlerts(*rule, state.data(), t, cost, &want, &want_alerts);
-      Decision got;
+      Decision& got = got_refund.after;
       int64_t pttl = 0;
       const Status s =
-          refund ? conn_->Refund(*rule, fp, key, cost, t, &got, nullptr, &got_alerts, &pttl)
+          refund ? conn_->Refund(*rule, fp, key, cost, t, &got_refund, nullptr, &got_alerts, &pttl)
                  : conn_->Decide(*rule, fp, key, cost, t, t, &got, nullptr, &pttl, &got_alerts);
       ++steps;
       if (refund) ++refund_steps;
@@ -526,6 +530,17 @@ void ScriptsTest::Differential(bool refunds) {
         failed = true;
         break;
       }
+      if (refund && !std::equal(want_refund.refunded.begin(),
+                                want_refund.refunded.begin() + rule->limits.size(),
+                                got_refund.refunded.begin())) {
+        ADD_FAILURE() << "step " << i << " t=" << t << " cost=" << cost
+                      << ": units given back differ; the engine "
+                      << ::testing::PrintToString(want_refund.refunded) << ", the script "
+                      << ::testing::PrintToString(got_refund.refunded);
+        failed = true;
+        break;
+      }
+      if (refund) refunded_units += want_refund.most_refunded();
       const auto want_fired = testing::Fired(*rule, want_alerts);
       if (testing::Fired(*rule, got_alerts) != want_fired) {
         ADD_FAILURE() << "step " << i << " t=" << t << " cost=" << cost
@@ -555,6 +570,7 @@ void ScriptsTest::Differential(bool refunds) {
   EXPECT_GE(alerts_fired, sequences / 2);  // the alerting rules crossed thresholds
   if (refunds) {
     EXPECT_GE(refund_steps, steps / 8);
+    EXPECT_GE(refunded_units, refund_steps / 4);  // refunds gave units back, not only nothing
   }
   std::printf(
       "differential: %d sequences, %d steps, %d denials, %d steps back, %d alerts, %d refunds\n",

@@ -48,9 +48,12 @@ void RunCase(const testing::VectorCase& vc, const std::string& url, const std::s
     const std::string subject = prefix + step.key;
     Status s;
     if (step.refund > 0) {
-      auto after = (*limiter)->RefundAndWait({"r", subject, step.refund, step.tier, &step.t_ms});
-      s = after.status();
-      if (after.ok()) d = *after;
+      auto r = (*limiter)->RefundAndWait({"r", subject, step.refund, step.tier, &step.t_ms});
+      s = r.status();
+      if (r.ok()) {
+        d = r->after;
+        testing::ExpectRefunded(step, *r);
+      }
     } else {
       s = (*limiter)->CheckAndWait({"r", subject, step.cost, step.tier, &step.t_ms}, &d);
     }

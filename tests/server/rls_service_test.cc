@@ -626,6 +626,33 @@ descriptors:
   EXPECT_EQ(r->statuses[0].current_limit.name, "users");
 }
 
+TEST_F(EnvoyRlsTest, TheDenialThatStartsABlockForAnswersAsTheBlock) {
+  Load({R"(domain: api
+descriptors:
+  - key: user
+    rate_limit:
+      floodgate_rule: login
+)"},
+       "rules:\n  login: { algorithm: fixed_window, limits: [2/minute], block_for: 5m }\n");
+  const Entries u = {{"user", "alice"}};
+  EXPECT_EQ(Admitted("api", u, 2), 2);
+  // The limit's own wait would be the minute's end; the block's is 5 minutes.
+  Result<Response> first = Call("api", {{u, std::nullopt}});
+  ASSERT_TRUE(first.ok());
+  EXPECT_EQ(first->overall_code, Code::kOverLimit);
+  EXPECT_EQ(first->statuses[0].limit_remaining, 0u);
+  EXPECT_EQ(first->statuses[0].duration_until_reset_ms, 300'000);
+  clock_.AdvanceMs(1'000);
+  Result<Response> then = Call("api", {{u, std::nullopt}});
+  ASSERT_TRUE(then.ok());
+  EXPECT_EQ(then->overall_code, Code::kOverLimit);
+  EXPECT_EQ(then->statuses[0].duration_until_reset_ms, 299'000);
+  // Neither names a limit that bound it: a block did.
+  for (const Response* r : {&*first, &*then}) {
+    for (const rls::Header& h : r->response_headers) EXPECT_NE(h.key, "floodgate-limit");
+  }
+}
+
 TEST_F(EnvoyRlsTest, DefaultAlgorithmFromFloodgateConfig) {
   Load({R"(domain: d
 descriptors:

@@ -105,13 +105,89 @@ TEST_F(ControlPlaneTest, ABlockDeniesWithTheTimeLeftAndTheReason) {
 
 TEST_F(ControlPlaneTest, BlockForBlocksADeniedSubjectOnItsRule) {
   EXPECT_TRUE(Check("login", "p").allowed);
+  // The denial that starts the block answers as the block does.
+  Decision first = Check("login", "p");
+  EXPECT_FALSE(first.allowed);
+  EXPECT_TRUE(first.blocked);
+  EXPECT_FALSE(first.block_reason.empty());
+  EXPECT_EQ(first.retry_after_ms, 30'000);
+  EXPECT_EQ(first.reset_after_ms, 30'000);
+  EXPECT_EQ(first.remaining, 0);
+  EXPECT_FALSE(DeniedByLimit(first));
+  const std::string reason(first.block_reason);
+  clock_.AdvanceMs(1'000);
   Decision d = Check("login", "p");
-  EXPECT_FALSE(d.allowed);
-  EXPECT_FALSE(d.blocked);  // the denial that starts the block
-  d = Check("login", "p");
   EXPECT_TRUE(d.blocked);
-  EXPECT_EQ(d.retry_after_ms, 30'000);
+  EXPECT_EQ(d.block_reason, reason);
+  EXPECT_EQ(d.retry_after_ms, 29'000);
+  EXPECT_EQ(d.limits[0].retry_after_ms, 29'000);
+  EXPECT_EQ(first.limits[0].retry_after_ms, 30'000);
+  EXPECT_EQ(d.limits[0].remaining, first.limits[0].remaining);
+  EXPECT_EQ(d.limits[0].period_ms, first.limits[0].period_ms);
   EXPECT_TRUE(Check("api", "p").allowed);  // that rule only
+}
+
+TEST_F(ControlPlaneTest, ABlockForIsListedAsSoonAsItsDenialIsAnswered) {
+  ControlPlane& cp = core_->control();
+  EXPECT_TRUE(Check("login", "p").allowed);
+  EXPECT_TRUE(Check("login", "p").blocked);
+  // Listed now, without waiting for the store: marked pending until stored.
+  std::vector<BlockRecord> listed = cp.ListBlocks();
+  ASSERT_EQ(listed.size(), 1u);
+  EXPECT_EQ(listed[0].key, "p");
+  EXPECT_EQ(listed[0].rule, "login");
+  EXPECT_EQ(listed[0].expires_at_ms, clock_.NowMs() + 30'000);
+  EXPECT_EQ(cp.BlocksOf("p").size(), 1u);
+  // Once stored (the change log, read after it on the control thread,
+  // lists it), it is listed as stored, once.
+  std::promise<std::vector<std::string>> log;
+  cp.RecentLog(10, [&](const Status&, std::vector<std::string> entries) {
+    log.set_value(std::move(entries));
+  });
+  const auto entries = log.get_future().get();
+  ASSERT_EQ(entries.size(), 1u);
+  EXPECT_NE(entries[0].find("\"who\":\"rule\""), std::string::npos) << entries[0];
+  listed = cp.ListBlocks();
+  ASSERT_EQ(listed.size(), 1u);
+  EXPECT_FALSE(listed[0].pending);
+  EXPECT_EQ(listed[0].expires_at_ms, clock_.NowMs() + 30'000);
+  // And it survives a new limiter, as any block does.
+  Open();
+  EXPECT_TRUE(Check("login", "p").blocked);
+  EXPECT_EQ(core_->control().ListBlocks().size(), 1u);
+}
+
+TEST_F(ControlPlaneTest, ABlockForStillPendingIsKeptThroughAReloadAndCanBeLifted) {
+  ControlPlane& cp = core_->control();
+  // Hold the control thread: the change queued next reloads the records
+  // before the block_for made meanwhile reaches the store.
+  std::promise<void> release;
+  std::promise<void> held;
+  cp.RecentLog(1, [&](const Status&, std::vector<std::string>) {
+    held.set_value();
+    release.get_future().wait();
+  });
+  held.get_future().wait();
+  std::promise<Status> blocked;
+  cp.Block(who_, "other", "api", 60'000, "why",
+           [&](const Status& s, const std::string&) { blocked.set_value(s); });
+  EXPECT_TRUE(Check("login", "p").allowed);
+  EXPECT_TRUE(Check("login", "p").blocked);
+  release.set_value();
+  ASSERT_TRUE(blocked.get_future().get().ok());
+  // That reload's records lacked the block_for; it is in force and listed.
+  EXPECT_TRUE(Check("login", "p").blocked);
+  bool listed = false;
+  for (const BlockRecord& b : cp.BlocksOf("p")) listed = listed || b.rule == "login";
+  EXPECT_TRUE(listed);
+  // Lifting it works as for any block (a peek: a check would be denied by
+  // the limit, and blocked again).
+  ASSERT_TRUE(Wait([&](auto done) { cp.Unblock(who_, "p", "login", done); }).ok());
+  EXPECT_TRUE(cp.BlocksOf("p").empty());
+  auto peek = core_->CheckAndWait("login", "p", 0);
+  ASSERT_TRUE(peek.ok());
+  EXPECT_FALSE(peek->blocked);
+  EXPECT_EQ(peek->remaining, 0);
 }
 
 TEST_F(ControlPlaneTest, BadChangesAreRefusedAndChangeNothing) {

@@ -1,5 +1,6 @@
 // Fallback decisions through the public Limiter: a new subject in a full
-// embedded store is decided by the rule's on_store_full (deny by default),
+// embedded store (or a known one whose state would grow past it) is decided
+// by the rule's on_store_full (deny by default),
 // a failed Redis by on_backend_error; both are marked, counted, and report
 // the configured limits with usage unknown (-1), never an error. Peeks and
 // denials on new subjects need no room and stay real decisions; expired
@@ -202,6 +203,57 @@ rules: { api: { algorithm: gcra, limits: [10/second] } }
   EXPECT_EQ(limiter->GetStats().fallback_store_full, 20 - real);
   // A short key still fits in what is left.
   EXPECT_EQ(limiter->Check("api", "short")->fallback, Fallback::kNone);
+}
+
+// A known subject whose state would grow past max_memory (a sliding_log's
+// fifth event at an instant of its own doubles its ring) is decided as a
+// new subject at a full store is, by on_store_full, and its state stays as
+// it was.
+TEST(StoreFullTest, AKnownSubjectWhoseLogCannotGrowIsDecidedByOnStoreFull) {
+  auto config_with = [](int64_t max_memory) {
+    return MakeConfig("engine: { max_memory: " + std::to_string(max_memory) + R"(, shards: 1 }
+rules:
+  log:  { algorithm: sliding_log, limits: [100/minute] }
+  open: { algorithm: sliding_log, limits: [100/minute], on_store_full: allow }
+)");
+  };
+  // Four events at instants of their own: each log's ring of 4 is full.
+  auto four_events = [](Limiter& limiter, ManualClock& clock) {
+    for (int i = 0; i < 4; ++i) {
+      ASSERT_TRUE(limiter.Check("log", "alice")->allowed);
+      ASSERT_TRUE(limiter.Check("open", "alice")->allowed);
+      clock.AdvanceMs(1);
+    }
+  };
+  // What the fifth event takes, measured without a bound.
+  ManualClock measure_clock(1'700'000'000'000);
+  auto measure = MakeLimiter(config_with(int64_t{1} << 30), measure_clock);
+  four_events(*measure, measure_clock);
+  const int64_t before = measure->GetStats().store_bytes;
+  ASSERT_TRUE(measure->Check("log", "alice")->allowed);
+  const int64_t growth = measure->GetStats().store_bytes - before;
+  ASSERT_GT(growth, 0);
+
+  ManualClock clock(1'700'000'000'000);
+  auto limiter = MakeLimiter(config_with(before + growth - 1), clock);
+  four_events(*limiter, clock);
+  auto d = limiter->Check("log", "alice");
+  ASSERT_TRUE(d.ok()) << d.status().ToString();
+  EXPECT_FALSE(d->allowed);
+  EXPECT_EQ(d->fallback, Fallback::kStoreFull);
+  EXPECT_EQ(d->retry_after_ms, 1000);
+  ExpectUnknownUsage(*d, 100);
+  auto open = limiter->Check("open", "alice");
+  EXPECT_TRUE(open->allowed);
+  EXPECT_EQ(open->fallback, Fallback::kStoreFull);
+  EXPECT_EQ(limiter->GetStats().fallback_store_full, 2);
+  EXPECT_EQ(limiter->GetStats().rejected_full, 2);
+  EXPECT_LE(limiter->GetStats().store_bytes, before + growth - 1);
+  // Neither refused unit was counted; a peek needs no room.
+  auto peek = limiter->Check("log", "alice", 0);
+  EXPECT_EQ(peek->fallback, Fallback::kNone);
+  EXPECT_EQ(peek->remaining, 96);
+  EXPECT_EQ(limiter->Check("open", "alice", 0)->remaining, 96);
 }
 
 TEST(StoreFullTest, ReloadChangesThePolicy) {

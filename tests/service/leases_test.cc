@@ -233,5 +233,31 @@ TEST(WaitingTest, AnAcquireWaitsForARelease) {
   EXPECT_EQ(x.in_flight, 2);
 }
 
+TEST(WaitingTest, AWaitingAcquireIsRefusedAtItsDeadlineNotAPollBefore) {
+  SystemClock clock;
+  auto core = MakeCore(MakeConfig(kRules), clock);
+  for (int i = 0; i < 2; ++i) {
+    ASSERT_TRUE(Must(core->LeaseAndWait(LeaseKind::kAcquire, {"exports", "d"})).ok);
+  }
+  // Both leases outlive the wait, and nobody releases one: refused, at the
+  // 500 ms deadline (the room polls every 100 ms; it used to give up at
+  // the last poll whose next one would pass the deadline, ~400 ms).
+  std::promise<LimiterCore::LeaseAnswer> got;
+  const auto start = std::chrono::steady_clock::now();
+  core->AcquireWaiting({"exports", "d"}, {500, 3},
+                       [&](const Status&, const LimiterCore::LeaseAnswer& x) { got.set_value(x); });
+  auto f = got.get_future();
+  ASSERT_EQ(f.wait_for(std::chrono::seconds(5)), std::future_status::ready);
+  const auto waited = std::chrono::steady_clock::now() - start;
+  const auto x = f.get();
+  EXPECT_FALSE(x.ok);
+  EXPECT_EQ(x.in_flight, 2);
+  EXPECT_GT(x.ms, 8000);  // the first lease's expiry, as of the answer
+  // The deadline is read on the limiter's clock (milliseconds): at most one
+  // short of 500 by the steady clock.
+  EXPECT_GE(waited, std::chrono::milliseconds(499));
+  EXPECT_LE(waited, std::chrono::milliseconds(2000));
+}
+
 }  // namespace
 }  // namespace floodgate

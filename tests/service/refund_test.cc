@@ -1,7 +1,7 @@
 // LimiterCore::Refund on the embedded store (and on the fake store): units
 // come back to every limit of the variant asked for, the answer is the peek
-// after, arguments are checked as a decision's, and a refund never creates
-// an entry, not even in a full store.
+// after and the units each limit gave back, arguments are checked as a
+// decision's, and a refund never creates an entry, not even in a full store.
 #include <gtest/gtest.h>
 
 #include <memory>
@@ -37,19 +37,22 @@ TEST(LimiterRefundTest, GivesBackUnitsAndAnswersWithThePeekAfter) {
   auto core = MakeCore(MakeConfig(kRules), clock);
   for (int i = 0; i < 3; ++i) EXPECT_TRUE(core->CheckAndWait("api", "k")->allowed);
   EXPECT_FALSE(core->CheckAndWait("api", "k")->allowed);
-  auto after = core->RefundAndWait("api", "k", 1);
-  ASSERT_TRUE(after.ok()) << after.status().ToString();
-  EXPECT_TRUE(after->allowed);
-  EXPECT_EQ(after->num_limits, 2);
-  EXPECT_EQ(after->limits[0].remaining, 1);
-  EXPECT_EQ(after->limits[1].remaining, 98);
-  EXPECT_EQ(after->remaining, 1);  // the binding limit: the minute's
-  EXPECT_EQ(after->fallback, Fallback::kNone);
+  auto refund = core->RefundAndWait("api", "k", 1);
+  ASSERT_TRUE(refund.ok()) << refund.status().ToString();
+  EXPECT_TRUE(refund->after.allowed);
+  EXPECT_EQ(refund->after.num_limits, 2);
+  EXPECT_EQ(refund->after.limits[0].remaining, 1);
+  EXPECT_EQ(refund->after.limits[1].remaining, 98);
+  EXPECT_EQ(refund->after.remaining, 1);  // the binding limit: the minute's
+  EXPECT_EQ(refund->after.fallback, Fallback::kNone);
+  EXPECT_EQ(refund->refunded[0], 1);
+  EXPECT_EQ(refund->refunded[1], 1);
+  EXPECT_EQ(refund->most_refunded(), 1);
   // The same figures a peek gives.
   auto peek = core->CheckAndWait("api", "k", 0);
   ASSERT_TRUE(peek.ok());
-  EXPECT_EQ(peek->remaining, after->remaining);
-  EXPECT_EQ(peek->reset_after_ms, after->reset_after_ms);
+  EXPECT_EQ(peek->remaining, refund->after.remaining);
+  EXPECT_EQ(peek->reset_after_ms, refund->after.reset_after_ms);
   EXPECT_TRUE(core->CheckAndWait("api", "k")->allowed);
   EXPECT_FALSE(core->CheckAndWait("api", "k")->allowed);
 }
@@ -58,10 +61,11 @@ TEST(LimiterRefundTest, MoreThanWasUsedFloorsAtTheFullLimit) {
   ManualClock clock(1'000'000);
   auto core = MakeCore(MakeConfig(kRules), clock);
   EXPECT_TRUE(core->CheckAndWait("upload", "k", 3)->allowed);
-  auto after = core->RefundAndWait("upload", "k", 1'000);
-  ASSERT_TRUE(after.ok());
-  EXPECT_EQ(after->limit, 4);
-  EXPECT_EQ(after->remaining, 4);          // the burst, not more
+  auto refund = core->RefundAndWait("upload", "k", 1'000);
+  ASSERT_TRUE(refund.ok());
+  EXPECT_EQ(refund->after.limit, 4);
+  EXPECT_EQ(refund->after.remaining, 4);   // the burst, not more
+  EXPECT_EQ(refund->refunded[0], 3);       // what was used, not what was asked
   EXPECT_EQ(core->GetStats().entries, 0);  // a full bucket holds nothing
   EXPECT_TRUE(core->CheckAndWait("upload", "k", 4)->allowed);
   EXPECT_FALSE(core->CheckAndWait("upload", "k")->allowed);
@@ -74,19 +78,37 @@ TEST(LimiterRefundTest, TiersHaveTheirOwnState) {
   EXPECT_TRUE(core->CheckAndWait("api", "k", 10, "pro")->allowed);
   auto pro = core->RefundAndWait("api", "k", 4, "pro");
   ASSERT_TRUE(pro.ok());
-  EXPECT_EQ(pro->remaining, 4);
+  EXPECT_EQ(pro->after.remaining, 4);
   EXPECT_EQ(core->CheckAndWait("api", "k", 0)->remaining, 0);  // the rule's own limits: untouched
 }
 
 TEST(LimiterRefundTest, ASubjectWithoutStateIsLeftWithout) {
   ManualClock clock(0);
   auto core = MakeCore(MakeConfig(kRules), clock);
-  auto after = core->RefundAndWait("login", "nobody", 5);
-  ASSERT_TRUE(after.ok()) << after.status().ToString();
-  EXPECT_TRUE(after->allowed);
-  EXPECT_EQ(after->remaining, 2);
-  EXPECT_EQ(after->reset_after_ms, 0);
+  auto refund = core->RefundAndWait("login", "nobody", 5);
+  ASSERT_TRUE(refund.ok()) << refund.status().ToString();
+  EXPECT_TRUE(refund->after.allowed);
+  EXPECT_EQ(refund->after.remaining, 2);
+  EXPECT_EQ(refund->after.reset_after_ms, 0);
+  EXPECT_EQ(refund->most_refunded(), 0);
   EXPECT_EQ(core->GetStats().entries, 0);
+}
+
+TEST(LimiterRefundTest, EachLimitGivesBackWhatItCountsAndTheMostIsTheAnswer) {
+  ManualClock clock(600'000);
+  auto core = MakeCore(
+      MakeConfig("rules:\n  two: { algorithm: fixed_window, limits: [5/minute, 10/day] }\n"),
+      clock);
+  EXPECT_TRUE(core->CheckAndWait("two", "k", 2)->allowed);
+  clock.AdvanceMs(60'000);  // the next minute: its count is 0, the day's 2
+  EXPECT_TRUE(core->CheckAndWait("two", "k", 1)->allowed);
+  auto refund = core->RefundAndWait("two", "k", 5);
+  ASSERT_TRUE(refund.ok()) << refund.status().ToString();
+  EXPECT_EQ(refund->refunded[0], 1);
+  EXPECT_EQ(refund->refunded[1], 3);
+  EXPECT_EQ(refund->most_refunded(), 3);
+  EXPECT_EQ(refund->after.limits[0].remaining, 5);
+  EXPECT_EQ(refund->after.limits[1].remaining, 10);
 }
 
 TEST(LimiterRefundTest, AStateEmptiedByARefundIsFreed) {
@@ -94,9 +116,9 @@ TEST(LimiterRefundTest, AStateEmptiedByARefundIsFreed) {
   auto core = MakeCore(MakeConfig(kRules), clock);
   EXPECT_TRUE(core->CheckAndWait("login", "k")->allowed);
   EXPECT_EQ(core->GetStats().entries, 1);
-  auto after = core->RefundAndWait("login", "k", 1);
-  ASSERT_TRUE(after.ok());
-  EXPECT_EQ(after->remaining, 2);
+  auto refund = core->RefundAndWait("login", "k", 1);
+  ASSERT_TRUE(refund.ok());
+  EXPECT_EQ(refund->after.remaining, 2);
   EXPECT_EQ(core->GetStats().entries, 0);
 }
 
@@ -110,11 +132,11 @@ TEST(LimiterRefundTest, AFullStoreStillRefundsAndCreatesNothing) {
   EXPECT_EQ(core->CheckAndWait("api", "c")->fallback, Fallback::kStoreFull);
   auto known = core->RefundAndWait("api", "a", 1);
   ASSERT_TRUE(known.ok()) << known.status().ToString();
-  EXPECT_EQ(known->remaining, 3);
+  EXPECT_EQ(known->after.remaining, 3);
   auto unknown = core->RefundAndWait("api", "c", 1);
   ASSERT_TRUE(unknown.ok()) << unknown.status().ToString();
-  EXPECT_EQ(unknown->fallback, Fallback::kNone);
-  EXPECT_EQ(unknown->remaining, 3);
+  EXPECT_EQ(unknown->after.fallback, Fallback::kNone);
+  EXPECT_EQ(unknown->after.remaining, 3);
   EXPECT_EQ(core->GetStats().entries, 1);  // "a" was emptied and freed; "c" never made
 }
 
@@ -122,7 +144,8 @@ TEST(LimiterRefundTest, BadRequestsGetClearErrorsAndChangeNothing) {
   ManualClock clock(1'000'000);
   auto core = MakeCore(MakeConfig(kRules), clock);
   EXPECT_TRUE(core->CheckAndWait("api", "k", 2)->allowed);
-  auto expect_error = [&](Result<Decision> r, StatusCode code, const std::string& needle) {
+  auto expect_error = [&](Result<core::RefundResult> r, StatusCode code,
+                          const std::string& needle) {
     ASSERT_FALSE(r.ok());
     EXPECT_EQ(r.status().code(), code);
     EXPECT_NE(r.status().message().find(needle), std::string::npos) << r.status().message();
@@ -143,7 +166,7 @@ TEST(LimiterRefundTest, BadRequestsGetClearErrorsAndChangeNothing) {
   // The largest cost is fine.
   auto most = core->RefundAndWait("api", "k", kMaxLimitCount);
   ASSERT_TRUE(most.ok()) << most.status().ToString();
-  EXPECT_EQ(most->remaining, 3);
+  EXPECT_EQ(most->after.remaining, 3);
 }
 
 TEST(LimiterRefundTest, TheCallbackFormAnswersAtOnceOnTheEmbeddedStore) {
@@ -151,14 +174,15 @@ TEST(LimiterRefundTest, TheCallbackFormAnswersAtOnceOnTheEmbeddedStore) {
   auto core = MakeCore(MakeConfig(kRules), clock);
   EXPECT_TRUE(core->CheckAndWait("login", "k", 2)->allowed);
   bool answered = false;
-  core->Refund("login", "k", 1, "", [&](const Status& s, const Decision& after) {
+  core->Refund("login", "k", 1, "", [&](const Status& s, const core::RefundResult& r) {
     answered = true;
     EXPECT_TRUE(s.ok()) << s.ToString();
-    EXPECT_EQ(after.remaining, 1);
+    EXPECT_EQ(r.after.remaining, 1);
+    EXPECT_EQ(r.refunded[0], 1);
   });
   EXPECT_TRUE(answered);
   answered = false;
-  core->Refund("login", "k", 0, "", [&](const Status& s, const Decision&) {
+  core->Refund("login", "k", 0, "", [&](const Status& s, const core::RefundResult&) {
     answered = true;
     EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
   });
@@ -174,16 +198,16 @@ TEST(LimiterRefundTest, AnExplicitInstant) {
   EXPECT_TRUE(d.allowed);
   // The TAT is t + 1 s; 250 ms later, one unit back moves it to t + 500 ms.
   const int64_t later = t + 250;
-  auto after = core->RefundAndWait({"login", "k", 1, "", &later});
-  ASSERT_TRUE(after.ok());
-  EXPECT_EQ(after->remaining, 1);
-  EXPECT_EQ(after->reset_after_ms, 250);
+  auto refund = core->RefundAndWait({"login", "k", 1, "", &later});
+  ASSERT_TRUE(refund.ok());
+  EXPECT_EQ(refund->after.remaining, 1);
+  EXPECT_EQ(refund->after.reset_after_ms, 250);
   // At t + 400 ms, one more unit brings it to now, not below.
   const int64_t last = t + 400;
-  after = core->RefundAndWait({"login", "k", 1, "", &last});
-  ASSERT_TRUE(after.ok());
-  EXPECT_EQ(after->remaining, 2);
-  EXPECT_EQ(after->reset_after_ms, 0);
+  refund = core->RefundAndWait({"login", "k", 1, "", &last});
+  ASSERT_TRUE(refund.ok());
+  EXPECT_EQ(refund->after.remaining, 2);
+  EXPECT_EQ(refund->after.reset_after_ms, 0);
 }
 
 TEST(LimiterRefundTest, OnTheFakeStore) {
@@ -192,12 +216,14 @@ TEST(LimiterRefundTest, OnTheFakeStore) {
       LimiterCore::Create(MakeConfig(kRules), clock, std::make_unique<testing::FakeStore>(clock));
   ASSERT_TRUE(core.ok()) << core.status().ToString();
   EXPECT_TRUE((*core)->CheckAndWait("login", "k", 2)->allowed);
-  auto after = (*core)->RefundAndWait("login", "k", 1);
-  ASSERT_TRUE(after.ok()) << after.status().ToString();
-  EXPECT_EQ(after->remaining, 1);
+  auto refund = (*core)->RefundAndWait("login", "k", 1);
+  ASSERT_TRUE(refund.ok()) << refund.status().ToString();
+  EXPECT_EQ(refund->after.remaining, 1);
+  EXPECT_EQ(refund->refunded[0], 1);
   auto nobody = (*core)->RefundAndWait("login", "nobody", 1);
   ASSERT_TRUE(nobody.ok());
-  EXPECT_EQ(nobody->remaining, 2);
+  EXPECT_EQ(nobody->after.remaining, 2);
+  EXPECT_EQ(nobody->refunded[0], 0);
   EXPECT_EQ((*core)->GetStats().entries, 1);  // the fake made no state for "nobody"
 }
 

@@ -30,11 +30,17 @@ TEST(GoldenVectorsTest, EmbeddedStoreMatchesEveryStep) {
       SCOPED_TRACE("step " + std::to_string(i));
       const auto& step = vc.steps[i];
       clock.SetMs(step.t_ms);
-      auto d = step.refund > 0 ? (*limiter)->RefundAndWait("r", step.key, step.refund, step.tier)
-                               : (*limiter)->CheckAndWait("r", step.key, step.cost, step.tier);
-      ASSERT_TRUE(d.ok()) << d.status().ToString();
-      if (step.refund > 0) ++refund_steps;
-      testing::ExpectMatches(step, *d);
+      if (step.refund > 0) {
+        auto r = (*limiter)->RefundAndWait("r", step.key, step.refund, step.tier);
+        ASSERT_TRUE(r.ok()) << r.status().ToString();
+        ++refund_steps;
+        testing::ExpectMatches(step, r->after);
+        testing::ExpectRefunded(step, *r);
+      } else {
+        auto d = (*limiter)->CheckAndWait("r", step.key, step.cost, step.tier);
+        ASSERT_TRUE(d.ok()) << d.status().ToString();
+        testing::ExpectMatches(step, *d);
+      }
       // The events this step emitted, as the alerts' recent list has them.
       testing::ExpectAlerts(step,
                             testing::Fired(testing::EmittedSince((*limiter)->alerts(), &emitted)));

@@ -65,13 +65,19 @@ struct IoThreads {
   }
 };
 
-// Admitted once `room` (shared) has a unit left, else denied for `retry_ms`;
-// answered on one of `io` (null: at once, on the room's thread).
+// Admitted once `room` (shared) has a unit left, else denied for `retry_ms`
+// (polled every `poll_ms` when above 0); answered on one of `io` (null: at
+// once, on the room's thread).
 class Fake final : public HeldRequest {
  public:
   Fake(std::string name, Journal& journal, std::atomic<int>& room, int64_t retry_ms,
-       IoThreads* io = nullptr)
-      : name_(std::move(name)), journal_(journal), room_(room), retry_ms_(retry_ms), io_(io) {}
+       IoThreads* io = nullptr, int64_t poll_ms = 0)
+      : name_(std::move(name)),
+        journal_(journal),
+        room_(room),
+        retry_ms_(retry_ms),
+        poll_ms_(poll_ms),
+        io_(io) {}
 
   void Try(AttemptDone done) override {
     auto decide = [this, done = std::move(done)]() mutable {
@@ -82,7 +88,7 @@ class Fake final : public HeldRequest {
         journal_.Add(name_ + ":admitted");
         done({true, 0});
       } else {
-        done({false, retry_ms_});
+        done({false, retry_ms_, poll_ms_});
       }
     };
     if (io_ != nullptr) {
@@ -98,6 +104,7 @@ class Fake final : public HeldRequest {
   Journal& journal_;
   std::atomic<int>& room_;
   const int64_t retry_ms_;
+  const int64_t poll_ms_;
   IoThreads* const io_;
 };
 
@@ -170,6 +177,57 @@ TEST_F(WaitRoomTest, GivenUpByTheDeadlineOrAtOnceWhenTheRetryIsTooLate) {
   EXPECT_LE(Now() - start, 1000);
   EXPECT_EQ(room.waiting(), 0);
   EXPECT_EQ(room.Stats()[0].second.timed_out, 2);
+}
+
+TEST_F(WaitRoomTest, AWaitThatPollsIsHeldToItsDeadline) {
+  WaitRoom room(clock_);
+  // Room could come any moment (polled every 100 ms), though the denial
+  // names a retry far past the deadline: held to the deadline, not given up
+  // at the last poll before it (~200 ms) or at once.
+  const int64_t start = Now();
+  ASSERT_TRUE(room.Hold("r", 10, "s", 0, start + 250, 100,
+                        std::make_unique<Fake>("polled", journal_, room_, 60'000, nullptr, 100)));
+  ASSERT_TRUE(journal_.WaitFor(1));
+  EXPECT_EQ(journal_.Get()[0], "polled:gave_up");
+  EXPECT_GE(Now() - start, 250);
+  EXPECT_LE(Now() - start, 2000);
+  // First tried after its deadline: tried at the deadline instead.
+  ASSERT_TRUE(room.Hold("r", 10, "t", 0, Now() + 50, 100,
+                        std::make_unique<Fake>("short", journal_, room_, 60'000, nullptr, 100)));
+  ASSERT_TRUE(journal_.WaitFor(2));
+  EXPECT_EQ(journal_.Get()[1], "short:gave_up");
+  EXPECT_EQ(room.Stats()[0].second.timed_out, 2);
+}
+
+TEST_F(WaitRoomTest, RoomThatComesUnannouncedBeforeTheDeadlineAdmitsAtTheLastTry) {
+  WaitRoom room(clock_);
+  // Polled every 200 ms from 0: tries at ~200 and ~400, the last at the
+  // 500 ms deadline. Room comes (no Wake) at ~430, after the last poll:
+  // only the try at the deadline sees it.
+  const int64_t start = Now();
+  IoThreads io;
+  ASSERT_TRUE(room.Hold("r", 10, "s", 0, start + 500, 200,
+                        std::make_unique<Fake>("late", journal_, room_, 60'000, &io, 200)));
+  std::this_thread::sleep_for(std::chrono::milliseconds(430) -
+                              std::chrono::milliseconds(Now() - start));
+  room_ = 1;
+  ASSERT_TRUE(journal_.WaitFor(1));
+  EXPECT_EQ(journal_.Get(), std::vector<std::string>{"late:admitted"});
+  EXPECT_GE(Now() - start, 430);
+  io.JoinAll();
+}
+
+TEST_F(WaitRoomTest, ATryDueAtTheDeadlineIsMade) {
+  WaitRoom room(clock_);
+  // The retry the denial names is the deadline itself: tried there, and
+  // admitted (rather than given up for having reached the deadline).
+  const int64_t start = Now();
+  ASSERT_TRUE(room.Hold("r", 10, "s", 0, start + 200, 200,
+                        std::make_unique<Fake>("edge", journal_, room_, 200)));
+  room_ = 1;
+  ASSERT_TRUE(journal_.WaitFor(1));
+  EXPECT_EQ(journal_.Get(), std::vector<std::string>{"edge:admitted"});
+  EXPECT_GE(Now() - start, 200);
 }
 
 TEST_F(WaitRoomTest, EndByAnswersEveryWaitByThenHeldBeforeOrAfter) {

@@ -101,8 +101,8 @@ class FakeStore final : public store::Store {
   }
 
   // Answers now, even for "later:" subjects.
-  store::Answer Refund(const store::RefundOp& op, Decision* after, Status* status,
-                       store::Later<Decision>) override {
+  store::Answer Refund(const store::RefundOp& op, core::RefundResult* result, Status* status,
+                       store::Later<core::RefundResult>) override {
     const int64_t now_ms = op.at_ms != nullptr ? *op.at_ms : clock_.NowMs();
     std::lock_guard<std::mutex> lock(mu_);
     ++refunds_;
@@ -110,9 +110,10 @@ class FakeStore final : public store::Store {
     if (it == states_.end()) {
       // Nothing to give back, and nothing is kept: a peek of an empty state.
       std::vector<int64_t> empty(static_cast<size_t>(op.variant.rule->state_words), 0);
-      core::EvaluateRule(*op.variant.rule, empty.data(), now_ms, 0, after);
+      core::EvaluateRule(*op.variant.rule, empty.data(), now_ms, 0, &result->after);
+      result->refunded.fill(0);
     } else {
-      core::RefundRuleAndPeek(*op.variant.rule, it->second.words.data(), now_ms, op.cost, after);
+      core::RefundRuleAndPeek(*op.variant.rule, it->second.words.data(), now_ms, op.cost, result);
     }
     *status = Status::Ok();
     return store::Answer::kNow;

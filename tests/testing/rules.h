@@ -44,12 +44,16 @@ class Subject {
     expires_at_ms_ = core::EvaluateRule(rule_, state_.data(), now_ms, cost, &d);
     return d;
   }
-  // Gives back `cost` units at now_ms; the subject's figures right after.
+  // Gives back `cost` units at now_ms; the subject's figures right after
+  // (refunded(): what each limit gave back).
   Decision Refund(int64_t now_ms, int64_t cost) {
-    Decision d;
-    expires_at_ms_ = core::RefundRuleAndPeek(rule_, state_.data(), now_ms, cost, &d);
-    return d;
+    core::RefundResult r;
+    expires_at_ms_ = core::RefundRuleAndPeek(rule_, state_.data(), now_ms, cost, &r);
+    refunded_ = r.refunded;
+    return r.after;
   }
+  // What each limit gave back in the last Refund.
+  const core::RefundedUnits& refunded() const { return refunded_; }
   int64_t expires_at_ms() const { return expires_at_ms_; }
   const std::vector<int64_t>& state() const { return state_; }
   const core::CompiledRule& rule() const { return rule_; }
@@ -58,6 +62,7 @@ class Subject {
   core::CompiledRule rule_;
   std::vector<int64_t> state_;
   int64_t expires_at_ms_ = 0;
+  core::RefundedUnits refunded_{};
 };
 
 }  // namespace floodgate::testing

@@ -5,7 +5,9 @@
 // timezone?, shadow?, alerts?}, "steps": [{"t", "key"?, "cost"?, "tier"?,
 // "refund"?, expected fields…}]}]}. A step with "refund": u gives u units
 // back (LimiterCore::Refund) instead of deciding, and its expected fields
-// are those of the peek the refund answers with ("cost" is then unused). Expected fields are any of
+// are those of the peek the refund answers with ("cost" is then unused),
+// plus "refunded": the most units any limit gave back, and each limit's
+// "refunded" in "limits" (ExpectRefunded). Expected fields are any of
 // allowed, shadow_denied, limit, remaining, retry_after_ms, reset_after_ms, "limits": [{allowed,
 // remaining, retry_after_ms, reset_after_ms}] per limit, and "alerts": the
 // thresholds the step fired, [{limit (index), threshold (percent), used,
@@ -144,6 +146,23 @@ inline void ExpectMatches(const VectorStep& step, const Decision& d) {
       if (le.contains("reset_after_ms")) {
         EXPECT_EQ(ls.reset_after_ms, le.at("reset_after_ms").get<int64_t>());
       }
+    }
+  }
+}
+
+// Compares what a refund step gave back with its "refunded" expectations:
+// the whole refund's (the most any limit gave back) and each limit's.
+inline void ExpectRefunded(const VectorStep& step, const core::RefundResult& r) {
+  const auto& e = step.expect;
+  if (e.contains("refunded")) {
+    EXPECT_EQ(r.most_refunded(), e.at("refunded").get<int64_t>()) << "refunded";
+  }
+  if (!e.contains("limits")) return;
+  const auto& limits = e.at("limits");
+  ASSERT_EQ(static_cast<int>(limits.size()), r.after.num_limits);
+  for (int i = 0; i < r.after.num_limits; ++i) {
+    if (limits[i].contains("refunded")) {
+      EXPECT_EQ(r.refunded[i], limits[i].at("refunded").get<int64_t>()) << "limit " << i;
     }
   }
 }

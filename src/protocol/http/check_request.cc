@@ -54,6 +54,11 @@ constexpr const char* kDenyStatusError = "\"deny_status\" must be 401, 403 or 42
 // A denial's status, if `v` is one the hooks understand (CheckRequest).
 bool IsDenyStatus(uint64_t v) { return v == 401 || v == 403 || v == 429; }
 
+// The status a query's deny_status text names, or 0 when it names none.
+int DenyStatusOf(std::string_view text) {
+  return text == "401" ? 401 : text == "403" ? 403 : text == "429" ? 429 : 0;
+}
+
 std::string TypeError(Field f) {
   if (f == Field::kCost) return "\"cost\" must be an integer between 0 and 10^15";
   if (f == Field::kWait) return "\"wait_ms\" must be an integer between 0 and 300000";
@@ -262,11 +267,11 @@ bool DecodeCheckRequestQuery(std::string_view query, CheckRequest* out, std::str
         break;
       }
       case Field::kDenyStatus:
-        if (value != "401" && value != "403" && value != "429") {
+        out->deny_status = DenyStatusOf(value);
+        if (out->deny_status == 0) {
           *error = kDenyStatusError;
           return false;
         }
-        out->deny_status = value[2] == '1' ? 401 : value[2] == '3' ? 403 : 429;
         break;
       case Field::kNone:
         break;
@@ -292,11 +297,11 @@ bool DecodeDenyStatusQuery(std::string_view query, CheckRequest* out, std::strin
       *error = "query parameter \"deny_status\" is given more than once";
       return false;
     }
-    if (value != "401" && value != "403" && value != "429") {
+    const int status = DenyStatusOf(value);
+    if (status == 0) {
       *error = kDenyStatusError;
       return false;
     }
-    const int status = value[2] == '1' ? 401 : value[2] == '3' ? 403 : 429;
     if (out->deny_status != 429 && out->deny_status != status) {
       *error = "deny_status is given in both the query and the body, with different values";
       return false;

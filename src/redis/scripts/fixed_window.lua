@@ -39,7 +39,8 @@
 -- nothing any more (DEL). No state (or another fingerprint): nothing is
 -- written. Alert bits are left as they are. A calendar limit whose now
 -- falls outside the windows sent answers clock skew, and nothing is given
--- back.
+-- back. The element then has n more doubles: the units each limit gave
+-- back (min(u, used), or 0). A refund is a call of one key.
 --
 -- State (one string): a byte with the fingerprint's length, the fingerprint,
 -- then per limit three little-endian doubles: window start, window end, used;
@@ -179,9 +180,12 @@ for j = 1, k do
         break
       end
       if same then  -- the state counts now's window (used > 0)
-        out[3 * i - 2], out[3 * i - 1], out[3 * i] = ws, we, used + (cost < -used and -used or cost)
+        local given = cost < -used and used or -cost
+        out[3 * i - 2], out[3 * i - 1], out[3 * i] = ws, we, used - given
+        vals[rlen + i] = given
       else
         out[3 * i - 2], out[3 * i - 1], out[3 * i] = unpack_state('<ddd', raw, at + 24 * (i - 1))
+        vals[rlen + i] = 0
       end
     end
 --! include rule_refund.lua

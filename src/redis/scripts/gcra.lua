@@ -35,7 +35,10 @@
 -- reply element is a cost-0 peek at the state as refunded, which is written
 -- back (SET PX, the peek's expiry), or deleted when no TAT is ahead of now
 -- and no alert bit keeps it (DEL). No state (or another fingerprint):
--- nothing is written. Alert bits are left as they are.
+-- nothing is written. Alert bits are left as they are. The element then has
+-- n more doubles: the units each limit got back (min(u, the emission
+-- intervals its TAT was ahead of now, a part one counted)). A refund is a
+-- call of one key.
 --
 -- State (one string): a byte with the fingerprint's length, the fingerprint,
 -- then per limit one little-endian double: the theoretical arrival time in us;
@@ -100,12 +103,17 @@ for j = 1, k do
     refunded = at ~= nil
     for i = 1, at and n or 0 do
       local tat = unpack_state('<d', raw, at + 8 * (i - 1))
+      vals[rlen + i] = 0
       if tat > now_us then
-        -- Not below now; compared before multiplying, as the C++ does.
-        if -cost >= ceildiv(tat - now_us, emission[i]) then
+        -- Emission intervals ahead (a part one counts). Not below now;
+        -- compared before multiplying, as the C++ does.
+        local ahead = ceildiv(tat - now_us, emission[i])
+        if -cost >= ahead then
           tat = now_us
+          vals[rlen + i] = ahead
         else
           tat = tat + cost * emission[i]
+          vals[rlen + i] = -cost
         end
       end
       out[i] = tat

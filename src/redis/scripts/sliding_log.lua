@@ -33,7 +33,9 @@
 -- cost-0 peek at the log as refunded, which is written back (SET PX, the
 -- newest event left plus the longest period, or the alert bits' window), or
 -- deleted when it holds nothing any more (DEL). No state (or another
--- fingerprint): nothing is written. Alert bits are left as they are.
+-- fingerprint): nothing is written. Alert bits are left as they are. The
+-- element then has n more doubles: the units each limit's sum lost. A
+-- refund is a call of one key.
 --
 -- State (one string): a byte with the fingerprint's length, the fingerprint,
 -- a byte with n, per limit a header '<I4I4' (the 0-based index of its first
@@ -145,20 +147,27 @@ local function decide(key, cost)
   end
 
   -- A refund (cost < 0) takes the -cost newest units off the log, from the
-  -- newest event back: each limit's sum loses what it counted of them, and
-  -- a cursor past a dropped event points past the new newest one. The log
-  -- is then lo..E-1 again, its last event holding `last` units; the
-  -- decision goes on as a peek (cost 0), which writes a state of this rule
-  -- back as refunded (refunded), or deletes it when it holds nothing.
+  -- newest event back: each limit's sum loses what it counted of them
+  -- (vals[rlen + i], which follow the peek's fields in the reply element:
+  -- rlen and rfmt grow by n, for the rest of the call, a refund being a
+  -- call of one key), and a cursor past a dropped event points past the
+  -- new newest one. The log is then lo..E-1 again, its last event holding
+  -- `last` units; the decision goes on as a peek (cost 0), which writes a
+  -- state of this rule back as refunded (refunded), or deletes it when it
+  -- holds nothing.
   local refunded, last = false, nil
   if cost < 0 then
     refunded = at ~= nil
+    for i = 1, n do vals[rlen + i] = 0 end
     local left = -cost
     while left > 0 and E > lo do
       local _, eu = event(key, base, cache, E - 1)
       local take = eu < left and eu or left
       for i = 1, n do
-        if C[i] <= E - 1 then S[i] = S[i] - take end
+        if C[i] <= E - 1 then
+          S[i] = S[i] - take
+          vals[rlen + i] = vals[rlen + i] + take
+        end
       end
       left = left - take
       if take < eu then
@@ -170,6 +179,8 @@ local function decide(key, cost)
     for i = 1, n do
       if C[i] > E then C[i] = E end
     end
+    rlen = rlen + n
+    rfmt = '<' .. string.rep('d', rlen)
     newest = lo < E and event(key, base, cache, E - 1) or nil
     -- The peek's instant, as the engine's peek after its refund: not before
     -- the newest event left (the cursors stay where they moved).

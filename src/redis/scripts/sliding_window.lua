@@ -32,7 +32,9 @@
 -- back in the form a decision writes: current bucket start, current,
 -- previous), which is written back (SET PX, the peek's expiry), or deleted
 -- when it holds nothing any more (DEL). No state (or another fingerprint):
--- nothing is written. Alert bits are left as they are.
+-- nothing is written. Alert bits are left as they are. The element then has
+-- n more doubles: the units each limit took off its buckets. A refund is a
+-- call of one key.
 --
 -- State (one string): a byte with the fingerprint's length, the fingerprint,
 -- then per limit three little-endian doubles: current bucket start, current,
@@ -122,6 +124,7 @@ for j = 1, k do
       else
         out[3 * i - 2], out[3 * i - 1], out[3 * i] = unpack_state('<ddd', raw, at + 24 * (i - 1))
       end
+      vals[rlen + i] = from_cur + from_prev
     end
 --! include rule_refund.lua
   end

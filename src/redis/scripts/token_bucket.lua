@@ -31,7 +31,9 @@
 -- the state as refunded, which is written back (SET PX, the peek's expiry),
 -- or deleted when every bucket is full and no alert bit keeps it (DEL). No
 -- state (or another fingerprint): nothing is written. Alert bits are left
--- as they are.
+-- as they are. The element then has n more doubles: the tokens each bucket
+-- got back (min(u, the tokens missing, a part-refilled one counted)). A
+-- refund is a call of one key.
 --
 -- State (one string): a byte with the fingerprint's length, the fingerprint,
 -- then per limit two little-endian doubles: tokens missing scaled by
@@ -98,15 +100,20 @@ for j = 1, k do
       local _, _, _, _, missing, t = step(i, 0, raw, at)  -- refilled up to now
       if missing > 0 then
         local p = period[i]
-        -- Compared before multiplying, as the C++ does: -cost * p may pass 2^53.
-        if -cost >= ceildiv(missing, p) then
+        -- Whole tokens missing (a part-refilled one counts). Compared before
+        -- multiplying, as the C++ does: -cost * p may pass 2^53.
+        local tokens = ceildiv(missing, p)
+        if -cost >= tokens then
           missing = 0
+          vals[rlen + i] = tokens
         else
           missing = missing + cost * p
+          vals[rlen + i] = -cost
         end
         out[2 * i - 1], out[2 * i] = missing, t
       else
         out[2 * i - 1], out[2 * i] = unpack_state('<dd', raw, at + 16 * (i - 1))
+        vals[rlen + i] = 0
       end
     end
 --! include rule_refund.lua

@@ -22,13 +22,12 @@
 #include <utility>
 
 #include "common/text.h"
-#include "config/yaml_words.h"
+#include "config/yaml_fields.h"
 #include "yaml-cpp/yaml.h"
 
 namespace floodgate::envoy {
 namespace {
 
-using config::Near;
 using config::TypeName;
 
 std::optional<Unit> ParseUnit(std::string_view text) {
@@ -43,24 +42,16 @@ std::optional<Unit> ParseUnit(std::string_view text) {
 
 class DomainParser {
  public:
-  explicit DomainParser(std::string_view source) : source_(source) {}
+  explicit DomainParser(const config::Fields& fields) : fields_(fields) {}
 
+  // Messages and positions as in floodgate's own config (yaml_fields.h).
   Status Fail(const YAML::Mark& mark, std::string_view what, std::string_view near) const {
-    return InvalidArgumentError(Position(mark) + ": " + std::string(what) + " (near " + Near(near) +
-                                ")");
+    return fields_.Fail(mark, what, near);
   }
-
-  std::string Position(const YAML::Mark& mark) const {
-    const int line = mark.is_null() ? 1 : mark.line + 1;
-    const int column = mark.is_null() ? 1 : mark.column + 1;
-    return std::string(source_) + ":" + std::to_string(line) + ":" + std::to_string(column);
-  }
-
-  // At `value`, or at its key when the value is empty (an empty value's
-  // mark points past it).
+  std::string Position(const YAML::Mark& mark) const { return fields_.Position(mark); }
   Status FailAt(const YAML::Node& key, const YAML::Node& value, std::string_view what,
                 std::string_view near) const {
-    return Fail(value.IsNull() ? key.Mark() : value.Mark(), what, near);
+    return fields_.FailAt(key, value, what, near);
   }
 
   // Calls f(name, key, value) for each entry of `map` in file order; keys
@@ -82,27 +73,15 @@ class DomainParser {
     return Status::Ok();
   }
 
+  // An empty value is an empty string, as envoyproxy/ratelimit reads it.
   Result<std::string> String(const YAML::Node& key, const YAML::Node& value) const {
     if (value.IsNull()) return std::string();
-    if (!value.IsScalar()) {
-      return FailAt(key, value, "'" + key.Scalar() + "' must be a string, not " + TypeName(value),
-                    key.Scalar());
-    }
-    return value.Scalar();
+    return fields_.String(key, value, key.Scalar());
   }
 
+  // YAML 1.1 spellings too, as envoyproxy/ratelimit's YAML library reads them.
   Result<bool> Bool(const YAML::Node& key, const YAML::Node& value) const {
-    if (value.IsScalar()) {
-      // YAML 1.1 spellings, as envoyproxy/ratelimit's YAML library reads them.
-      for (const char* t : {"true", "True", "TRUE", "yes", "Yes", "YES", "on", "On", "ON"}) {
-        if (value.Scalar() == t) return true;
-      }
-      for (const char* f : {"false", "False", "FALSE", "no", "No", "NO", "off", "Off", "OFF"}) {
-        if (value.Scalar() == f) return false;
-      }
-    }
-    return FailAt(key, value, "'" + key.Scalar() + "' must be true or false",
-                  value.IsScalar() ? value.Scalar() : key.Scalar());
+    return fields_.Bool(key, value, key.Scalar());
   }
 
   Result<uint32_t> Uint32(const YAML::Node& key, const YAML::Node& value) const {
@@ -122,7 +101,7 @@ class DomainParser {
   }
 
   Status ParseRoot(const YAML::Node& root, DomainConfig& out) {
-    out.source = std::string(source_);
+    out.source = std::string(fields_.source());
     if (!root.IsMap()) {
       return Fail(root.Mark(),
                   "an envoyproxy/ratelimit config must be a map with 'domain' and "
@@ -331,7 +310,7 @@ class DomainParser {
     return Status::Ok();
   }
 
-  std::string_view source_;
+  const config::Fields& fields_;
   size_t count_ = 0;
 };
 
@@ -419,7 +398,8 @@ std::string_view UnitName(Unit unit) {
 }
 
 Result<DomainConfig> ParseDomain(std::string_view yaml, std::string_view source) {
-  DomainParser parser(source);
+  const config::Fields fields(source);
+  DomainParser parser(fields);
   if (yaml.size() > kMaxEnvoyFileBytes) {
     return parser.Fail(YAML::Mark(), "file is larger than 4 MiB", yaml.substr(0, 32));
   }

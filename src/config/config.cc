@@ -499,7 +499,7 @@ class ConfigParser {
     Result<std::string> store = String(key, value, "store");
     if (!store.ok()) return store.status();
     if (*store != "memory") {
-      if (auto url = redis::ParseStoreUrl(*store); !url.ok()) {
+      if (auto url = ParseStoreUrl(*store); !url.ok()) {
         // The message quotes only the faulty part, never a password.
         return Fail(value.Mark(),
                     "invalid store: " + url.status().message() +
@@ -1643,7 +1643,7 @@ Result<Config> LoadConfigFile(const std::string& path) {
 std::string DescribeConfig(const Config& config) {
   std::string store = config.store;
   if (store != "memory") {
-    auto url = redis::ParseStoreUrl(store);
+    auto url = ParseStoreUrl(store);
     store = url.ok() ? url->Redacted() : "?";  // never print a password
   }
   std::string out = "store: " + store + "\n";

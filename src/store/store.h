@@ -36,7 +36,6 @@
 
 #include "absl/functional/any_invocable.h"
 #include "absl/functional/function_ref.h"
-#include "common/otp_policy.h"
 #include "common/pending_alert.h"
 #include "core/alerts.h"
 #include "core/rule_eval.h"
@@ -45,6 +44,7 @@
 #include "floodgate/set_types.h"
 #include "floodgate/status.h"
 #include "store/control.h"
+#include "store/otp_policy.h"
 
 namespace floodgate::store {
 

@@ -36,7 +36,6 @@
 
 #include "absl/functional/any_invocable.h"
 #include "absl/functional/function_ref.h"
-#include "common/pending_alert.h"
 #include "core/alerts.h"
 #include "core/rule_eval.h"
 #include "floodgate/decision.h"
@@ -45,6 +44,7 @@
 #include "floodgate/status.h"
 #include "store/control.h"
 #include "store/otp_policy.h"
+#include "store/pending_alert.h"
 
 namespace floodgate::store {
 

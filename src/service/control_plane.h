@@ -80,6 +80,7 @@ struct ControlRecords {
 
 class ControlPlane {
  public:
+  // Between polls of the store's version, on the clock's monotonic reading.
   static constexpr int64_t kPollMs = 250;
   // The longest ttl_ms a block or an override takes: 366 days, as a rule's
   // block_for. Checked before anything is written, so that no far-future

@@ -131,12 +131,10 @@ void ControlPlane::Run() {
     next_poll_ns = clock_.MonotonicNs() + kPollMs * 1'000'000;
     auto version = store_->Version();
     if (!version.ok()) {
-      static int64_t last_logged = 0;
-      const int64_t now = clock_.NowMs();
-      if (now - last_logged > 10'000) {
-        last_logged = now;
+      int64_t suppressed = 0;
+      if (unreachable_log_.Allow(clock_.MonotonicNs() / 1'000'000, &suppressed)) {
         Log(LogLevel::kWarn, "control records unreachable",
-            {{"error", version.status().message()}});
+            {{"error", version.status().message()}, {"suppressed", std::to_string(suppressed)}});
       }
       continue;
     }

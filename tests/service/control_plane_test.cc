@@ -262,15 +262,18 @@ TEST_F(ControlPlaneTest, RecordsSurviveANewLimiterAndARuntimeRuleAReload) {
 class SharedControlStore final : public store::ControlStore {
  public:
   std::atomic<uint64_t> version{1};
+  std::atomic<bool> down{false};  // every call fails, as an unreachable Redis's
   std::atomic<int> version_reads{0};
   std::atomic<int> loads{0};
 
   Result<uint64_t> Version() override {
     ++version_reads;
+    if (down) return UnavailableError("connection refused");
     return version.load();
   }
   Result<store::ControlSnapshot> Load(int64_t) override {
     ++loads;
+    if (down) return UnavailableError("connection refused");
     store::ControlSnapshot snapshot;
     snapshot.version = version.load();
     return snapshot;
@@ -318,6 +321,31 @@ TEST(ControlPlanePollTest, TheClockDrivesThePollAndANewVersionReloads) {
   clock.AdvanceMs(ControlPlane::kPollMs);
   ASSERT_TRUE(testing::Eventually([&] { return records.version_reads.load() == 3; }));
   EXPECT_EQ(records.loads.load(), 2);
+}
+
+// The line saying a store is unreachable is spaced per control plane:
+// one whose store has just failed says so, whatever another said.
+TEST(ControlPlanePollTest, EachControlPlaneLogsItsOwnUnreachableStore) {
+  ManualClock clock(1'800'000'000'000);
+  ::testing::internal::CaptureStderr();
+  for (int i = 0; i < 2; ++i) {
+    testing::FakeStore store(clock);
+    auto shared = std::make_unique<SharedControlStore>();
+    shared->down = true;
+    SharedControlStore& records = *shared;
+    store.GiveControlStore(std::move(shared));
+    std::atomic<int> applied{0};
+    ControlPlane cp(clock, NoRules(&applied));
+    ASSERT_TRUE(cp.Start(store, {}).ok());
+    ASSERT_TRUE(testing::Eventually([&] { return records.version_reads.load() == 1; }));
+  }  // each control plane's thread has ended: its lines are written
+  const std::string log = ::testing::internal::GetCapturedStderr();
+  size_t lines = 0;
+  for (size_t at = log.find("control records unreachable"); at != std::string::npos;
+       at = log.find("control records unreachable", at + 1)) {
+    ++lines;
+  }
+  EXPECT_EQ(lines, 2u) << log;
 }
 
 }  // namespace

@@ -290,7 +290,6 @@ int RunServe(const ServeFlags& flags) {
                                config->server.resp_idle_timeout_ms);
   RaiseFileLimit(options.limits.max_connections);
   options.auth_token = config->server.auth_token;
-  options.clock = &clock;  // the limiter's
   options.visibility = config->visibility;
   options.redact_keys = config->redact_keys;
   options.simulate = api::SimulateToJson;

@@ -468,7 +468,7 @@ void Visibility::AppendStatsJson(int64_t now_ms, std::string* out) const {
   *out += ",\"version\":\"";
   http::AppendJsonEscaped(out, service_->version);
   *out += "\",\"uptime_s\":";
-  AppendInt(out, (service_->clock->MonotonicNs() - service_->started_at_ns) / 1'000'000'000);
+  AppendInt(out, (service_->clock().MonotonicNs() - service_->started_at_ns) / 1'000'000'000);
   *out += ",\"window_s\":";
   AppendInt(out, kSeriesSeconds);
   *out += ",\"rules\":[";

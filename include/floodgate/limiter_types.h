@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <string_view>
 
 #include "floodgate/decision.h"
 #include "floodgate/status.h"
@@ -34,6 +35,9 @@ struct LimiterStats {
   // under floodgate's names (someone's SET or LPUSH on it): each follows
   // on_backend_error (or fails) and is logged once per key per minute.
   int64_t wrong_type = 0;
+  // Which store decides: "memory" (the embedded store) or "redis", as the
+  // store says. A static string.
+  std::string_view store_kind;
 };
 
 // Runs exactly once with a check's outcome (see Limiter::CheckAsync). On an

@@ -817,7 +817,10 @@ int64_t LimiterCore::SweepExpired() { return impl_->store->SweepExpired(impl_->c
 
 LimiterStats LimiterCore::GetStats() const {
   const store::Store::Usage u = impl_->store->GetUsage();
-  LimiterStats stats{u.entries, u.rejected_full, u.expired_freed};
+  LimiterStats stats;
+  stats.entries = u.entries;
+  stats.rejected_full = u.rejected_full;
+  stats.expired_freed = u.expired_freed;
   stats.store_bytes = u.bytes;
   stats.fallback_store_full = impl_->fallback_store_full.load(std::memory_order_relaxed);
   stats.fallback_backend_error = impl_->fallback_backend_error.load(std::memory_order_relaxed);
@@ -827,6 +830,7 @@ LimiterStats LimiterCore::GetStats() const {
   stats.open_circuits = u.open_circuits;
   stats.backend_timeouts = u.backend_timeouts;
   stats.wrong_type = u.wrong_type;
+  stats.store_kind = u.kind;
   return stats;
 }
 

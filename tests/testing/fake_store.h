@@ -197,6 +197,7 @@ class FakeStore final : public store::Store {
   Usage GetUsage() const override {
     std::lock_guard<std::mutex> lock(mu_);
     Usage usage;
+    usage.kind = "fake";
     usage.entries = static_cast<int64_t>(states_.size());
     return usage;
   }

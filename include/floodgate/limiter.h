@@ -9,7 +9,6 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <functional>
 #include <memory>
 #include <string_view>
 
@@ -18,6 +17,7 @@
 #include "floodgate/config.h"
 #include "floodgate/decision.h"
 #include "floodgate/expiring_sets.h"
+#include "floodgate/limiter_types.h"
 #include "floodgate/otp.h"
 #include "floodgate/status.h"
 
@@ -29,28 +29,7 @@ class LimiterCore;  // what a server uses of it: src/service/limiter_core.h
 // Thread-safe: any number of threads may call any method concurrently.
 class Limiter {
  public:
-  struct Stats {
-    int64_t entries = 0;        // live entries in the store: rule states, sets, OTP subjects
-    int64_t rejected_full = 0;  // new entries (or a state's growth) the full store refused
-    int64_t expired_freed = 0;  // entries freed after expiring
-    int64_t store_bytes = 0;    // bytes engine.max_memory bounds: entries, what their
-                                // states own (logs, members, codes), tables
-    // Decisions made by a fallback policy (Decision::fallback), by reason:
-    // on_store_full (and CL.THROTTLE's denial at a full store), and
-    // on_backend_error.
-    int64_t fallback_store_full = 0;
-    int64_t fallback_backend_error = 0;
-    // A remote store's (zero on the embedded store):
-    int64_t backend_errors = 0;       // decisions answered by on_backend_error
-    int64_t local_cache_denials = 0;  // denials answered by the local over-limit cache
-    int64_t local_cache_entries = 0;  // subjects in that cache now
-    int64_t open_circuits = 0;        // Redis nodes given up on for now (circuit open)
-    int64_t backend_timeouts = 0;     // requests Redis did not answer in time
-    // Decisions and operations that failed on a Redis key of the wrong type
-    // under floodgate's names (someone's SET or LPUSH on it): each follows
-    // on_backend_error (or fails) and is logged once per key per minute.
-    int64_t wrong_type = 0;
-  };
+  using Stats = LimiterStats;  // floodgate/limiter_types.h
 
   // Validates and compiles the config's rules. INVALID_ARGUMENT naming the
   // rule and limit when one cannot be compiled, or when the config has an
@@ -77,7 +56,7 @@ class Limiter {
   // to be down), otherwise later on one of the store's I/O threads, within
   // the store's timeout. `done` must be quick and must not block. On an
   // error status the decision is empty.
-  using CheckCallback = std::function<void(const Status& status, const Decision& decision)>;
+  using CheckCallback = floodgate::CheckCallback;  // floodgate/limiter_types.h
   void CheckAsync(std::string_view rule, std::string_view key, int64_t cost, std::string_view tier,
                   CheckCallback done);
 

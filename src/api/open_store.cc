@@ -14,7 +14,7 @@ Result<std::unique_ptr<store::Store>> OpenStore(const Config& config, const Cloc
     return std::unique_ptr<store::Store>(
         std::make_unique<engine::EmbeddedStore>(config.engine, clock));
   }
-  auto url = redis::ParseStoreUrl(config.store);
+  auto url = ParseStoreUrl(config.store);
   if (!url.ok()) return url.status();
   auto remote = redis::RemoteStore::Create(*url, config.redis, clock);
   if (!remote.ok()) return remote.status();

@@ -108,12 +108,12 @@ std::vector<std::string> TypeAll(redis::Client& client, const std::string& node,
 }  // namespace
 
 int RunAudit(const AuditOptions& options, std::ostream& out, std::ostream& err) {
-  auto url = redis::ParseStoreUrl(options.redis_url);
+  auto url = ParseStoreUrl(options.redis_url);
   if (!url.ok()) {
     err << "audit: " << url.status().message() << "\n";
     return 2;
   }
-  if (url->mode == redis::StoreMode::kProxy) {
+  if (url->mode == StoreMode::kProxy) {
     err << "audit: a proxy (Twemproxy) cannot SCAN; run the audit against each Redis server "
            "behind it (redis://host:port)\n";
     return 2;

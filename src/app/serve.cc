@@ -86,7 +86,7 @@ Result<Config> Load(const ServeFlags& flags) {
   if (!flags.grpc.empty()) config->listen.grpc = flags.grpc;
   if (config->store != "memory") {
     // --store bypasses the file's validation.
-    if (auto url = redis::ParseStoreUrl(config->store); !url.ok()) return url.status();
+    if (auto url = ParseStoreUrl(config->store); !url.ok()) return url.status();
   }
   return config;
 }
@@ -94,7 +94,7 @@ Result<Config> Load(const ServeFlags& flags) {
 // The store URL without its password.
 std::string StoreForLog(const std::string& store) {
   if (store == "memory") return store;
-  auto url = redis::ParseStoreUrl(store);
+  auto url = ParseStoreUrl(store);
   return url.ok() ? url->Redacted() : "?";
 }
 
@@ -290,7 +290,6 @@ int RunServe(const ServeFlags& flags) {
                                config->server.resp_idle_timeout_ms);
   RaiseFileLimit(options.limits.max_connections);
   options.auth_token = config->server.auth_token;
-  options.clock = &clock;  // the limiter's
   options.visibility = config->visibility;
   options.redact_keys = config->redact_keys;
   options.simulate = api::SimulateToJson;

@@ -9,7 +9,7 @@
 
 #include "common/text.h"
 
-namespace floodgate::redis {
+namespace floodgate {
 namespace {
 
 Status UrlError(std::string what) { return InvalidArgumentError("store URL: " + what); }
@@ -316,4 +316,4 @@ Result<StoreUrl> ParseStoreUrl(std::string_view url) {
   return out;
 }
 
-}  // namespace floodgate::redis
+}  // namespace floodgate

@@ -14,7 +14,10 @@
 //
 // In common/ although only the Redis store connects by it: the config
 // checks a `store:` URL when it loads (config/ sits below redis/), and the
-// store picked at start (api/open_store.h) reads it too.
+// store picked at start (api/open_store.h) reads it too. So it is in
+// namespace floodgate, as the config's other words are, not redis::: the
+// URL is what the operator wrote, which every layer that reads it shares;
+// how the Redis store connects by it stays in redis/.
 #pragma once
 
 #include <string>
@@ -23,7 +26,7 @@
 
 #include "floodgate/status.h"
 
-namespace floodgate::redis {
+namespace floodgate {
 
 enum class StoreMode {
   kStandalone,  // one redis-server
@@ -47,7 +50,9 @@ struct HostPort {
 // reply). Errors quote the text.
 Result<HostPort> ParseHostPort(std::string_view text);
 
-struct TlsOptions {
+// How the store's connections to Redis speak TLS (a rediss:// URL's options),
+// named apart from any TLS of floodgate's own listeners.
+struct StoreTlsOptions {
   std::string ca_file;      // PEM CA bundle to verify the server; empty: the system's
   std::string cert_file;    // PEM client certificate (servers with tls-auth-clients yes)
   std::string key_file;     // its PEM private key
@@ -62,7 +67,7 @@ struct StoreUrl {
   std::string password;         // empty: no AUTH
   std::vector<HostPort> nodes;  // one for standalone and proxy; seeds for cluster
   int db = -1;                  // standalone only; -1: not given (no SELECT)
-  TlsOptions tls_options;
+  StoreTlsOptions tls_options;
 
   // The URL with the password replaced by "***": safe for logs and errors.
   std::string Redacted() const;
@@ -72,4 +77,4 @@ struct StoreUrl {
 // part (never the user or password).
 Result<StoreUrl> ParseStoreUrl(std::string_view url);
 
-}  // namespace floodgate::redis
+}  // namespace floodgate

@@ -29,7 +29,7 @@ std::string ConcurrencyText(const std::vector<Limit>& limits) {
 std::string DescribeConfig(const Config& config) {
   std::string store = config.store;
   if (store != "memory") {
-    auto url = redis::ParseStoreUrl(store);
+    auto url = ParseStoreUrl(store);
     store = url.ok() ? url->Redacted() : "?";  // never print a password
   }
   std::string out = "store: " + store + "\n";

@@ -88,7 +88,7 @@ Status ParseStore(const Fields& fields, const YAML::Node& key, const YAML::Node&
   Result<std::string> text = fields.String(key, value, "store");
   if (!text.ok()) return text.status();
   if (*text != "memory") {
-    if (auto url = redis::ParseStoreUrl(*text); !url.ok()) {
+    if (auto url = ParseStoreUrl(*text); !url.ok()) {
       // The message quotes only the faulty part, never a password.
       return fields.Fail(value.Mark(),
                          "invalid store: " + url.status().message() +

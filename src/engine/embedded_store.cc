@@ -257,7 +257,11 @@ store::Answer EmbeddedStore::OtpConsume(std::string_view subject, std::string_vi
 
 EmbeddedStore::Usage EmbeddedStore::GetUsage() const {
   const MemoryStore::Stats s = memory_.GetStats();
-  return Usage{s.entries, s.rejected_full, s.expired_freed, s.bytes};
+  return Usage{.kind = "memory",
+               .entries = s.entries,
+               .rejected_full = s.rejected_full,
+               .expired_freed = s.expired_freed,
+               .bytes = s.bytes};
 }
 
 Result<std::unique_ptr<store::ControlStore>> EmbeddedStore::NewControlStore(

@@ -1,7 +1,7 @@
 // OtpStore: the OTP state of each subject in the embedded store: one
 // MemoryStore entry per subject, of its own variant, whose state points at
 // the subject's three expiring sets (codes, issues, attempts; see
-// common/otp_policy.h). The entry expires with the latest of them, so a
+// store/otp_policy.h). The entry expires with the latest of them, so a
 // subject's state disappears by itself, and counts against
 // engine.max_entries like any other.
 //
@@ -13,9 +13,9 @@
 #include <cstdint>
 #include <string_view>
 
-#include "common/otp_policy.h"
 #include "engine/memory_store.h"
 #include "floodgate/status.h"
+#include "store/otp_policy.h"
 
 namespace floodgate::engine {
 
@@ -27,7 +27,7 @@ class OtpStore {
   // `store` must outlive this; `variant` was registered with Layout().
   OtpStore(MemoryStore& store, uint32_t variant) : store_(store), variant_(variant) {}
 
-  // The steps of common/otp_policy.h at `now_ms`, for a subject the caller
+  // The steps of store/otp_policy.h at `now_ms`, for a subject the caller
   // has checked. `code_hash` is the code's HMAC; `event_id` names the issue
   // or attempt, unique per event. RESOURCE_EXHAUSTED when a new subject
   // does not fit in the store.

@@ -14,9 +14,9 @@
 #include <string>
 #include <vector>
 
-#include "common/pending_alert.h"
 #include "floodgate/status.h"
 #include "redis/client.h"
+#include "store/pending_alert.h"
 #include "store/store.h"
 
 namespace floodgate::redis {

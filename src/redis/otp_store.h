@@ -1,6 +1,6 @@
 // OtpStore: the OTP state of each subject on Redis: three sorted sets under
 // one hash tag, fg:otp:{subject}:codes, :issues and :attempts, each step of
-// common/otp_policy.h one call of src/redis/scripts/otp.lua (atomic on the
+// store/otp_policy.h one call of src/redis/scripts/otp.lua (atomic on the
 // subject; every key it writes gets its expiry in the same call).
 //
 // Thread-safe (the Client is).
@@ -13,9 +13,9 @@
 #include <string_view>
 
 #include "absl/functional/any_invocable.h"
-#include "common/otp_policy.h"
 #include "floodgate/status.h"
 #include "redis/client.h"
+#include "store/otp_policy.h"
 
 namespace floodgate::redis {
 

@@ -320,6 +320,7 @@ Status RemoteStore::Health() const { return redis_->client().Health(); }
 RemoteStore::Usage RemoteStore::GetUsage() const {
   const Client::Stats c = redis_->client().GetStats();
   Usage n;
+  n.kind = "redis";
   n.backend_errors = backend_errors_.load(std::memory_order_relaxed);
   n.local_cache_denials = local_cache_denials_.load(std::memory_order_relaxed);
   n.local_cache_entries = deny_cache_ != nullptr ? static_cast<int64_t>(deny_cache_->size()) : 0;

@@ -34,7 +34,7 @@ bool IsIpAddress(const std::string& host) {
 
 }  // namespace
 
-Result<std::shared_ptr<TlsContext>> TlsContext::Create(const TlsOptions& options) {
+Result<std::shared_ptr<TlsContext>> TlsContext::Create(const StoreTlsOptions& options) {
   SSL_CTX* ctx = SSL_CTX_new(TLS_client_method());
   if (ctx == nullptr) return InternalError("cannot create a TLS context: " + OpenSslError());
   std::shared_ptr<TlsContext> context(new TlsContext(ctx, options));
@@ -82,7 +82,7 @@ Result<std::unique_ptr<TlsSession>> TlsSession::Create(const TlsContext& context
   std::unique_ptr<TlsSession> session(new TlsSession(ssl));
   if (SSL_set_fd(ssl, fd) != 1) return InternalError("TLS: " + OpenSslError());
   SSL_set_connect_state(ssl);
-  const TlsOptions& options = context.options();
+  const StoreTlsOptions& options = context.options();
   const std::string& name = options.server_name.empty() ? host : options.server_name;
   const bool is_ip = IsIpAddress(name);
   // SNI carries names only (RFC 6066).

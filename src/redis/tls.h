@@ -19,18 +19,18 @@ class TlsContext {
  public:
   // INVALID_ARGUMENT when a file cannot be loaded (the message names the file
   // and OpenSSL's reason).
-  static Result<std::shared_ptr<TlsContext>> Create(const TlsOptions& options);
+  static Result<std::shared_ptr<TlsContext>> Create(const StoreTlsOptions& options);
   ~TlsContext();
   TlsContext(const TlsContext&) = delete;
   TlsContext& operator=(const TlsContext&) = delete;
 
   SSL_CTX* ctx() const { return ctx_; }
-  const TlsOptions& options() const { return options_; }
+  const StoreTlsOptions& options() const { return options_; }
 
  private:
-  TlsContext(SSL_CTX* ctx, TlsOptions options) : ctx_(ctx), options_(std::move(options)) {}
+  TlsContext(SSL_CTX* ctx, StoreTlsOptions options) : ctx_(ctx), options_(std::move(options)) {}
   SSL_CTX* ctx_;
-  TlsOptions options_;
+  StoreTlsOptions options_;
 };
 
 // TLS on one connected non-blocking socket. Not thread-safe.

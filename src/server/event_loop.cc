@@ -58,7 +58,6 @@ constexpr int64_t kMinIdleToEvictMs = 250;
 // A buffer emptied with more capacity than this gives it back, so a burst
 // does not leave an idle connection holding megabytes.
 constexpr size_t kKeepCapacity = 256 * 1024;
-constexpr int64_t kLogEveryMs = 10'000;
 constexpr int64_t kMaxAcceptBackoffMs = 1000;
 // While draining, quiet connections are looked at this often.
 constexpr int64_t kDrainSweepMs = 50;
@@ -467,7 +466,6 @@ void EventLoop::Accept(size_t listener_index) {
 // Takes a slot for a new connection from `peer`, evicting an idle one at
 // max_connections; or refuses it (a message, then close). False: refused.
 bool EventLoop::AdmitPeer(const ListenerSpec& listener, const PeerAddress& peer, int fd) {
-  static thread_local LogEvery refused_log(kLogEveryMs);
   const char* refused = nullptr;
   if (limits_.per_ip != nullptr && !limits_.per_ip->TryAdd(peer)) {
     listener.counters->refused_per_ip.fetch_add(1, std::memory_order_relaxed);
@@ -482,7 +480,7 @@ bool EventLoop::AdmitPeer(const ListenerSpec& listener, const PeerAddress& peer,
   }
   if (refused == nullptr) return true;
   int64_t suppressed = 0;
-  if (refused_log.Allow(now_ms_, &suppressed)) {
+  if (refused_log_.Allow(now_ms_, &suppressed)) {
     Log(LogLevel::kWarn, "connection refused",
         {{"reason", refused},
          {"protocol", listener.protocol},
@@ -656,9 +654,8 @@ bool EventLoop::EvictIdle(const char* why) {
         now_ms_ - c->timers.last_active_ms() < kMinIdleToEvictMs) {
       continue;  // a request in progress, or not idle for long: not evictable
     }
-    static thread_local LogEvery evict_log(kLogEveryMs);
     int64_t suppressed = 0;
-    if (evict_log.Allow(now_ms_, &suppressed)) {
+    if (evict_log_.Allow(now_ms_, &suppressed)) {
       Log(LogLevel::kWarn, "connection evicted",
           {{"reason", why},
            {"protocol", c->listener->protocol},
@@ -695,9 +692,8 @@ void EventLoop::PauseAccepting(int error) {
     ev.data.u64 = kListenerTag | i;
     epoll_ctl(epoll_fd_, EPOLL_CTL_MOD, listeners_[i].fd, &ev);
   }
-  static thread_local LogEvery log(kLogEveryMs);
   int64_t suppressed = 0;
-  if (log.Allow(now_ms_, &suppressed)) {
+  if (accept_log_.Allow(now_ms_, &suppressed)) {
     Log(LogLevel::kError, "accept failed; pausing accepts",
         {{"error", std::strerror(error)},
          {"backoff_ms", std::to_string(accept_backoff_ms_)},
@@ -768,11 +764,8 @@ void EventLoop::DrainSweep() {
 
 void EventLoop::CloseFor(Connection& c, CloseReason reason) {
   c.listener->counters->closed[static_cast<int>(reason)].fetch_add(1, std::memory_order_relaxed);
-  static thread_local LogEvery logs[kNumCloseReasons] = {
-      LogEvery(kLogEveryMs), LogEvery(kLogEveryMs), LogEvery(kLogEveryMs), LogEvery(kLogEveryMs),
-      LogEvery(kLogEveryMs), LogEvery(kLogEveryMs), LogEvery(kLogEveryMs)};
   int64_t suppressed = 0;
-  if (logs[static_cast<int>(reason)].Allow(now_ms_, &suppressed)) {
+  if (close_logs_[static_cast<int>(reason)].Allow(now_ms_, &suppressed)) {
     Log(LogLevel::kWarn, "connection closed",
         {{"reason", std::string(CloseReasonName(reason))},
          {"protocol", c.listener->protocol},

@@ -15,6 +15,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/functional/any_invocable.h"
+#include "common/log.h"
 #include "floodgate/clock.h"
 #include "floodgate/loop_driver.h"
 #include "server/connection_timers.h"
@@ -186,6 +187,16 @@ class EventLoop {
   uint64_t next_generation_ = 1;
   std::vector<LocalCompletion> local_;       // completed this round, on this thread
   std::vector<LocalCompletion> delivering_;  // the loop's, swapped with local_
+  // Lines a flood of clients could repeat (connections refused, evicted,
+  // closed by reason; accepts failing): at most one each per kLogEveryMs,
+  // spaced per loop, as each loop tells of its own connections.
+  static constexpr int64_t kLogEveryMs = 10'000;
+  LogEvery refused_log_{kLogEveryMs};
+  LogEvery evict_log_{kLogEveryMs};
+  LogEvery accept_log_{kLogEveryMs};
+  LogEvery close_logs_[kNumCloseReasons] = {
+      LogEvery(kLogEveryMs), LogEvery(kLogEveryMs), LogEvery(kLogEveryMs), LogEvery(kLogEveryMs),
+      LogEvery(kLogEveryMs), LogEvery(kLogEveryMs), LogEvery(kLogEveryMs)};
 
   std::mutex posted_mu_;
   std::vector<absl::AnyInvocable<void()>> posted_ ABSL_GUARDED_BY(posted_mu_);

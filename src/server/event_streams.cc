@@ -49,12 +49,20 @@ void EventStreams::Run() {
   for (int64_t tick = 0;; ++tick) {
     // Just past the next whole second. A tick that overran (a slow store)
     // is not made up for in a burst: the next is past the next second.
+    // Which second is the wall clock's; the wait for it is timed on the
+    // monotonic reading of the same clock, as every wait is, so that a
+    // ManualClock drives the ticks (tests) and the thread sleeps in real
+    // time at most the clock's MaxSleepNs before it reads the clock again.
     const int64_t now_ms = clock_.NowMs();
-    const auto next = std::chrono::steady_clock::now() +
-                      std::chrono::milliseconds(1000 - now_ms % 1000 + kTickAfterMs);
+    const int64_t due_ns =
+        clock_.MonotonicNs() + (1000 - now_ms % 1000 + kTickAfterMs) * int64_t{1'000'000};
     {
       std::unique_lock<std::mutex> lock(mu_);
-      if (cv_.wait_until(lock, next, [&] { return stopping_; })) return;
+      for (int64_t now = clock_.MonotonicNs(); !stopping_ && now < due_ns;
+           now = clock_.MonotonicNs()) {
+        cv_.wait_for(lock, std::chrono::nanoseconds(clock_.SleepNs(now, due_ns)));
+      }
+      if (stopping_) return;
     }
     // Made outside the lock: it reads the server's counters and may wait
     // for the store; streams opened meanwhile get the next tick's.

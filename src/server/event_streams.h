@@ -31,10 +31,11 @@ class EventStreams {
   // counts from 0), kTickAfterMs past each whole second of `clock`'s wall
   // time, so that the second just ended is whole and each second has its
   // tick (a plain 1 s period drifts by the tick's own work, and now and
-  // then would skip a second or report one twice). It does the
-  // visibility's periodic work, which may block (publishing sketches to a
-  // shared store), and, when `streaming` (a stream is open), returns the
-  // second's events as SSE text for every stream (empty: none).
+  // then would skip a second or report one twice). The wait is timed on
+  // `clock` too (its MonotonicNs), so a ManualClock drives the ticks. It
+  // does the visibility's periodic work, which may block (publishing
+  // sketches to a shared store), and, when `streaming` (a stream is open),
+  // returns the second's events as SSE text for every stream (empty: none).
   EventStreams(std::function<std::string(int64_t tick, bool streaming)> tick, const Clock& clock);
   ~EventStreams();  // Stop()
   // Stops the thread: no event is written after this returns (Add and

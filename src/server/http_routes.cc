@@ -238,7 +238,7 @@ void MetricsPage(LoopContext& loop, const http::Request& req, std::string* out) 
   std::string body;
   ServiceContext& s = loop.service();
   s.metrics->Render(&body);
-  const Limiter::Stats stats = s.limiter->GetStats();
+  const LimiterStats stats = s.limiter->GetStats();
   AppendMetric(&body, "floodgate_store_entries", "gauge",
                "Live (rule, subject) entries in the embedded store.", stats.entries);
   AppendMetric(&body, "floodgate_store_rejected_full_total", "counter",

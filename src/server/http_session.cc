@@ -75,7 +75,7 @@ class HttpSession final : public QueuedSession {
       // Sampled (see Metrics); each connection's first request is timed, so
       // short connections are seen too.
       const bool timed = (requests_++ % kLatencySampling) == 0;
-      const Clock& clock = *loop_->service().clock;
+      const Clock& clock = loop_->service().clock();
       const int64_t start = timed ? clock.MonotonicNs() : 0;
       std::string* out = replies_.Target(output);
       const size_t response_start = out->size();

@@ -356,8 +356,8 @@ void Config(RespClient&, const Args& a, std::string* out) {
 
 void Info(RespClient& c, const Args&, std::string* out) {
   ServiceContext& s = c.loop->service();
-  const Limiter::Stats stats = s.limiter->GetStats();
-  const int64_t uptime_s = (s.clock->MonotonicNs() - s.started_at_ns) / 1'000'000'000;
+  const LimiterStats stats = s.limiter->GetStats();
+  const int64_t uptime_s = (s.clock().MonotonicNs() - s.started_at_ns) / 1'000'000'000;
   std::string info;
   info += "# Server\r\n";
   info += "redis_version:7.0.0\r\n";  // what clients parse for feature checks

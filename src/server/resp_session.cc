@@ -99,7 +99,7 @@ class RespSession final : public QueuedSession {
     // Timing every pipeline would add two clock reads to each request; one
     // pipeline in kLatencySampling is timed (see Metrics).
     const bool timed = (batches_++ % kLatencySampling) == 0;  // the first one too
-    const Clock& clock = *client_.loop->service().clock;
+    const Clock& clock = client_.loop->service().clock();
     const int64_t start = timed ? clock.MonotonicNs() : 0;
     size_t executed = 0;
     for (const auto& [first, n] : ranges_) {

@@ -43,11 +43,10 @@ Server::Server(const ServerOptions& options, service::LimiterCore* limiter)
     : options_(options), metrics_(options.threads) {
   context_.limiter = limiter;
   context_.metrics = &metrics_;
-  if (options.clock != nullptr) context_.clock = options.clock;
   context_.auth_token = options.auth_token;
   context_.admin_token = options.admin_token;
   context_.read_token = options.read_token;
-  context_.started_at_ns = context_.clock->MonotonicNs();
+  context_.started_at_ns = context_.clock().MonotonicNs();
   context_.threads = options.threads;
   context_.version = options.version;
   context_.render_connections = [this](std::string* out) { RenderConnections(out); };
@@ -178,7 +177,7 @@ Result<std::unique_ptr<Server>> Server::Start(const ServerOptions& options,
     hooks.driver = std::move(drivers[i]);
     server->loops_.push_back(
         std::make_unique<EventLoop>(i, std::move(specs[i]), limits, &server->open_connections_,
-                                    *server->context_.clock, std::move(hooks)));
+                                    server->context_.clock(), std::move(hooks)));
   }
   // Before the loops run: their sessions read the visibility's streams.
   server->visibility_->Start(&server->context_);

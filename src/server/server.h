@@ -40,9 +40,6 @@ struct ServerOptions {
   int max_store_calls_in_flight = 1;
   // Appends more metrics to GET /metrics (the gRPC front's), if set.
   std::function<void(std::string*)> extra_metrics;
-  // Times the loops' connection timers, back-off and drain, and request
-  // latency; must outlive the server. Null: SystemClock::Default().
-  const Clock* clock = nullptr;
   // Who is being limited (docs/visibility.md).
   VisibilityConfig visibility;
   bool redact_keys = false;

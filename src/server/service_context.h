@@ -32,16 +32,13 @@ using SimulateFn =
 struct ServiceContext {
   service::LimiterCore* limiter = nullptr;
   Metrics* metrics = nullptr;
-  // Times request latency and the uptime (MonotonicNs); the loops time
-  // their connections' timers on it too. Never null.
-  const Clock* clock = &SystemClock::Default();
   // Empty: no authentication. Else RESP AUTH / HTTP "Bearer" must match.
   std::string auth_token;
   // The control plane's tokens (server/admin_access.h); empty admin_token:
   // loopback clients only.
   std::string admin_token;
   std::string read_token;
-  int64_t started_at_ns = 0;  // clock->MonotonicNs() when the server started
+  int64_t started_at_ns = 0;  // clock().MonotonicNs() when the server started
   int threads = 1;
   std::string version;                     // as ServerOptions::version
   std::string resp_address, http_address;  // as bound
@@ -66,6 +63,12 @@ struct ServiceContext {
   // Set once Server::Stop has begun the drain: /readyz answers 503 and HTTP
   // responses say "Connection: close" (docs/operations.md, "Graceful restart").
   std::atomic<bool> draining{false};
+
+  // The server's one clock, the limiter's: its decisions and the store's
+  // deadlines read it, and so do the loops (their rounds' time, their
+  // connections' timers), request latency and the uptime, so that every
+  // part of a request reads one time.
+  const Clock& clock() const { return limiter->clock(); }
 };
 
 // What one event loop keeps for its sessions. Not thread-safe: one loop only.
@@ -75,7 +78,7 @@ class LoopContext {
       : service_(service),
         index_(index),
         batch_(service->limiter->NewBatch(service->max_store_calls_in_flight)),
-        now_ms_(service->clock->NowMs()) {}
+        now_ms_(service->clock().NowMs()) {}
   ServiceContext& service() { return *service_; }
   int index() const { return index_; }
 
@@ -89,9 +92,8 @@ class LoopContext {
     const size_t added = batch_->size() - held_;
     // The round's input has been read: what clients send from here on is
     // read in a later round (see WaitForStoreOnly). Only a batch holding
-    // decisions can keep any back, so only then is the clock read: the
-    // clock of the store's deadlines, the limiter's.
-    round_read_ns_ = batch_->size() == 0 ? 0 : service_->limiter->clock().MonotonicNs();
+    // decisions can keep any back, so only then is the clock read.
+    round_read_ns_ = batch_->size() == 0 ? 0 : service_->clock().MonotonicNs();
     batch_->Flush();
     held_ = batch_->size();
     few_held_ = held_ > 0 && added < kFewDecisions;
@@ -129,7 +131,7 @@ class LoopContext {
 
   // A round of the loop begins: the time its decisions are counted at
   // (one clock reading per round, not per decision).
-  void BeginRound() { now_ms_ = service_->clock->NowMs(); }
+  void BeginRound() { now_ms_ = service_->clock().NowMs(); }
 
   // Counts a decision's outcome for its rule: the totals, the per-second
   // series, the top subjects (`cost` units of `key`) and the sampled log

@@ -89,6 +89,7 @@ Visibility::Visibility(const VisibilityConfig& config, bool redact_keys,
     : config_(config),
       redact_keys_(redact_keys),
       limiter_(limiter),
+      store_kind_(limiter->GetStats().store_kind),
       denied_log_(config.denied_log_interval_ms, redact_keys) {
   if (config.top_subjects) {
     service::TopSubjectsOptions options;
@@ -383,9 +384,8 @@ void Visibility::AppendRuleSeconds(int64_t now_s, std::string* out) const {
 void Visibility::AppendStoreJson(std::string* out) const {
   const Status health = limiter_->StoreHealth();
   std::lock_guard<std::mutex> lock(mu_);
-  const bool remote = board_ != nullptr || !nodes_.empty();
   *out += "{\"kind\":\"";
-  *out += remote ? "redis" : "memory";
+  *out += store_kind_;
   *out += "\",\"healthy\":";
   *out += health.ok() ? "true" : "false";
   if (!health.ok()) {
@@ -393,7 +393,8 @@ void Visibility::AppendStoreJson(std::string* out) const {
     http::AppendJsonEscaped(out, health.message());
     *out += '"';
   }
-  if (remote) {
+  // A store with nodes (Redis) once they have been probed.
+  if (!nodes_.empty()) {
     *out += ",\"nodes\":[";
     for (size_t i = 0; i < nodes_.size(); ++i) {
       const store::Store::NodeHealth& n = nodes_[i];
@@ -468,7 +469,7 @@ void Visibility::AppendStatsJson(int64_t now_ms, std::string* out) const {
   *out += ",\"version\":\"";
   http::AppendJsonEscaped(out, service_->version);
   *out += "\",\"uptime_s\":";
-  AppendInt(out, (service_->clock->MonotonicNs() - service_->started_at_ns) / 1'000'000'000);
+  AppendInt(out, (service_->clock().MonotonicNs() - service_->started_at_ns) / 1'000'000'000);
   *out += ",\"window_s\":";
   AppendInt(out, kSeriesSeconds);
   *out += ",\"rules\":[";

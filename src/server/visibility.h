@@ -123,6 +123,7 @@ class Visibility {
   const VisibilityConfig config_;
   const bool redact_keys_;
   service::LimiterCore* const limiter_;
+  const std::string_view store_kind_;  // as the store says (store::Store::Usage::kind)
   std::unique_ptr<service::TopSubjects> top_;
   std::unique_ptr<TopRecorder> recorder_;  // feeds top_
   DeniedLog denied_log_;

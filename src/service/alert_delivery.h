@@ -43,8 +43,8 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
-#include "common/pending_alert.h"
 #include "floodgate/clock.h"
+#include "store/pending_alert.h"
 
 namespace floodgate::service {
 

@@ -36,9 +36,9 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
-#include "common/pending_alert.h"
 #include "floodgate/clock.h"
 #include "service/alert_delivery.h"
+#include "store/pending_alert.h"
 #include "store/store.h"
 
 namespace floodgate::service {

@@ -20,12 +20,12 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
-#include "common/pending_alert.h"
 #include "core/alerts.h"
 #include "core/rule_eval.h"
 #include "floodgate/alerts.h"
 #include "floodgate/clock.h"
 #include "floodgate/config.h"
+#include "store/pending_alert.h"
 #include "store/store.h"
 
 namespace floodgate::service {

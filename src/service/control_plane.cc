@@ -100,12 +100,19 @@ Status ControlPlane::Start(store::Store& store, const store::ControlStoreOptions
 }
 
 void ControlPlane::Run() {
-  auto next_poll = std::chrono::steady_clock::now();
+  // The poll is timed on clock_'s monotonic reading, as every wait is: a
+  // ManualClock drives it in tests, and a step of the wall clock neither
+  // hurries nor delays it. The thread sleeps in real time, at most the
+  // clock's MaxSleepNs, and the reading decides whether the poll is due.
+  int64_t next_poll_ns = clock_.MonotonicNs();
   for (;;) {
     std::unique_ptr<Task> task;
     {
       std::unique_lock<std::mutex> lock(mu_);
-      wake_.wait_until(lock, next_poll, [&] { return stopping_ || !tasks_.empty(); });
+      for (int64_t now = clock_.MonotonicNs(); !stopping_ && tasks_.empty() && now < next_poll_ns;
+           now = clock_.MonotonicNs()) {
+        wake_.wait_for(lock, std::chrono::nanoseconds(clock_.SleepNs(now, next_poll_ns)));
+      }
       // Changes already accepted are applied, even while stopping: their
       // callers are told the outcome.
       if (!tasks_.empty()) {
@@ -121,15 +128,13 @@ void ControlPlane::Run() {
       continue;
     }
     // Every kPollMs: another server's change shows as a new version.
-    next_poll = std::chrono::steady_clock::now() + std::chrono::milliseconds(kPollMs);
+    next_poll_ns = clock_.MonotonicNs() + kPollMs * 1'000'000;
     auto version = store_->Version();
     if (!version.ok()) {
-      static int64_t last_logged = 0;
-      const int64_t now = clock_.NowMs();
-      if (now - last_logged > 10'000) {
-        last_logged = now;
+      int64_t suppressed = 0;
+      if (unreachable_log_.Allow(clock_.MonotonicNs() / 1'000'000, &suppressed)) {
         Log(LogLevel::kWarn, "control records unreachable",
-            {{"error", version.status().message()}});
+            {{"error", version.status().message()}, {"suppressed", std::to_string(suppressed)}});
       }
       continue;
     }

@@ -32,6 +32,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "common/log.h"
 #include "floodgate/clock.h"
 #include "floodgate/config.h"
 #include "floodgate/status.h"
@@ -80,6 +81,7 @@ struct ControlRecords {
 
 class ControlPlane {
  public:
+  // Between polls of the store's version, on the clock's monotonic reading.
   static constexpr int64_t kPollMs = 250;
   // The longest ttl_ms a block or an override takes: 366 days, as a rule's
   // block_for. Checked before anything is written, so that no far-future
@@ -196,6 +198,9 @@ class ControlPlane {
   uint64_t version_ = 0;               // of records_; control thread only
   int64_t last_rule_line_ms_ = 0;      // control thread only
   int64_t rule_lines_suppressed_ = 0;  // control thread only
+  // A store that stays unreachable is logged every 10 s, per control plane
+  // (each has its own store to tell of). Control thread only.
+  LogEvery unreachable_log_{10'000};
   // The block_for blocks not in the store yet, by (key, rule) as the store
   // keys them, and the last number given to one; guarded by mu_.
   absl::flat_hash_map<std::string, PendingBlock> pending_blocks_;

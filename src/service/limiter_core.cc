@@ -815,9 +815,12 @@ const Clock& LimiterCore::clock() const { return impl_->clock; }
 
 int64_t LimiterCore::SweepExpired() { return impl_->store->SweepExpired(impl_->clock.NowMs()); }
 
-Limiter::Stats LimiterCore::GetStats() const {
+LimiterStats LimiterCore::GetStats() const {
   const store::Store::Usage u = impl_->store->GetUsage();
-  Limiter::Stats stats{u.entries, u.rejected_full, u.expired_freed};
+  LimiterStats stats;
+  stats.entries = u.entries;
+  stats.rejected_full = u.rejected_full;
+  stats.expired_freed = u.expired_freed;
   stats.store_bytes = u.bytes;
   stats.fallback_store_full = impl_->fallback_store_full.load(std::memory_order_relaxed);
   stats.fallback_backend_error = impl_->fallback_backend_error.load(std::memory_order_relaxed);
@@ -827,6 +830,7 @@ Limiter::Stats LimiterCore::GetStats() const {
   stats.open_circuits = u.open_circuits;
   stats.backend_timeouts = u.backend_timeouts;
   stats.wrong_type = u.wrong_type;
+  stats.store_kind = u.kind;
   return stats;
 }
 

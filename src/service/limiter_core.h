@@ -24,7 +24,7 @@
 #include "floodgate/config.h"
 #include "floodgate/decision.h"
 #include "floodgate/expiring_sets.h"
-#include "floodgate/limiter.h"
+#include "floodgate/limiter_types.h"
 #include "floodgate/loop_driver.h"
 #include "floodgate/otp.h"
 #include "floodgate/status.h"
@@ -75,7 +75,7 @@ class LimiterCore {
 
   // Check with one callback whenever the answer comes: `done` runs once,
   // before this returns when the answer is known now.
-  using CheckCallback = Limiter::CheckCallback;
+  using CheckCallback = floodgate::CheckCallback;
   void CheckAsync(const CheckArgs& args, CheckCallback done, store::Batch* batch = nullptr);
 
   // Check, waiting for a later answer: the blocking form of the Limiter.
@@ -223,7 +223,7 @@ class LimiterCore {
   // As the Limiter's.
   Status Reload(const Config& config);
   int64_t SweepExpired();
-  Limiter::Stats GetStats() const;
+  LimiterStats GetStats() const;
   Status StoreHealth() const;
   // Counters and gauges only the store in use has (Redis: its errors,
   // circuits and local cache), for /metrics.

@@ -1,6 +1,6 @@
 // Otp: the issue and verify flows over either store, the secret, the
 // delivery hook and the counters. The stores do the per-subject bookkeeping
-// atomically (common/otp_policy.h); this file adds the cryptography and
+// atomically (store/otp_policy.h); this file adds the cryptography and
 // the comparison, which stays here so that it is constant-time in C++ on
 // both stores.
 #include "floodgate/otp.h"
@@ -10,10 +10,10 @@
 #include <future>
 #include <utility>
 
-#include "common/otp_policy.h"
 #include "service/otp_codes.h"
 #include "service/otp_impl.h"
 #include "service/webhook_queue.h"
+#include "store/otp_policy.h"
 
 namespace floodgate {
 namespace {

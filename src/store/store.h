@@ -36,8 +36,6 @@
 
 #include "absl/functional/any_invocable.h"
 #include "absl/functional/function_ref.h"
-#include "common/otp_policy.h"
-#include "common/pending_alert.h"
 #include "core/alerts.h"
 #include "core/rule_eval.h"
 #include "floodgate/decision.h"
@@ -45,6 +43,8 @@
 #include "floodgate/set_types.h"
 #include "floodgate/status.h"
 #include "store/control.h"
+#include "store/otp_policy.h"
+#include "store/pending_alert.h"
 
 namespace floodgate::store {
 
@@ -319,9 +319,13 @@ class Store {
   virtual Status Health() const = 0;
   // Frees what expired by `now_ms`; how many entries.
   virtual int64_t SweepExpired(int64_t now_ms) = 0;
-  // What the store holds and how it has fared; each store fills what it
-  // knows (the rest stays 0).
+  // What the store is, what it holds and how it has fared; each store
+  // fills what it knows (the rest stays 0).
   struct Usage {
+    // Which store this is, in the words /v1/admin/stats shows: "memory"
+    // (the embedded store), "redis". A static string. The store says it,
+    // so that nobody above guesses it from what else is set.
+    std::string_view kind;
     // The embedded store's entries and memory (engine/memory_store.h).
     int64_t entries = 0;
     int64_t rejected_full = 0;

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-namespace floodgate::redis {
+namespace floodgate {
 namespace {
 
 StoreUrl Parsed(std::string_view text) {
@@ -213,4 +213,4 @@ TEST(UrlTest, HostPort) {
 }
 
 }  // namespace
-}  // namespace floodgate::redis
+}  // namespace floodgate

@@ -12,12 +12,12 @@
 #include <optional>
 #include <string>
 
-#include "common/otp_policy.h"
 #include "core/rule_eval.h"
 #include "engine/embedded_store.h"
 #include "floodgate/clock.h"
 #include "floodgate/config.h"
 #include "floodgate/set_types.h"
+#include "store/otp_policy.h"
 #include "store/store.h"
 #include "testing/rules.h"
 

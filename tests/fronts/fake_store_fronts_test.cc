@@ -138,6 +138,15 @@ TEST_F(FakeStoreFrontsTest, HttpDecidesOnTheStoreNowAndLater) {
   EXPECT_NE(metrics.find("\nfloodgate_fake_store_checks_total 8\n"), std::string::npos) << metrics;
 }
 
+TEST_F(FakeStoreFrontsTest, TheStatsNameTheStoreAsItSaysItIs) {
+  // A store with no nodes and no sketch board, which is neither of the
+  // two the server was built beside: the stats show the kind it gives.
+  const std::string stats = fronts_->Http("GET", "/v1/admin/stats");
+  EXPECT_EQ(stats.substr(0, 12), "HTTP/1.1 200") << stats;
+  EXPECT_NE(stats.find("\"store\":{\"kind\":\"fake\",\"healthy\":true}"), std::string::npos)
+      << stats;
+}
+
 TEST_F(FakeStoreFrontsTest, GrpcDecidesOnTheStoreNowAndLater) {
   for (const char* value : {"now:erin", "later:frank"}) {
     EXPECT_EQ(ShouldRateLimit(value), pb::RateLimitResponse::OK) << value;

@@ -55,7 +55,7 @@ class RedisAlertsTest : public ::testing::Test {
   // A client of the suite's Redis, for the stream's own operations.
   static Result<std::unique_ptr<redis::Client>> NewClient() {
     redis::ClientOptions options;
-    options.url = *redis::ParseStoreUrl(server_->url());
+    options.url = *ParseStoreUrl(server_->url());
     options.timeout_ms = 2000;
     return redis::Client::Create(options);
   }

@@ -90,7 +90,7 @@ void RunVectors(const std::string& url) {
   const auto cases = testing::LoadVectors(testing::VectorsDir());
   ASSERT_GE(cases.size(), 10u);
   redis::ClientOptions options;
-  options.url = *redis::ParseStoreUrl(url);
+  options.url = *ParseStoreUrl(url);
   options.timeout_ms = 2000;
   auto stretcher = redis::Client::Create(options);
   ASSERT_TRUE(stretcher.ok());

@@ -146,7 +146,7 @@ TEST(WrongTypeRedisTest, ThrottleSetsAndOtpRefuseSuchAKeyAndLeaveItAlone) {
 TEST(WrongTypeRedisTest, TheAlertStreamRefusesSuchAKeyAndLeavesItAlone) {
   testing::RedisServer redis;
   ASSERT_TRUE(redis.Start()) << redis.error();
-  auto parsed = redis::ParseStoreUrl(redis.url());
+  auto parsed = ParseStoreUrl(redis.url());
   ASSERT_TRUE(parsed.ok());
   redis::ClientOptions options;
   options.url = *parsed;

@@ -1,18 +1,27 @@
 // The control plane on the embedded store: overrides, blocks, block_for and
 // runtime rules in force for checks, validation that changes nothing, and
-// the records kept in data_dir across a new limiter.
+// the records kept in data_dir across a new limiter; and the poll of a
+// shared store's records, which a ManualClock drives.
 #include "service/control_plane.h"
 
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
+#include <atomic>
+#include <chrono>
 #include <filesystem>
 #include <future>
+#include <memory>
+#include <optional>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "api/open_store.h"
 #include "floodgate/clock.h"
 #include "service/limiter_core.h"
+#include "testing/eventually.h"
+#include "testing/fake_store.h"
 
 namespace floodgate::service {
 namespace {
@@ -246,6 +255,97 @@ TEST_F(ControlPlaneTest, RecordsSurviveANewLimiterAndARuntimeRuleAReload) {
   ASSERT_EQ(entries.size(), 3u);
   EXPECT_NE(entries[0].find("\"action\":\"block.set\""), std::string::npos) << entries[0];
   EXPECT_NE(entries[2].find("\"action\":\"rule.put\""), std::string::npos) << entries[2];
+}
+
+// A ControlStore another server shares: the test moves its version, as
+// that server's change would, and counts what the control plane asks.
+class SharedControlStore final : public store::ControlStore {
+ public:
+  std::atomic<uint64_t> version{1};
+  std::atomic<bool> down{false};  // every call fails, as an unreachable Redis's
+  std::atomic<int> version_reads{0};
+  std::atomic<int> loads{0};
+
+  Result<uint64_t> Version() override {
+    ++version_reads;
+    if (down) return UnavailableError("connection refused");
+    return version.load();
+  }
+  Result<store::ControlSnapshot> Load(int64_t) override {
+    ++loads;
+    if (down) return UnavailableError("connection refused");
+    store::ControlSnapshot snapshot;
+    snapshot.version = version.load();
+    return snapshot;
+  }
+  Result<uint64_t> Apply(const store::ControlWrite&, int64_t) override { return version.load(); }
+  Result<std::vector<std::string>> RecentLog(size_t) override { return std::vector<std::string>{}; }
+};
+
+ControlPlane::Hooks NoRules(std::atomic<int>* applied) {
+  ControlPlane::Hooks hooks;
+  hooks.apply = [applied](const ControlRecords&) { ++*applied; };
+  hooks.file_rule = [](std::string_view) -> const Rule* { return nullptr; };
+  hooks.rule = [](std::string_view) -> std::optional<Rule> { return std::nullopt; };
+  hooks.add_block = [](const BlockRecord&) {};
+  return hooks;
+}
+
+// The poll runs on the control plane's Clock: a ManualClock moved by the
+// test is what makes it come, to the nanosecond, never real time passing.
+TEST(ControlPlanePollTest, TheClockDrivesThePollAndANewVersionReloads) {
+  ManualClock clock(1'800'000'000'000);
+  testing::FakeStore store(clock);
+  auto shared = std::make_unique<SharedControlStore>();
+  SharedControlStore& records = *shared;
+  store.GiveControlStore(std::move(shared));
+  std::atomic<int> applied{0};
+  ControlPlane cp(clock, NoRules(&applied));
+  ASSERT_TRUE(cp.Start(store, {}).ok());
+  EXPECT_EQ(records.loads.load(), 1);  // Start loads the records once
+  EXPECT_EQ(applied.load(), 1);
+  // The first poll comes at once; the version is the one loaded.
+  ASSERT_TRUE(testing::Eventually([&] { return records.version_reads.load() == 1; }));
+  // Another server's change: seen at the next poll, kPollMs later on the
+  // clock, and not before: real time passing does not bring the poll.
+  records.version = 2;
+  clock.AdvanceNs(ControlPlane::kPollMs * 1'000'000 - 1);
+  std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  EXPECT_EQ(records.version_reads.load(), 1);
+  EXPECT_EQ(records.loads.load(), 1);
+  clock.AdvanceNs(1);
+  ASSERT_TRUE(testing::Eventually([&] { return records.loads.load() == 2; }));
+  EXPECT_EQ(records.version_reads.load(), 2);
+  EXPECT_TRUE(testing::Eventually([&] { return applied.load() == 2; }));
+  // Unchanged at the next poll: no reload.
+  clock.AdvanceMs(ControlPlane::kPollMs);
+  ASSERT_TRUE(testing::Eventually([&] { return records.version_reads.load() == 3; }));
+  EXPECT_EQ(records.loads.load(), 2);
+}
+
+// The line saying a store is unreachable is spaced per control plane:
+// one whose store has just failed says so, whatever another said.
+TEST(ControlPlanePollTest, EachControlPlaneLogsItsOwnUnreachableStore) {
+  ManualClock clock(1'800'000'000'000);
+  ::testing::internal::CaptureStderr();
+  for (int i = 0; i < 2; ++i) {
+    testing::FakeStore store(clock);
+    auto shared = std::make_unique<SharedControlStore>();
+    shared->down = true;
+    SharedControlStore& records = *shared;
+    store.GiveControlStore(std::move(shared));
+    std::atomic<int> applied{0};
+    ControlPlane cp(clock, NoRules(&applied));
+    ASSERT_TRUE(cp.Start(store, {}).ok());
+    ASSERT_TRUE(testing::Eventually([&] { return records.version_reads.load() == 1; }));
+  }  // each control plane's thread has ended: its lines are written
+  const std::string log = ::testing::internal::GetCapturedStderr();
+  size_t lines = 0;
+  for (size_t at = log.find("control records unreachable"); at != std::string::npos;
+       at = log.find("control records unreachable", at + 1)) {
+    ++lines;
+  }
+  EXPECT_EQ(lines, 2u) << log;
 }
 
 }  // namespace

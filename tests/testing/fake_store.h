@@ -8,7 +8,8 @@
 // an answer that comes after the request's round (decisions and leases).
 // Every other operation answers now. Leases run core/concurrency.h on a
 // table of their own per (rule, subject). Expiring sets and OTP are not
-// kept: they answer UNAVAILABLE.
+// kept: they answer UNAVAILABLE; so do control records, unless a test gives
+// a control store of its own (GiveControlStore).
 #pragma once
 
 #include <algorithm>
@@ -196,6 +197,7 @@ class FakeStore final : public store::Store {
   Usage GetUsage() const override {
     std::lock_guard<std::mutex> lock(mu_);
     Usage usage;
+    usage.kind = "fake";
     usage.entries = static_cast<int64_t>(states_.size());
     return usage;
   }
@@ -206,7 +208,15 @@ class FakeStore final : public store::Store {
   std::unique_ptr<store::AlertLog> NewAlertLog(const AlertLogOptions&) override { return nullptr; }
   Result<std::unique_ptr<store::ControlStore>> NewControlStore(
       const store::ControlStoreOptions&) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (control_ != nullptr) return std::move(control_);
     return UnavailableError("the fake store keeps no control records");
+  }
+  // The control store the next NewControlStore hands out (a test's own,
+  // to drive the control plane); without one it answers UNAVAILABLE.
+  void GiveControlStore(std::unique_ptr<store::ControlStore> control) {
+    std::lock_guard<std::mutex> lock(mu_);
+    control_ = std::move(control);
   }
 
  private:
@@ -276,6 +286,7 @@ class FakeStore final : public store::Store {
   int64_t later_checks_ = 0;
   int64_t refunds_ = 0;
   int64_t leases_made_ = 0;
+  std::unique_ptr<store::ControlStore> control_;  // GiveControlStore's, until handed out
   bool stopping_ = false;
   std::thread worker_;  // last: started once the rest is ready
 };

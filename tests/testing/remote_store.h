@@ -20,7 +20,7 @@ namespace floodgate::testing {
 
 inline std::unique_ptr<redis::RemoteStore> OpenRemoteStore(const std::string& url,
                                                            const Clock& clock, int64_t timeout_ms) {
-  auto parsed = redis::ParseStoreUrl(url);
+  auto parsed = ParseStoreUrl(url);
   EXPECT_TRUE(parsed.ok()) << parsed.status().ToString();
   if (!parsed.ok()) return nullptr;
   RedisConfig config;

@@ -1,5 +1,5 @@
 -- otp: one subject's one-time-password state, the three steps of
--- src/common/otp_policy.h; a port of src/engine/otp_store.cc. Three sorted
+-- src/store/otp_policy.h; a port of src/engine/otp_store.cc. Three sorted
 -- sets scored by expiry in ms (expiring sets, as in expiring_set.lua): the
 -- HMACs of the live codes (never the codes), the issue events of the last
 -- issue period and the verification attempts of the last verify period.

@@ -1,6 +1,8 @@
 // PendingAlert: one alert event on its way to a webhook, as the delivery
 // workers, the spool file (embedded store) and the Redis stream (Redis
-// store) all keep it.
+// store) all keep it. In store/ because the store's alert log
+// (store::AlertLog) carries it between the alerts (service/) and the Redis
+// stream (redis/), and store/ is the one layer both may include.
 #pragma once
 
 #include <cstdint>

@@ -1,7 +1,9 @@
 // What both OTP stores (embedded and Redis) are told and answer: the
 // per-subject policy in store terms and the outcomes of the three steps
 // (issue, attempt, consume). Plain data, shared by engine/, redis/ and
-// service/ so that the two stores cannot drift apart in shape.
+// service/ so that the two stores cannot drift apart in shape. In store/
+// because that is the lowest layer all three may include: the seam between
+// the OTP feature (service/otp.cc) and the stores that keep its state.
 //
 // Per subject a store keeps three expiring sets: the live codes (HMACs,
 // never the codes), the issue events of the last issue period and the

@@ -1,4 +1,5 @@
-// /v1/admin/*: see http_admin_routes.h.
+// The control plane's routes under /v1/admin/: see http_admin_routes.h.
+// Access is checked before any of these runs (http_route_table.cc).
 #include "server/http_admin_routes.h"
 
 #include <nlohmann/json.hpp>
@@ -12,13 +13,11 @@
 #include "protocol/http/response.h"
 #include "server/admin_access.h"
 #include "server/error_labels.h"
-#include "server/http_visibility_routes.h"
+#include "server/http_routes.h"
 #include "service/control_plane.h"
 
 namespace floodgate::server {
 namespace {
-
-constexpr std::string_view kPrefix = "/v1/admin/";
 
 std::string Quoted(std::string_view text) {
   std::string out = "\"";
@@ -27,27 +26,19 @@ std::string Quoted(std::string_view text) {
   return out;
 }
 
-// One admin request, as its handler sees it.
-struct AdminCall {
-  LoopContext& loop;
-  const http::Request& req;
-  std::vector<std::string> segments;  // after "/v1/admin/", decoded
-  std::string_view query;
-  const HttpAsync& async;
-  std::string* out;
-  service::Actor who;
-};
-
-void Problem(const AdminCall& c, int status, std::string_view detail,
-             std::span<const http::HeaderField> headers = {}) {
-  c.loop.service().metrics->CountError(status == 401   ? "unauthorized"
-                                       : status == 403 ? "forbidden"
-                                       : status == 404 ? "not_found"
-                                       : status == 405 ? "method_not_allowed"
+void Problem(const RouteCall& c, int status, std::string_view detail) {
+  c.loop.service().metrics->CountError(status == 404   ? "not_found"
                                        : status == 409 ? "conflict"
                                        : status >= 500 ? "unavailable"
                                                        : "bad_request");
-  http::AppendProblem(c.out, status, http::StatusReason(status), detail, c.req.keep_alive, headers);
+  http::AppendProblem(c.out, status, http::StatusReason(status), detail, c.req.keep_alive);
+}
+
+// Who makes a change, for the change log: how the client got in, and from
+// where.
+service::Actor Who(const RouteCall& c) {
+  return service::Actor{std::string(AdminActorKind(c.loop.service(), c.admin)),
+                        c.async.self.Peer().ToString()};
 }
 
 void Json(std::string* out, bool keep_alive, int status, std::string_view body) {
@@ -58,7 +49,7 @@ void Json(std::string* out, bool keep_alive, int status, std::string_view body) 
 int HttpStatusOf(const Status& s) { return LabelError(Operation::kAdmin, s).http_status; }
 
 // The answer of a control-plane change, now or from its thread.
-service::ControlPlane::Done Answer(const AdminCall& c) {
+service::ControlPlane::Done Answer(const RouteCall& c) {
   auto later = c.async.To(c.out).Later<std::string>(
       [keep_alive = c.req.keep_alive](const Status& s, const std::string& body,
                                       std::string* reply) {
@@ -73,24 +64,13 @@ service::ControlPlane::Done Answer(const AdminCall& c) {
 }
 
 // The body as a JSON object, or a 400 answered.
-std::optional<nlohmann::json> Body(const AdminCall& c, std::string_view example) {
+std::optional<nlohmann::json> Body(const RouteCall& c, std::string_view example) {
   nlohmann::json body = nlohmann::json::parse(c.req.body, nullptr, /*allow_exceptions=*/false);
   if (body.is_discarded() || !body.is_object()) {
     Problem(c, 400, "the body must be a JSON object, e.g. " + std::string(example));
     return std::nullopt;
   }
   return body;
-}
-
-bool AllowOnly(const AdminCall& c, std::initializer_list<std::string_view> methods,
-               const char* allow) {
-  for (std::string_view m : methods) {
-    // No HEAD: admin answers may come later, past the session's body cut.
-    if (c.req.method == m) return true;
-  }
-  const http::HeaderField headers[] = {{"Allow", allow}};
-  Problem(c, 405, std::string("use ") + allow, headers);
-  return false;
 }
 
 // Every limit's figures of a peek: limit, used, remaining, reset, period;
@@ -115,7 +95,7 @@ void AppendLimits(std::string* body, const Decision& d, const int64_t* refunded 
 
 // GET /v1/admin/subjects/{rule}/{key}: every limit's figures from a peek
 // (cost 0, blocks aside), the override in force and the blocks.
-void SubjectState(const AdminCall& c, const std::string& rule, const std::string& key) {
+void SubjectState(const RouteCall& c, const std::string& rule, const std::string& key) {
   std::string error;
   const std::optional<std::string> tier = http::QueryParam(c.query, "tier", &error);
   if (!error.empty()) return Problem(c, 400, error);
@@ -164,7 +144,7 @@ void SubjectState(const AdminCall& c, const std::string& rule, const std::string
   }
 }
 
-void ResetSubject(const AdminCall& c, const std::string& rule, const std::string& key) {
+void ResetSubject(const RouteCall& c, const std::string& rule, const std::string& key) {
   c.loop.service().limiter->Reset(
       rule, key,
       c.async.To(c.out).Later<>([rule, key, keep_alive = c.req.keep_alive](const Status& s,
@@ -184,7 +164,7 @@ void ResetSubject(const AdminCall& c, const std::string& rule, const std::string
 // 400 naming the field and its range: a fraction, 1e308, a string such as
 // "1e3", true, or an integer past int64 (nlohmann reads 2^63..2^64-1 as
 // unsigned and larger ones as floats) changes nothing.
-bool IntField(const AdminCall& c, const nlohmann::json& body, std::string_view name, int64_t min,
+bool IntField(const RouteCall& c, const nlohmann::json& body, std::string_view name, int64_t min,
               int64_t max, std::string_view meaning, int64_t* out) {
   auto it = body.find(name);
   if (it == body.end() || it->is_null()) return true;
@@ -206,7 +186,7 @@ constexpr std::string_view kTtlMeaning = " milliseconds (366 days)";
 
 // Reads ttl_ms (absent: 0) in [min_ttl, ControlPlane::kMaxTtlMs] and reason
 // (absent: "") from `body`; false with a 400 answered when one is wrong.
-bool TtlAndReason(const AdminCall& c, const nlohmann::json& body, int64_t min_ttl, int64_t* ttl_ms,
+bool TtlAndReason(const RouteCall& c, const nlohmann::json& body, int64_t min_ttl, int64_t* ttl_ms,
                   std::string* reason) {
   *ttl_ms = 0;
   if (!IntField(c, body, "ttl_ms", min_ttl, service::ControlPlane::kMaxTtlMs, kTtlMeaning,
@@ -223,7 +203,7 @@ bool TtlAndReason(const AdminCall& c, const nlohmann::json& body, int64_t min_tt
   return true;
 }
 
-bool OnlyFields(const AdminCall& c, const nlohmann::json& body,
+bool OnlyFields(const RouteCall& c, const nlohmann::json& body,
                 std::initializer_list<std::string_view> known) {
   for (const auto& [name, value] : body.items()) {
     bool ok = false;
@@ -238,7 +218,7 @@ bool OnlyFields(const AdminCall& c, const nlohmann::json& body,
   return true;
 }
 
-void PutOverride(const AdminCall& c, const std::string& rule, const std::string& key) {
+void PutOverride(const RouteCall& c, const std::string& rule, const std::string& key) {
   const auto body = Body(c, R"({"limits":["5000/day"],"ttl_ms":86400000,"reason":"..."})");
   if (!body || !OnlyFields(c, *body, {"limits", "ttl_ms", "reason"})) return;
   std::vector<std::string> limits;
@@ -254,81 +234,82 @@ void PutOverride(const AdminCall& c, const std::string& rule, const std::string&
   int64_t ttl_ms = 0;
   std::string reason;
   if (!TtlAndReason(c, *body, 0, &ttl_ms, &reason)) return;
-  c.loop.service().limiter->control().SetOverride(c.who, rule, key, std::move(limits), ttl_ms,
+  c.loop.service().limiter->control().SetOverride(Who(c), rule, key, std::move(limits), ttl_ms,
                                                   std::move(reason), Answer(c));
 }
 
-void Overrides(const AdminCall& c) {
-  if (c.segments.size() == 1) {
-    if (!AllowOnly(c, {"GET"}, "GET")) return;
-    std::string error;
-    const std::optional<std::string> rule = http::QueryParam(c.query, "rule", &error);
-    if (!error.empty()) return Problem(c, 400, error);
-    service::ControlPlane& control = c.loop.service().limiter->control();
-    // An unknown rule is a 404, as /top answers it: an empty list would
-    // read as "no overrides" for a misspelt name.
-    if (rule && !rule->empty() && !control.IsKnownRule(*rule)) {
-      return Problem(c, 404, "unknown rule '" + *rule + "'");
-    }
-    std::string body = "{\"overrides\":[";
-    bool first = true;
-    for (const service::OverrideRecord& o : control.ListOverrides(rule.value_or(""))) {
-      if (!first) body += ',';
-      first = false;
-      body += control.OverrideJson(o);
-    }
-    body += "]}";
-    return Json(c.out, c.req.keep_alive, 200, body);
-  }
-  if (c.segments.size() != 3 || c.segments[2].empty()) {
-    return Problem(c, 404, "overrides are /v1/admin/overrides/{rule}/{key}");
-  }
-  const std::string& rule = c.segments[1];
-  const std::string& key = c.segments[2];
-  if (!AllowOnly(c, {"GET", "PUT", "DELETE"}, "GET, PUT, DELETE")) return;
+}  // namespace
+
+void OverrideListRoute(const RouteCall& c) {
+  std::string error;
+  const std::optional<std::string> rule = http::QueryParam(c.query, "rule", &error);
+  if (!error.empty()) return Problem(c, 400, error);
   service::ControlPlane& control = c.loop.service().limiter->control();
-  if (c.req.method == "PUT") return PutOverride(c, rule, key);
-  if (c.req.method == "DELETE") return control.DeleteOverride(c.who, rule, key, Answer(c));
-  const auto o = control.GetOverride(rule, key);
+  // An unknown rule is a 404, as /top answers it: an empty list would
+  // read as "no overrides" for a misspelt name.
+  if (rule && !rule->empty() && !control.IsKnownRule(*rule)) {
+    return Problem(c, 404, "unknown rule '" + *rule + "'");
+  }
+  std::string body = "{\"overrides\":[";
+  bool first = true;
+  for (const service::OverrideRecord& o : control.ListOverrides(rule.value_or(""))) {
+    if (!first) body += ',';
+    first = false;
+    body += control.OverrideJson(o);
+  }
+  body += "]}";
+  Json(c.out, c.req.keep_alive, 200, body);
+}
+
+void OverrideGetRoute(const RouteCall& c) {
+  const std::string& rule = c.params[0];
+  service::ControlPlane& control = c.loop.service().limiter->control();
+  const auto o = control.GetOverride(rule, c.params[1]);
   if (!o) return Problem(c, 404, "no override of rule '" + rule + "' for this key");
   Json(c.out, c.req.keep_alive, 200, control.OverrideJson(*o));
 }
 
-void Blocks(const AdminCall& c) {
+void OverridePutRoute(const RouteCall& c) { PutOverride(c, c.params[0], c.params[1]); }
+
+void OverrideDeleteRoute(const RouteCall& c) {
+  c.loop.service().limiter->control().DeleteOverride(Who(c), c.params[0], c.params[1], Answer(c));
+}
+
+void BlockListRoute(const RouteCall& c) {
   service::ControlPlane& control = c.loop.service().limiter->control();
-  if (c.segments.size() == 1) {
-    if (!AllowOnly(c, {"GET"}, "GET")) return;
-    std::string body = "{\"blocks\":[";
-    bool first = true;
-    for (const service::BlockRecord& b : control.ListBlocks()) {
-      if (!first) body += ',';
-      first = false;
-      body += control.BlockJson(b);
-    }
-    body += "]}";
-    return Json(c.out, c.req.keep_alive, 200, body);
+  std::string body = "{\"blocks\":[";
+  bool first = true;
+  for (const service::BlockRecord& b : control.ListBlocks()) {
+    if (!first) body += ',';
+    first = false;
+    body += control.BlockJson(b);
   }
-  if (c.segments.size() != 2 || c.segments[1].empty()) {
-    return Problem(c, 404, "blocks are /v1/admin/blocks/{key}");
+  body += "]}";
+  Json(c.out, c.req.keep_alive, 200, body);
+}
+
+void BlocksOfRoute(const RouteCall& c) {
+  service::ControlPlane& control = c.loop.service().limiter->control();
+  const std::string& key = c.params[0];
+  std::string body = "{\"key\":" + Quoted(key) + ",\"blocks\":[";
+  bool first = true;
+  for (const service::BlockRecord& b : control.BlocksOf(key)) {
+    if (!first) body += ',';
+    first = false;
+    body += control.BlockJson(b);
   }
-  const std::string& key = c.segments[1];
-  if (!AllowOnly(c, {"GET", "PUT", "DELETE"}, "GET, PUT, DELETE")) return;
-  if (c.req.method == "GET") {
-    std::string body = "{\"key\":" + Quoted(key) + ",\"blocks\":[";
-    bool first = true;
-    for (const service::BlockRecord& b : control.BlocksOf(key)) {
-      if (!first) body += ',';
-      first = false;
-      body += control.BlockJson(b);
-    }
-    return Json(c.out, c.req.keep_alive, 200, body + "]}");
-  }
-  if (c.req.method == "DELETE") {
-    std::string error;
-    const std::optional<std::string> rule = http::QueryParam(c.query, "rule", &error);
-    if (!error.empty()) return Problem(c, 400, error);
-    return control.Unblock(c.who, key, rule.value_or(""), Answer(c));
-  }
+  Json(c.out, c.req.keep_alive, 200, body + "]}");
+}
+
+void BlockDeleteRoute(const RouteCall& c) {
+  std::string error;
+  const std::optional<std::string> rule = http::QueryParam(c.query, "rule", &error);
+  if (!error.empty()) return Problem(c, 400, error);
+  c.loop.service().limiter->control().Unblock(Who(c), c.params[0], rule.value_or(""), Answer(c));
+}
+
+void BlockPutRoute(const RouteCall& c) {
+  const std::string& key = c.params[0];
   const auto body = Body(c, R"({"ttl_ms":3600000,"rule":"api","reason":"..."})");
   if (!body || !OnlyFields(c, *body, {"ttl_ms", "rule", "reason"})) return;
   int64_t ttl_ms = 0;
@@ -341,28 +322,36 @@ void Blocks(const AdminCall& c) {
     if (!it->is_string()) return Problem(c, 400, "rule: must be a string");
     rule = it->get<std::string>();
   }
-  control.Block(c.who, key, rule, ttl_ms, std::move(reason), Answer(c));
+  c.loop.service().limiter->control().Block(Who(c), key, rule, ttl_ms, std::move(reason),
+                                            Answer(c));
 }
 
-void Rules(const AdminCall& c) {
-  if (c.segments.size() != 2 || c.segments[1].empty()) {
-    return Problem(c, 404, "runtime rules are /v1/admin/rules/{name}");
-  }
-  if (!AllowOnly(c, {"PUT", "DELETE"}, "PUT, DELETE")) return;
-  const std::string& name = c.segments[1];
-  service::ControlPlane& control = c.loop.service().limiter->control();
-  if (control.IsFileRule(name)) {
-    return Problem(c, 409,
-                   "rule '" + name + "' comes from the config file; change it there and reload");
-  }
-  if (c.req.method == "DELETE") return control.DeleteRule(c.who, name, Answer(c));
+namespace {
+
+// A rule of the config file cannot be changed here: 409, answered.
+bool IsFileRule(const RouteCall& c, const std::string& name) {
+  if (!c.loop.service().limiter->control().IsFileRule(name)) return false;
+  Problem(c, 409, "rule '" + name + "' comes from the config file; change it there and reload");
+  return true;
+}
+
+}  // namespace
+
+void RulePutRoute(const RouteCall& c) {
+  const std::string& name = c.params[0];
+  if (IsFileRule(c, name)) return;
   const auto body = Body(c, R"({"algorithm":"sliding_window","limits":["60/minute"]})");
   if (!body) return;
-  control.PutRule(c.who, name, body->dump(), Answer(c));
+  c.loop.service().limiter->control().PutRule(Who(c), name, body->dump(), Answer(c));
 }
 
-void ChangeLog(const AdminCall& c) {
-  if (!AllowOnly(c, {"GET"}, "GET")) return;
+void RuleDeleteRoute(const RouteCall& c) {
+  const std::string& name = c.params[0];
+  if (IsFileRule(c, name)) return;
+  c.loop.service().limiter->control().DeleteRule(Who(c), name, Answer(c));
+}
+
+void ChangeLogRoute(const RouteCall& c) {
   std::string error;
   const std::optional<std::string> limit_text = http::QueryParam(c.query, "limit", &error);
   if (!error.empty()) return Problem(c, 400, error);
@@ -394,7 +383,9 @@ void ChangeLog(const AdminCall& c) {
 }
 
 // POST /v1/admin/subjects/{rule}/{key}/refund {"cost":n}: the state after.
-void Refund(const AdminCall& c, const std::string& rule, const std::string& key) {
+void SubjectRefundRoute(const RouteCall& c) {
+  const std::string& rule = c.params[0];
+  const std::string& key = c.params[1];
   const auto body = Body(c, R"({"cost":1})");
   if (!body || !OnlyFields(c, *body, {"cost", "tier"})) return;
   int64_t cost = 0;
@@ -427,67 +418,8 @@ void Refund(const AdminCall& c, const std::string& rule, const std::string& key)
       }));
 }
 
-void Subjects(const AdminCall& c) {
-  const size_t n = c.segments.size();
-  if (n < 3 || c.segments[1].empty() || c.segments[2].empty() ||
-      (n == 4 && c.segments[3] != "refund") || n > 4) {
-    return Problem(c, 404,
-                   "subjects are /v1/admin/subjects/{rule}/{key} and "
-                   "/v1/admin/subjects/{rule}/{key}/refund");
-  }
-  const std::string& rule = c.segments[1];
-  const std::string& key = c.segments[2];
-  if (n == 4) {
-    if (!AllowOnly(c, {"POST"}, "POST")) return;
-    return Refund(c, rule, key);
-  }
-  if (!AllowOnly(c, {"GET", "DELETE"}, "GET, DELETE")) return;
-  if (c.req.method == "DELETE") return ResetSubject(c, rule, key);
-  SubjectState(c, rule, key);
-}
+void SubjectStateRoute(const RouteCall& c) { SubjectState(c, c.params[0], c.params[1]); }
 
-}  // namespace
-
-bool IsAdminPath(std::string_view path) { return path.starts_with(kPrefix) || path == "/v1/admin"; }
-
-void HandleAdminRequest(LoopContext& loop, const http::Request& req, std::string_view path,
-                        std::string_view query, const HttpAsync& async, std::string* out) {
-  auto segments = http::DecodePathSegments(path);
-  AdminCall c{loop, req, {}, query, async, out, {}};
-  if (!segments.has_value()) return Problem(c, 400, "the path has an invalid percent-escape");
-  // "/v1/admin/x/y" -> {"x", "y"}
-  c.segments.assign(segments->begin() + std::min<size_t>(2, segments->size()), segments->end());
-  const ServiceContext& service = loop.service();
-  const PeerAddress peer = async.self.Peer();
-  const AdminAccess access = AdminAccessOf(service, BearerToken(req), peer);
-  if (access == AdminAccess::kNone) {
-    if (service.admin_token.empty()) {
-      return Problem(c, 403,
-                     "no admin token is set (admin.token_env): the admin API answers loopback "
-                     "clients only");
-    }
-    const http::HeaderField headers[] = {{"WWW-Authenticate", "Bearer"}};
-    return Problem(c, 401, "a valid 'Authorization: Bearer <admin token>' header is required",
-                   headers);
-  }
-  const bool read = req.method == "GET";
-  if (!read && access == AdminAccess::kRead) {
-    return Problem(c, 403, "the read token cannot change anything; use the admin token");
-  }
-  c.who = service::Actor{std::string(AdminActorKind(service, access)), peer.ToString()};
-  const std::string what = c.segments.empty() ? "" : c.segments[0];
-  if (what == "subjects") return Subjects(c);
-  if (what == "overrides") return Overrides(c);
-  if (what == "blocks") return Blocks(c);
-  if (what == "rules") return Rules(c);
-  if (what == "log" && c.segments.size() == 1) return ChangeLog(c);
-  if (IsVisibilityRoute(what)) {
-    return HandleVisibilityRequest(loop, req, c.segments, query, async, out);
-  }
-  Problem(c, 404,
-          "no admin route for " + std::string(path) +
-              "; see /v1/admin/subjects, overrides, blocks, rules, log, top, stats, events and "
-              "simulate");
-}
+void SubjectResetRoute(const RouteCall& c) { ResetSubject(c, c.params[0], c.params[1]); }
 
 }  // namespace floodgate::server

@@ -9,15 +9,13 @@
 namespace floodgate::server {
 namespace {
 
-constexpr std::string_view kRecent = "/v1/alerts/recent";
 // More than alert_delivery.recent can hold: the list's own bound applies.
 constexpr size_t kMaxListed = 10'000;
 
 void Problem(LoopContext& loop, const http::Request& req, int status, std::string_view kind,
-             std::string_view detail, std::string* out,
-             std::span<const http::HeaderField> headers = {}) {
+             std::string_view detail, std::string* out) {
   loop.service().metrics->CountError(kind);
-  http::AppendProblem(out, status, http::StatusReason(status), detail, req.keep_alive, headers);
+  http::AppendProblem(out, status, http::StatusReason(status), detail, req.keep_alive);
 }
 
 }  // namespace
@@ -42,17 +40,13 @@ void AppendAlertRecordJson(const AlertRecord& r, std::string* out) {
   *out += '}';
 }
 
-bool IsAlertPath(std::string_view path) { return path == kRecent; }
-
-void HandleAlertRequest(LoopContext& loop, const http::Request& req, std::string_view query,
-                        std::string* out) {
-  if (req.method != "GET" && req.method != "HEAD") {
-    const http::HeaderField allow[] = {{"Allow", "GET"}};
-    return Problem(loop, req, 405, "method_not_allowed", "use GET", out, allow);
-  }
+void AlertsRecentRoute(const RouteCall& c) {
+  LoopContext& loop = c.loop;
+  const http::Request& req = c.req;
+  std::string* out = c.out;
   size_t limit = kMaxListed;
   std::string error;
-  const std::optional<std::string> text = http::QueryParam(query, "limit", &error);
+  const std::optional<std::string> text = http::QueryParam(c.query, "limit", &error);
   if (!error.empty()) return Problem(loop, req, 400, "bad_request", error, out);
   if (text.has_value()) {
     const std::optional<int64_t> n =

@@ -4,7 +4,7 @@
 //          "status":"pending|queued|delivered|dropped","attempts":N,
 //          "last_error":"…"},…]}, newest first, at most N (default and
 //          bound: alert_delivery.recent)
-// 400 for a bad limit, 405 for another method.
+// 400 for a bad limit.
 #pragma once
 
 #include <string>
@@ -12,6 +12,7 @@
 
 #include "floodgate/alerts.h"
 #include "protocol/http/request_parser.h"
+#include "server/http_route_table.h"
 #include "server/service_context.h"
 
 namespace floodgate::server {
@@ -20,11 +21,7 @@ namespace floodgate::server {
 // fields added at its end.
 void AppendAlertRecordJson(const AlertRecord& r, std::string* out);
 
-// Whether `path` is an alert route.
-bool IsAlertPath(std::string_view path);
-
-// Answers a request for an alert route (authorisation already checked).
-void HandleAlertRequest(LoopContext& loop, const http::Request& req, std::string_view query,
-                        std::string* out);
+// GET|HEAD /v1/alerts/recent.
+void AlertsRecentRoute(const RouteCall& c);
 
 }  // namespace floodgate::server

@@ -1,13 +1,12 @@
 // The leases' HTTP routes: see http_lease_routes.h.
 #include "server/http_lease_routes.h"
 
-#include <optional>
 #include <vector>
 
 #include "protocol/http/json_fields.h"
-#include "protocol/http/query.h"
 #include "protocol/http/response.h"
 #include "server/error_labels.h"
+#include "server/http_routes.h"
 
 namespace floodgate::server {
 namespace {
@@ -166,35 +165,22 @@ void Renew(LoopContext& loop, const http::Request& req, Asked a, const HttpAsync
           }));
 }
 
+// The lease a path names: params rule, key, lease (decoded).
+Asked Named(const RouteCall& c) {
+  Asked a;
+  a.rule = c.params[0];
+  a.key = c.params[1];
+  a.lease = c.params[2];
+  a.keep_alive = c.req.keep_alive;
+  return a;
+}
+
 }  // namespace
 
-void HandleLeaseRequest(LoopContext& loop, const http::Request& req, std::string_view path,
-                        const HttpAsync& async, std::string* out) {
-  if (path == "/v1/leases") return Acquire(loop, req, async, out);
-  const std::optional<std::vector<std::string>> segments = http::DecodePathSegments(path);
-  if (!segments.has_value()) {
-    return AppendRouteProblem(loop, req.keep_alive, 400, "bad_request",
-                              "the path has an invalid percent-escape", out);
-  }
-  if (segments->size() != 5 || (*segments)[2].empty() || (*segments)[3].empty() ||
-      (*segments)[4].empty()) {
-    return AppendRouteProblem(
-        loop, req.keep_alive, 404, "not_found",
-        "no route for " + std::string(path) +
-            " (a lease is /v1/leases/{rule}/{key}/{lease}, each percent-encoded as "
-            "one segment)",
-        out);
-  }
-  Asked a;
-  a.rule = (*segments)[2];
-  a.key = (*segments)[3];
-  a.lease = (*segments)[4];
-  a.keep_alive = req.keep_alive;
-  if (req.method == "DELETE") return Release(loop, a, async, out);
-  if (req.method == "PUT") return Renew(loop, req, std::move(a), async, out);
-  const http::HeaderField allow[] = {{"Allow", "DELETE, PUT"}};
-  AppendRouteProblem(loop, req.keep_alive, 405, "method_not_allowed",
-                     "use DELETE to release the lease, PUT to renew it", out, allow);
-}
+void LeaseAcquireRoute(const RouteCall& c) { Acquire(c.loop, c.req, c.async, c.out); }
+
+void LeaseReleaseRoute(const RouteCall& c) { Release(c.loop, Named(c), c.async, c.out); }
+
+void LeaseRenewRoute(const RouteCall& c) { Renew(c.loop, c.req, Named(c), c.async, c.out); }
 
 }  // namespace floodgate::server

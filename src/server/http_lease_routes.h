@@ -13,12 +13,14 @@
 #include <string_view>
 
 #include "protocol/http/request_parser.h"
-#include "server/http_routes.h"
+#include "server/http_route_table.h"
 #include "server/service_context.h"
 
 namespace floodgate::server {
 
-void HandleLeaseRequest(LoopContext& loop, const http::Request& req, std::string_view path,
-                        const HttpAsync& async, std::string* out);
+// POST /v1/leases, DELETE and PUT /v1/leases/{rule}/{key}/{lease}.
+void LeaseAcquireRoute(const RouteCall& c);
+void LeaseReleaseRoute(const RouteCall& c);
+void LeaseRenewRoute(const RouteCall& c);
 
 }  // namespace floodgate::server

@@ -7,12 +7,10 @@
 #include "protocol/http/json_fields.h"
 #include "protocol/http/response.h"
 #include "server/error_labels.h"
+#include "server/http_routes.h"
 
 namespace floodgate::server {
 namespace {
-
-constexpr std::string_view kIssue = "/v1/otp/issue";
-constexpr std::string_view kVerify = "/v1/otp/verify";
 
 // 429 with Retry-After (whole seconds, rounded up).
 void Limited(LoopContext& loop, bool keep_alive, std::string_view what, std::string_view limit,
@@ -65,21 +63,12 @@ void AnswerVerify(LoopContext& loop, const std::string& subject, bool keep_alive
        keep_alive, out);
 }
 
-}  // namespace
-
-bool IsOtpPath(std::string_view path) { return path == kIssue || path == kVerify; }
-
-void HandleOtpRequest(LoopContext& loop, const http::Request& req, std::string_view path,
-                      const HttpAsync& async, std::string* out) {
+// Issue or verify (both POST: the route table answers other methods).
+void IssueOrVerify(const RouteCall& c, bool issue) {
+  LoopContext& loop = c.loop;
+  const http::Request& req = c.req;
+  std::string* out = c.out;
   const bool keep_alive = req.keep_alive;
-  if (req.method != "POST") {
-    loop.service().metrics->CountError("method_not_allowed");
-    const http::HeaderField allow[] = {{"Allow", "POST"}};
-    http::AppendProblem(out, 405, http::StatusReason(405), "use POST with a JSON body", keep_alive,
-                        allow);
-    return;
-  }
-  const bool issue = path == kIssue;
   std::string subject, code, error;
   http::JsonField fields[] = {
       {"subject", http::JsonField::Kind::kString, true, &subject, nullptr},
@@ -93,7 +82,7 @@ void HandleOtpRequest(LoopContext& loop, const http::Request& req, std::string_v
     return AppendRouteProblem(loop, keep_alive, 400, "bad_request", error, out);
   }
   Otp& otp = loop.service().limiter->otp();
-  const ReplyTo to = async.To(out);
+  const ReplyTo to = c.async.To(out);
   if (issue) {
     otp.IssueAsync(subject, to.Later<OtpIssueResult>(
                                 [loop = &loop, subject, keep_alive](
@@ -109,5 +98,11 @@ void HandleOtpRequest(LoopContext& loop, const http::Request& req, std::string_v
         AnswerVerify(*loop, subject, keep_alive, s, r, reply);
       }));
 }
+
+}  // namespace
+
+void OtpIssueRoute(const RouteCall& c) { IssueOrVerify(c, /*issue=*/true); }
+
+void OtpVerifyRoute(const RouteCall& c) { IssueOrVerify(c, /*issue=*/false); }
 
 }  // namespace floodgate::server

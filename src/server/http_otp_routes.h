@@ -14,16 +14,13 @@
 #include <string_view>
 
 #include "protocol/http/request_parser.h"
-#include "server/http_routes.h"
+#include "server/http_route_table.h"
 #include "server/service_context.h"
 
 namespace floodgate::server {
 
-// Whether `path` is one of the OTP routes.
-bool IsOtpPath(std::string_view path);
-
-// Answers a request for an OTP route.
-void HandleOtpRequest(LoopContext& loop, const http::Request& req, std::string_view path,
-                      const HttpAsync& async, std::string* out);
+// POST /v1/otp/issue and POST /v1/otp/verify.
+void OtpIssueRoute(const RouteCall& c);
+void OtpVerifyRoute(const RouteCall& c);
 
 }  // namespace floodgate::server

@@ -1,7 +1,6 @@
-// HTTP routes: /v1/check (POST JSON or GET query), /healthz, /readyz, /metrics,
-// /v1/rules, /v1/sets/{key} (http_set_routes.cc), /v1/otp/issue|verify
-// (http_otp_routes.cc) and /v1/alerts/recent (http_alert_routes.cc). Errors
-// are application/problem+json (RFC 9457).
+// The data plane's HTTP routes: /v1/check (POST JSON or GET query),
+// /healthz, /readyz, /metrics and /v1/rules; and the helpers every route's
+// handler shares. Errors are application/problem+json (RFC 9457).
 #include "server/http_routes.h"
 
 #include <charconv>
@@ -16,25 +15,10 @@
 #include "server/alert_metrics.h"
 #include "server/error_labels.h"
 #include "server/feature_metrics.h"
-#include "server/http_admin_routes.h"
-#include "server/http_alert_routes.h"
-#include "server/http_lease_routes.h"
-#include "server/http_otp_routes.h"
-#include "server/http_set_routes.h"
-#include "server/http_ui_routes.h"
 #include "server/lease_metrics.h"
 
 namespace floodgate::server {
 namespace {
-
-// Header fields owned by the caller; converted to views for the response writer.
-using Headers = std::vector<std::pair<std::string, std::string>>;
-
-std::vector<http::HeaderField> Views(const Headers& headers) {
-  std::vector<http::HeaderField> views;
-  for (const auto& [k, v] : headers) views.emplace_back(k, v);
-  return views;
-}
 
 // Appends an sf-string's content: backslash and double quote escaped
 // (RFC 8941); other bytes outside printable ASCII become '?'.
@@ -49,28 +33,6 @@ void AppendStructuredFieldString(std::string& out, std::string_view s) {
       out += c;
     }
   }
-}
-
-void Problem(LoopContext& loop, const http::Request& req, int status, const std::string& detail,
-             std::string* out, Headers extra = {}) {
-  loop.service().metrics->CountError(status == 401   ? "unauthorized"
-                                     : status == 404 ? "not_found"
-                                     : status == 405 ? "method_not_allowed"
-                                                     : "bad_request");
-  http::AppendProblem(out, status, http::StatusReason(status), detail, req.keep_alive,
-                      Views(extra));
-}
-
-// The data plane's token, or the admin token (which opens the data plane
-// too, as RESP's AUTH with it does; the read token does not: a check
-// consumes quota).
-bool Authorized(LoopContext& loop, const http::Request& req) {
-  const ServiceContext& service = loop.service();
-  if (service.auth_token.empty()) return true;
-  const std::string_view presented = BearerToken(req);
-  if (presented.empty()) return false;
-  return ConstantTimeEquals(presented, service.auth_token) ||
-         (!service.admin_token.empty() && ConstantTimeEquals(presented, service.admin_token));
 }
 
 // A check's response, from the limiter's answer.
@@ -127,7 +89,7 @@ void Check(LoopContext& loop, const http::Request& req, std::string_view query,
                                           : http::DecodeCheckRequestJson(req.body, &cr, &error) &&
                                                 http::DecodeDenyStatusQuery(query, &cr, &error);
   if (!parsed) {
-    Problem(loop, req, 400, error, out);
+    AppendRouteProblem(loop, req.keep_alive, 400, "bad_request", error, out);
     return;
   }
   const ReplyTo to = async.To(out);
@@ -391,127 +353,18 @@ void StripBody(std::string* response, size_t start) {
   if (head_end != std::string::npos) response->resize(head_end + 4);
 }
 
-namespace {
+void CheckRoute(const RouteCall& c) { Check(c.loop, c.req, c.query, c.async, c.out); }
 
-// What a route's handler is given.
-struct RouteCall {
-  LoopContext& loop;
-  const http::Request& req;
-  std::string_view path;
-  std::string_view query;
-  std::string_view segment;  // a "{key}" route's key, percent-decoded
-  const HttpAsync& async;
-  std::string* out;
-};
-
-// One route: its path (a trailing "{key}" stands for one more segment),
-// the methods it answers (HEAD wherever GET; null: the handler checks, for
-// routes whose methods do different things), the 405's hint, whether the
-// data-plane token is needed, and the handler.
-struct HttpRoute {
-  std::string_view path;
-  const char* allow;
-  const char* use;
-  bool needs_auth;
-  void (*handler)(const RouteCall& call);
-};
-
-constexpr std::string_view kKeySegment = "{key}";
-
-void Healthz(const RouteCall& c) {
+void HealthzRoute(const RouteCall& c) {
   const http::HeaderField json[] = {{"Content-Type", "application/json"}};
   http::AppendResponse(c.out, 200, "OK", json, "{\"status\":\"ok\"}", c.req.keep_alive);
 }
 
-// The routes, in the order they are matched.
-constexpr HttpRoute kRoutes[] = {
-    {"/healthz", "GET", "use GET", false, Healthz},
-    {"/readyz", "GET", "use GET", false, [](const RouteCall& c) { Ready(c.loop, c.req, c.out); }},
-    {"/v1/check", "GET, POST", "use POST with a JSON body, or GET with query parameters", true,
-     [](const RouteCall& c) { Check(c.loop, c.req, c.query, c.async, c.out); }},
-    {"/v1/sets/{key}", nullptr, nullptr, true,
-     [](const RouteCall& c) {
-       HandleSetRequest(c.loop, c.req, c.segment, c.query, c.async, c.out);
-     }},
-    {"/v1/otp/issue", nullptr, nullptr, true,
-     [](const RouteCall& c) { HandleOtpRequest(c.loop, c.req, c.path, c.async, c.out); }},
-    {"/v1/otp/verify", nullptr, nullptr, true,
-     [](const RouteCall& c) { HandleOtpRequest(c.loop, c.req, c.path, c.async, c.out); }},
-    {"/v1/alerts/recent", nullptr, nullptr, true,
-     [](const RouteCall& c) { HandleAlertRequest(c.loop, c.req, c.query, c.out); }},
-    {"/metrics", "GET", "use GET", true,
-     [](const RouteCall& c) { MetricsPage(c.loop, c.req, c.out); }},
-    {"/v1/rules", "GET", "use GET", true, [](const RouteCall& c) { Rules(c.loop, c.req, c.out); }},
-    // /v1/leases and /v1/leases/{rule}/{key}/{lease} (http_lease_routes.h).
-    {"/v1/leases", "POST", "use POST with a JSON body", true,
-     [](const RouteCall& c) { HandleLeaseRequest(c.loop, c.req, c.path, c.async, c.out); }},
-};
+void ReadyzRoute(const RouteCall& c) { Ready(c.loop, c.req, c.out); }
 
-// Whether `method` is one of `allow` ("GET, POST"); HEAD goes with GET.
-bool Allows(std::string_view allow, std::string_view method) {
-  if (method == "HEAD") method = "GET";
-  while (!allow.empty()) {
-    const size_t comma = allow.find(',');
-    if (allow.substr(0, comma) == method) return true;
-    if (comma == std::string_view::npos) break;
-    allow.remove_prefix(comma + 1);
-    while (allow.starts_with(' ')) allow.remove_prefix(1);
-  }
-  return false;
-}
+void MetricsRoute(const RouteCall& c) { MetricsPage(c.loop, c.req, c.out); }
 
-}  // namespace
-
-void HandleHttp(LoopContext& loop, const http::Request& req, const HttpAsync& async,
-                std::string* out) {
-  const http::Target target = http::SplitTarget(req.target);
-  const std::string_view path = target.path, query = target.query;
-  if (IsAdminPath(path)) return HandleAdminRequest(loop, req, path, query, async, out);
-  if (IsUiPath(path)) return HandleUiRequest(loop, req, path, out);
-  if (path.starts_with("/v1/leases/")) {
-    if (!Authorized(loop, req)) {
-      return Problem(loop, req, 401, "a valid 'Authorization: Bearer <token>' header is required",
-                     out, {{"WWW-Authenticate", "Bearer"}});
-    }
-    return HandleLeaseRequest(loop, req, path, async, out);
-  }
-  const HttpRoute* route = nullptr;
-  std::string segment;
-  for (const HttpRoute& r : kRoutes) {
-    if (!r.path.ends_with(kKeySegment)) {
-      if (path != r.path) continue;
-      route = &r;
-      break;
-    }
-    // "/v1/sets/{key}": exactly one segment after the prefix, the key.
-    const std::string_view prefix = r.path.substr(0, r.path.size() - kKeySegment.size());
-    if (!path.starts_with(prefix)) continue;
-    const auto segments = http::DecodePathSegments(path);
-    if (!segments.has_value()) {
-      return Problem(loop, req, 400, "the path has an invalid percent-escape", out);
-    }
-    if (segments->size() != 3 || (*segments)[2].empty()) continue;
-    segment = (*segments)[2];
-    route = &r;
-    break;
-  }
-  if (route == nullptr) {
-    return Problem(loop, req, 404,
-                   "no route for " + std::string(path) +
-                       (path.starts_with("/v1/sets") ? " (sets are /v1/sets/{key}, the key "
-                                                       "percent-encoded as one segment)"
-                                                     : ""),
-                   out);
-  }
-  if (route->needs_auth && !Authorized(loop, req)) {
-    return Problem(loop, req, 401, "a valid 'Authorization: Bearer <token>' header is required",
-                   out, {{"WWW-Authenticate", "Bearer"}});
-  }
-  if (route->allow != nullptr && !Allows(route->allow, req.method)) {
-    return Problem(loop, req, 405, route->use, out, {{"Allow", route->allow}});
-  }
-  route->handler(RouteCall{loop, req, path, query, segment, async, out});
-}
+void RulesRoute(const RouteCall& c) { Rules(c.loop, c.req, c.out); }
 
 void AppendRouteProblem(LoopContext& loop, bool keep_alive, int status, std::string_view kind,
                         std::string_view detail, std::string* out,

@@ -1,4 +1,7 @@
-// HTTP routes: one function per endpoint, from a parsed request to a response.
+// The data plane's HTTP routes (the decision, health, metrics, rules) and
+// what every route's handler shares: the asynchronous answer, problem+json
+// errors, the decision's JSON and RateLimit fields. Which request reaches
+// which handler is http_route_table.h's business.
 #pragma once
 
 #include <atomic>
@@ -12,6 +15,7 @@
 #include "protocol/http/response.h"
 #include "server/answer.h"
 #include "server/error_labels.h"
+#include "server/http_route_table.h"
 #include "server/reply_queue.h"
 #include "server/service_context.h"
 #include "server/session.h"
@@ -47,10 +51,12 @@ struct HttpAsync {
   ReplyTo To(std::string* out) const { return ReplyTo{replies, self, out}; }
 };
 
-// Answers `req`, appending the whole response to `out`, or reserving its
-// place in `async.replies` and completing it later.
-void HandleHttp(LoopContext& loop, const http::Request& req, const HttpAsync& async,
-                std::string* out);
+// The data plane's handlers (rows of http_route_table.cc).
+void CheckRoute(const RouteCall& c);    // GET|POST /v1/check
+void HealthzRoute(const RouteCall& c);  // GET /healthz
+void ReadyzRoute(const RouteCall& c);   // GET /readyz
+void MetricsRoute(const RouteCall& c);  // GET /metrics
+void RulesRoute(const RouteCall& c);    // GET /v1/rules
 
 // The token of an "Authorization: Bearer <token>" header, or "" (none, or
 // another scheme). The scheme is case-insensitive.

@@ -10,6 +10,7 @@
 #include "protocol/http/query.h"
 #include "protocol/http/response.h"
 #include "server/error_labels.h"
+#include "server/http_routes.h"
 
 namespace floodgate::server {
 namespace {
@@ -85,22 +86,17 @@ void AppendAnswer(LoopContext& loop, const Asked& a, const Status& s, const SetR
 
 }  // namespace
 
-void HandleSetRequest(LoopContext& loop, const http::Request& req, std::string_view key,
-                      std::string_view query, const HttpAsync& async, std::string* out) {
+void SetRoute(const RouteCall& c) {
+  LoopContext& loop = c.loop;
+  const http::Request& req = c.req;
+  const HttpAsync& async = c.async;
+  std::string* out = c.out;
+  const std::string_view query = c.query;
+  // GET (HEAD), POST or DELETE: the route table answers any other method.
   Asked a;
-  a.key = std::string(key);
+  a.key = c.params[0];
   a.keep_alive = req.keep_alive;
   a.head = req.method == "HEAD";
-  const bool get = req.method == "GET" || a.head;
-  if (!get && req.method != "POST" && req.method != "DELETE") {
-    loop.service().metrics->CountError("method_not_allowed");
-    const http::HeaderField allow[] = {{"Allow", "GET, HEAD, POST, DELETE"}};
-    http::AppendProblem(out, 405, http::StatusReason(405),
-                        "use POST to add a member, GET to list them (or ?member= to test one), "
-                        "DELETE ?member= to remove one",
-                        req.keep_alive, allow);
-    return;
-  }
   // The query: only "member", and only for GET and DELETE.
   std::vector<std::pair<std::string, std::string>> params;
   std::string error;

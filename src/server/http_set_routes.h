@@ -10,13 +10,12 @@
 #include <string_view>
 
 #include "protocol/http/request_parser.h"
-#include "server/http_routes.h"
+#include "server/http_route_table.h"
 #include "server/service_context.h"
 
 namespace floodgate::server {
 
-// Answers a request for the set `key` (already decoded) with query `query`.
-void HandleSetRequest(LoopContext& loop, const http::Request& req, std::string_view key,
-                      std::string_view query, const HttpAsync& async, std::string* out);
+// GET|HEAD|POST|DELETE /v1/sets/{key}: the set params[0] (decoded).
+void SetRoute(const RouteCall& c);
 
 }  // namespace floodgate::server

@@ -51,24 +51,19 @@ void ServeAsset(const http::Request& req, const UiAsset& asset, std::string* out
 
 }  // namespace
 
-bool IsUiPath(std::string_view path) {
-  return path == kRoot || (path.starts_with(kRoot) && path[kRoot.size()] == '/');
+void UiRootRoute(const RouteCall& c) {
+  const http::HeaderField headers[] = {{"Location", "/ui/"}, {"Cache-Control", "no-cache"}};
+  http::AppendResponse(c.out, 301, "Moved Permanently", headers, "", c.req.keep_alive);
 }
 
-void HandleUiRequest(LoopContext& loop, const http::Request& req, std::string_view path,
-                     std::string* out) {
-  if (req.method != "GET" && req.method != "HEAD") {
-    const http::HeaderField allow[] = {{"Allow", "GET, HEAD"}};
-    return AppendRouteProblem(loop, req.keep_alive, 405, "method_not_allowed", "use GET", out,
-                              allow);
-  }
-  if (path == kRoot) {
-    const http::HeaderField headers[] = {{"Location", "/ui/"}, {"Cache-Control", "no-cache"}};
-    return http::AppendResponse(out, 301, "Moved Permanently", headers, "", req.keep_alive);
-  }
+void UiFileRoute(const RouteCall& c) {
+  LoopContext& loop = c.loop;
+  const http::Request& req = c.req;
+  const std::string_view path = c.path;
+  std::string* out = c.out;
   std::string_view name = path.substr(kRoot.size() + 1);
   if (name.empty()) name = "index.html";
-  const UiAsset* asset = name.find('/') == std::string_view::npos ? FindUiAsset(name) : nullptr;
+  const UiAsset* asset = FindUiAsset(name);  // one segment: the pattern's
   if (asset == nullptr) {
     return AppendRouteProblem(
         loop, req.keep_alive, 404, "not_found",

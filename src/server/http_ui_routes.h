@@ -2,13 +2,13 @@
 // (server/ui_assets.h):
 //   GET|HEAD /ui          301 to /ui/
 //   GET|HEAD /ui/         index.html
-//   GET|HEAD /ui/<file>   that file of ui/; 404 problem+json for any other
+//   GET|HEAD /ui/{file}   that file of ui/; 404 problem+json for any other
 // Every asset answer carries Content-Type, a strong ETag (304 when
 // If-None-Match names it, or is "*"), Cache-Control: no-cache (revalidated
 // on every use, so a new binary's dashboard is picked up at once), a
 // Content-Security-Policy the dashboard satisfies (same origin only: no
 // inline script or style, no eval, no framing), X-Content-Type-Options:
-// nosniff and Referrer-Policy: no-referrer. Other methods: 405.
+// nosniff and Referrer-Policy: no-referrer.
 //
 // The pages are public: they hold no data. The data they show comes from
 // the admin routes, which check access themselves (docs/operations.md,
@@ -19,6 +19,7 @@
 #include <string_view>
 
 #include "protocol/http/request_parser.h"
+#include "server/http_route_table.h"
 #include "server/service_context.h"
 
 namespace floodgate::server {
@@ -28,12 +29,12 @@ inline constexpr std::string_view kUiContentSecurityPolicy =
     "default-src 'self'; connect-src 'self'; img-src 'self' data:; style-src 'self'; "
     "script-src 'self'; frame-ancestors 'none'";
 
-// Whether `path` (no query) is "/ui" or under "/ui/".
-bool IsUiPath(std::string_view path);
-
-// Answers a request for a dashboard path (IsUiPath), appending the whole
-// response to `out`. Touches no shared state but the error counter.
-void HandleUiRequest(LoopContext& loop, const http::Request& req, std::string_view path,
-                     std::string* out);
+// GET|HEAD /ui: the redirect to /ui/.
+void UiRootRoute(const RouteCall& c);
+// GET|HEAD /ui/ and /ui/{file}: a file of the dashboard, by its name as
+// sent (asset names need no escapes, so none is decoded). Each appends the
+// whole response to `out` and touches no shared state but the error
+// counter.
+void UiFileRoute(const RouteCall& c);
 
 }  // namespace floodgate::server

@@ -2,10 +2,10 @@
 // loops and the visibility's thread keep (server/visibility.h); none waits
 // for the store. A simulation runs on a thread of its own, one at a time,
 // and answers through the connection's reply queue when done.
-#include "server/http_visibility_routes.h"
 
 #include "protocol/http/query.h"
 #include "protocol/http/response.h"
+#include "server/http_routes.h"
 #include "server/redact_key.h"
 #include "server/visibility.h"
 
@@ -192,31 +192,31 @@ void Simulate(LoopContext& loop, const http::Request& req, std::string_view quer
 
 }  // namespace
 
-bool IsVisibilityRoute(std::string_view what) {
-  return what == "top" || what == "stats" || what == "events" || what == "simulate";
+namespace {
+
+// Whether this server keeps visibility data; a 404 answered when not.
+bool Kept(const RouteCall& c) {
+  if (c.loop.service().visibility != nullptr) return true;
+  Reply(c.loop, c.req, 404, "not_found", "this server keeps no visibility data", c.out);
+  return false;
 }
 
-void HandleVisibilityRequest(LoopContext& loop, const http::Request& req,
-                             const std::vector<std::string>& segments, std::string_view query,
-                             const HttpAsync& async, std::string* out) {
-  const std::string& what = segments[0];
-  const bool simulate = what == "simulate";
-  const std::string_view method = simulate ? "POST" : "GET";
-  if (segments.size() != 1 ||
-      (req.method != method && !(method == "GET" && req.method == "HEAD" && what != "events"))) {
-    if (segments.size() != 1) {
-      return Reply(loop, req, 404, "not_found", "no such route under /v1/admin/" + what, out);
-    }
-    const http::HeaderField allow[] = {{"Allow", method}};
-    return Reply(loop, req, 405, "method_not_allowed", "use " + std::string(method), out, allow);
-  }
-  if (loop.service().visibility == nullptr) {
-    return Reply(loop, req, 404, "not_found", "this server keeps no visibility data", out);
-  }
-  if (what == "top") return Top(loop, req, query, out);
-  if (what == "stats") return Stats(loop, req, out);
-  if (what == "events") return Events(loop, req, async, out);
-  return Simulate(loop, req, query, async, out);
+}  // namespace
+
+void TopRoute(const RouteCall& c) {
+  if (Kept(c)) Top(c.loop, c.req, c.query, c.out);
+}
+
+void StatsRoute(const RouteCall& c) {
+  if (Kept(c)) Stats(c.loop, c.req, c.out);
+}
+
+void EventsRoute(const RouteCall& c) {
+  if (Kept(c)) Events(c.loop, c.req, c.async, c.out);
+}
+
+void SimulateRoute(const RouteCall& c) {
+  if (Kept(c)) Simulate(c.loop, c.req, c.query, c.async, c.out);
 }
 
 }  // namespace floodgate::server

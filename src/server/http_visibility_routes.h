@@ -10,24 +10,19 @@
 // kMaxEventStreams streams are open or a simulation is running.
 #pragma once
 
-#include <string>
 #include <string_view>
-#include <vector>
 
-#include "protocol/http/request_parser.h"
-#include "server/http_routes.h"
-#include "server/service_context.h"
+#include "server/http_route_table.h"
 
 namespace floodgate::server {
 
 inline constexpr std::string_view kSimulatePath = "/v1/admin/simulate";
 
-// Whether `what` (the segment after /v1/admin/) names one of these routes.
-bool IsVisibilityRoute(std::string_view what);
-
-// Answers one (access already checked: GETs read, the POST writes).
-void HandleVisibilityRequest(LoopContext& loop, const http::Request& req,
-                             const std::vector<std::string>& segments, std::string_view query,
-                             const HttpAsync& async, std::string* out);
+// The routes (access already checked: GETs read, the POST writes). Each
+// answers 404 when this server keeps no visibility data.
+void TopRoute(const RouteCall& c);       // GET|HEAD /v1/admin/top
+void StatsRoute(const RouteCall& c);     // GET|HEAD /v1/admin/stats
+void EventsRoute(const RouteCall& c);    // GET      /v1/admin/events
+void SimulateRoute(const RouteCall& c);  // POST     /v1/admin/simulate
 
 }  // namespace floodgate::server

@@ -3,92 +3,18 @@
 // calls it.
 #include <gtest/gtest.h>
 
-#include <memory>
 #include <string>
 #include <string_view>
-#include <utility>
-#include <vector>
 
-#include "floodgate/clock.h"
-#include "protocol/http/request_parser.h"
-#include "server/http_routes.h"
 #include "server/http_ui_routes.h"
-#include "server/metrics.h"
-#include "server/service_context.h"
 #include "server/ui_assets.h"
-#include "testing/test_config.h"
+#include "testing/http_exchange.h"
 
 namespace floodgate::server {
 namespace {
 
-// A response cut into its status, header fields and body.
-struct Response {
-  int status = 0;
-  std::vector<std::pair<std::string, std::string>> headers;
-  std::string body;
-
-  std::string Header(std::string_view name) const {
-    for (const auto& [k, v] : headers) {
-      if (k.size() != name.size()) continue;
-      bool same = true;
-      for (size_t i = 0; i < k.size(); ++i) same = same && (k[i] | 0x20) == (name[i] | 0x20);
-      if (same) return v;
-    }
-    return "";
-  }
-  bool Has(std::string_view name) const { return !Header(name).empty(); }
-};
-
-Response ParseResponse(const std::string& raw) {
-  Response r;
-  const size_t head_end = raw.find("\r\n\r\n");
-  EXPECT_NE(head_end, std::string::npos) << raw;
-  if (head_end == std::string::npos) return r;
-  r.status = std::stoi(raw.substr(9, 3));
-  size_t at = raw.find("\r\n") + 2;
-  while (at < head_end) {
-    const size_t eol = raw.find("\r\n", at);
-    const std::string line = raw.substr(at, eol - at);
-    const size_t colon = line.find(':');
-    r.headers.emplace_back(line.substr(0, colon), line.substr(colon + 2));
-    at = eol + 2;
-  }
-  r.body = raw.substr(head_end + 4);
-  return r;
-}
-
-class UiRoutesTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    config_ =
-        testing::MakeConfig("rules:\n  api: { algorithm: fixed_window, limits: [2/minute] }\n");
-    limiter_ = testing::MakeCore(config_, clock_);
-    ASSERT_NE(limiter_, nullptr);
-    context_.limiter = limiter_.get();
-    context_.metrics = &metrics_;
-    loop_ = std::make_unique<LoopContext>(&context_, 0);
-  }
-
-  Response Send(std::string_view method, std::string_view target,
-                std::vector<std::pair<std::string_view, std::string_view>> headers = {}) {
-    http::Request req;
-    req.method = method;
-    req.target = target;
-    req.version = "HTTP/1.1";
-    req.headers = std::move(headers);
-    req.keep_alive = true;
-    std::string out;
-    HandleHttp(*loop_, req, HttpAsync{}, &out);
-    return ParseResponse(out);
-  }
-
-  ManualClock clock_{1'700'000'000'000};
-  Metrics metrics_{1};
-  Config config_;
-  ServiceContext context_;
-  std::unique_ptr<service::LimiterCore> limiter_;
-  std::unique_ptr<LoopContext> loop_;
-};
+using Response = testing::HttpResponse;
+using UiRoutesTest = testing::HttpExchangeTest;
 
 TEST(UiAssetsTest, TheDashboardFilesAreBuiltIn) {
   for (std::string_view name : {"index.html", "app.js", "style.css", "favicon.svg"}) {
@@ -115,14 +41,12 @@ TEST(UiAssetsTest, TheBodiesAreTheFilesBytes) {
   EXPECT_TRUE(index->body.ends_with("</html>\n"));
 }
 
-TEST(UiAssetsTest, IsUiPathMatchesTheRootAndBelowOnly) {
-  EXPECT_TRUE(IsUiPath("/ui"));
-  EXPECT_TRUE(IsUiPath("/ui/"));
-  EXPECT_TRUE(IsUiPath("/ui/app.js"));
-  EXPECT_FALSE(IsUiPath("/uix"));
-  EXPECT_FALSE(IsUiPath("/u"));
-  EXPECT_FALSE(IsUiPath("/v1/ui"));
-  EXPECT_FALSE(IsUiPath("/"));
+TEST_F(UiRoutesTest, OnlyTheRootAndBelowAreTheDashboards) {
+  for (std::string_view target : {"/uix", "/u", "/v1/ui", "/"}) {
+    const Response r = Send("GET", target);
+    EXPECT_EQ(r.status, 404) << target;
+    EXPECT_EQ(r.body.find("no dashboard file"), std::string::npos) << r.body;
+  }
 }
 
 TEST_F(UiRoutesTest, TheRootRedirectsToTheSlash) {

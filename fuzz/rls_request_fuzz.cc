@@ -9,7 +9,7 @@
 #include "api/open_store.h"
 #include "config/envoy_ratelimit.h"
 #include "protocol/grpc/rls_codec.h"
-#include "server/rls_service.h"
+#include "server/grpc/rls_service.h"
 #include "service/envoy_rules.h"
 #include "service/limiter_core.h"
 

@@ -18,10 +18,10 @@
 
 #include "api/open_store.h"
 #include "floodgate/config.h"
-#include "server/connection_timers.h"
-#include "server/metrics.h"
-#include "server/service_context.h"
-#include "server/session.h"
+#include "server/context/service_context.h"
+#include "server/net/connection_timers.h"
+#include "server/net/session.h"
+#include "server/observability/metrics.h"
 #include "service/limiter_core.h"
 
 namespace floodgate::fuzz {

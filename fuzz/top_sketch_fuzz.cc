@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <string_view>
 
-#include "server/visibility.h"
+#include "server/http/visibility.h"
 #include "service/space_saving.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

@@ -9,10 +9,10 @@
 
 #include "common/log.h"
 #include "protocol/http/response.h"
-#include "server/http_session.h"
-#include "server/http_visibility_routes.h"
-#include "server/resp_session.h"
-#include "server/visibility.h"
+#include "server/http/http_session.h"
+#include "server/http/http_visibility_routes.h"
+#include "server/http/visibility.h"
+#include "server/resp/resp_session.h"
 
 namespace floodgate::server {
 

@@ -10,10 +10,10 @@
 #include "floodgate/config.h"
 #include "protocol/http/request_parser.h"
 #include "protocol/resp/parser.h"
-#include "server/event_loop.h"
-#include "server/listener.h"
-#include "server/metrics.h"
-#include "server/service_context.h"
+#include "server/context/service_context.h"
+#include "server/net/event_loop.h"
+#include "server/net/listener.h"
+#include "server/observability/metrics.h"
 #include "service/limiter_core.h"
 
 namespace floodgate::server {
@@ -26,7 +26,7 @@ struct ServerOptions {
   // they leave at least one of them free (LoopLimits::idle_polls).
   int cores = 1;
   std::string auth_token;               // empty: no authentication
-  std::string admin_token, read_token;  // server/admin_access.h
+  std::string admin_token, read_token;  // server/context/admin_access.h
   LoopLimits limits;
   // The bounds of each front's connections (timeouts, output limits).
   ConnectionPolicy resp_policy;

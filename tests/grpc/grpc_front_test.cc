@@ -4,7 +4,7 @@
 // metrics count every call, several threads serve one port, a second front
 // on a busy port fails cleanly, and Stop drains calls still waiting for a
 // stalled store.
-#include "server/grpc_front.h"
+#include "server/grpc/grpc_front.h"
 
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "envoy/service/ratelimit/v3/rls.grpc.pb.h"
-#include "server/rls_service.h"
+#include "server/grpc/rls_service.h"
 #include "service/limiter_core.h"
 #include "testing/eventually.h"
 #include "testing/redis_cluster.h"

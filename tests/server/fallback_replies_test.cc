@@ -16,10 +16,10 @@
 
 #include "api/open_store.h"
 #include "nlohmann/json.hpp"
-#include "server/http_routes.h"
-#include "server/metrics.h"
-#include "server/resp_commands.h"
-#include "server/service_context.h"
+#include "server/context/service_context.h"
+#include "server/http/http_routes.h"
+#include "server/observability/metrics.h"
+#include "server/resp/resp_commands.h"
 #include "service/limiter_core.h"
 #include "testing/served_fronts.h"
 

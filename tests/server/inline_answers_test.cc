@@ -18,11 +18,11 @@
 #include "protocol/http/request_parser.h"
 #include "protocol/resp/parser.h"
 #include "protocol/resp/writer.h"
-#include "server/answer.h"
-#include "server/http_session.h"
-#include "server/metrics.h"
-#include "server/resp_session.h"
-#include "server/service_context.h"
+#include "server/context/answer.h"
+#include "server/context/service_context.h"
+#include "server/http/http_session.h"
+#include "server/observability/metrics.h"
+#include "server/resp/resp_session.h"
 #include "service/limiter_core.h"
 
 namespace floodgate::server {

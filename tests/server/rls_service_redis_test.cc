@@ -15,7 +15,7 @@
 #include <string_view>
 #include <vector>
 
-#include "server/rls_service.h"
+#include "server/grpc/rls_service.h"
 #include "service/limiter_core.h"
 #include "testing/redis_cluster.h"
 #include "testing/redis_server.h"

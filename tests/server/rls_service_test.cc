@@ -2,7 +2,7 @@
 // examples as tests of matching and limits, then hits_addend, windows,
 // replaces, shadow mode, response headers and floodgate rules named from a
 // descriptor. The embedded store and a manual clock: every answer is exact.
-#include "server/rls_service.h"
+#include "server/grpc/rls_service.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

@@ -8,10 +8,10 @@
 #include <vector>
 
 #include "floodgate/clock.h"
-#include "server/denied_log.h"
-#include "server/redact_key.h"
-#include "server/rule_series.h"
-#include "server/visibility.h"
+#include "server/http/visibility.h"
+#include "server/observability/denied_log.h"
+#include "server/observability/redact_key.h"
+#include "server/observability/rule_series.h"
 #include "testing/test_config.h"
 
 namespace floodgate::server {

@@ -14,9 +14,9 @@
 
 #include "floodgate/clock.h"
 #include "protocol/http/request_parser.h"
-#include "server/http_routes.h"
-#include "server/metrics.h"
-#include "server/service_context.h"
+#include "server/context/service_context.h"
+#include "server/http/http_routes.h"
+#include "server/observability/metrics.h"
 #include "testing/test_config.h"
 
 namespace floodgate::testing {

@@ -12,7 +12,7 @@
 #include "config/envoy_ratelimit.h"
 #include "floodgate/clock.h"
 #include "floodgate/config.h"
-#include "server/rls_service.h"
+#include "server/grpc/rls_service.h"
 #include "service/envoy_rules.h"
 #include "service/limiter_core.h"
 

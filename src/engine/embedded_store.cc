@@ -15,7 +15,7 @@
 namespace floodgate::engine {
 namespace {
 
-constexpr uint32_t kThrottleId = 0;  // CL.THROTTLE: one TAT per key
+constexpr uint32_t kThrottleId = store::kThrottleId;  // CL.THROTTLE: one TAT per key
 constexpr uint32_t kSetId = 1;
 constexpr uint32_t kOtpId = 2;
 constexpr uint32_t kLeaseId = 3;
@@ -197,8 +197,6 @@ store::Answer EmbeddedStore::Throttle(const store::ThrottleOp& op, ThrottleResul
   result->reset_after_s = core::CellSeconds(f.ttl_us);
   return store::Answer::kNow;
 }
-
-void EmbeddedStore::PrefetchThrottle(std::string_view key) { memory_.Prefetch(kThrottleId, key); }
 
 store::Answer EmbeddedStore::Reset(const store::ResetOp& op, Status* status, store::Later<>) {
   for (uint32_t id : op.ids) memory_.Erase(id, op.subject);

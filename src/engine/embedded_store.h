@@ -38,7 +38,6 @@ class EmbeddedStore final : public store::Store {
   std::unique_ptr<store::Batch> NewBatch(int max_calls_in_flight) override;
   store::Answer Throttle(const store::ThrottleOp& op, ThrottleResult* result, Status* status,
                          store::Later<ThrottleResult> later) override;
-  void PrefetchThrottle(std::string_view key) override;
   store::Answer Reset(const store::ResetOp& op, Status* status, store::Later<> later) override;
   // Under the entry's shard lock, as a decision; an absent entry stays absent.
   store::Answer Refund(const store::RefundOp& op, core::RefundResult* result, Status* status,

@@ -40,7 +40,6 @@ class RemoteStore final : public store::Store {
   std::unique_ptr<store::Batch> NewBatch(int max_calls_in_flight) override;
   store::Answer Throttle(const store::ThrottleOp& op, ThrottleResult* result, Status* status,
                          store::Later<ThrottleResult> later) override;
-  void PrefetchThrottle(std::string_view) override {}
   store::Answer Reset(const store::ResetOp& op, Status* status, store::Later<> later) override;
   // One script call of its own, sent at once; forgets the subject in the
   // local over-limit cache first.

@@ -807,7 +807,9 @@ void LimiterCore::Prefetch(std::string_view rule, std::string_view key, std::str
   impl_->store->Prefetch(id, key);
 }
 
-void LimiterCore::PrefetchThrottle(std::string_view key) { impl_->store->PrefetchThrottle(key); }
+void LimiterCore::PrefetchThrottle(std::string_view key) {
+  impl_->store->Prefetch(store::kThrottleId, key);
+}
 
 int64_t LimiterCore::NowMs() const { return impl_->clock.NowMs(); }
 

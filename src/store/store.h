@@ -224,6 +224,9 @@ class AlertLog {
 // The first variant id Describe is given: the ids below are a store's own
 // (CL.THROTTLE's, the expiring sets', OTP's, the lease tables').
 inline constexpr uint32_t kFirstRuleId = 4;
+// CL.THROTTLE's state: Prefetch(kThrottleId, key) before a Throttle of `key`.
+inline constexpr uint32_t kThrottleId = 0;
+static_assert(kThrottleId < kFirstRuleId);
 
 // Thread-safe.
 // The servers sharing a store publish their top-subjects sketches here,
@@ -256,7 +259,8 @@ class Store {
                        Batch* batch) = 0;
   // Starts loading the memory a Check of (id, subject) will touch; nothing
   // where there is nothing to load. Returns a hint for that Check
-  // (CheckOp::prefetched), 0 for none.
+  // (CheckOp::prefetched), 0 for none. With kThrottleId, the state a
+  // Throttle of `subject` will touch (the hint is then unused).
   virtual size_t Prefetch(uint32_t id, std::string_view subject) = 0;
   // A batch for one thread (an event loop); max_calls_in_flight as in
   // LimiterCore::NewBatch.
@@ -264,7 +268,6 @@ class Store {
 
   virtual Answer Throttle(const ThrottleOp& op, ThrottleResult* result, Status* status,
                           Later<ThrottleResult> later) = 0;
-  virtual void PrefetchThrottle(std::string_view key) = 0;
   virtual Answer Reset(const ResetOp& op, Status* status, Later<> later) = 0;
 
   // --- Refunds ---

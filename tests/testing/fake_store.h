@@ -88,7 +88,6 @@ class FakeStore final : public store::Store {
                          store::Later<ThrottleResult>) override {
     return Unavailable(status);
   }
-  void PrefetchThrottle(std::string_view) override {}
   store::Answer Reset(const store::ResetOp& op, Status* status, store::Later<>) override {
     std::lock_guard<std::mutex> lock(mu_);
     for (const uint32_t id : op.ids) {

@@ -128,6 +128,26 @@ VariantLayout OtpStore::Layout() {
                        .decode = &DecodeOtp};
 }
 
+store::Answer OtpStore::Issue(std::string_view subject, std::string_view code_hash,
+                              std::string_view event_id, const OtpPolicy& policy,
+                              OtpIssueOutcome* out, Status* status, store::Later<OtpIssueOutcome>) {
+  *status = Issue(subject, code_hash, event_id, policy, clock_.NowMs(), out);
+  return store::Answer::kNow;
+}
+
+store::Answer OtpStore::Attempt(std::string_view subject, std::string_view event_id,
+                                const OtpPolicy& policy, OtpAttemptOutcome* out, Status* status,
+                                store::Later<OtpAttemptOutcome>) {
+  *status = Attempt(subject, event_id, policy, clock_.NowMs(), out);
+  return store::Answer::kNow;
+}
+
+store::Answer OtpStore::Consume(std::string_view subject, std::string_view code_hash,
+                                bool* consumed, Status* status, store::Later<bool>) {
+  *status = Consume(subject, code_hash, clock_.NowMs(), consumed);
+  return store::Answer::kNow;
+}
+
 Status OtpStore::Issue(std::string_view subject, std::string_view code_hash,
                        std::string_view event_id, const OtpPolicy& policy, int64_t now_ms,
                        OtpIssueOutcome* out) {

@@ -61,6 +61,16 @@ std::string LeaseKey(std::string_view rule, std::string_view subject) {
   return key;
 }
 
+store::Answer LeaseStore::Lease(const store::LeaseOp& op, store::LeaseResult*, Status*,
+                                store::Later<store::LeaseResult> later) {
+  Run(op, op.at_ms != nullptr ? std::optional<int64_t>(*op.at_ms) : std::nullopt,
+      [this, done = later()](const Status& s, const store::LeaseResult& r) mutable {
+        if (!s.ok()) errors_.fetch_add(1, std::memory_order_relaxed);
+        done(s, r);
+      });
+  return store::Answer::kLater;
+}
+
 void LeaseStore::Run(const store::LeaseOp& op, std::optional<int64_t> now_ms, Done done) {
   const Script& script = ScriptFor(Feature::kConcurrency);
   std::string key = LeaseKey(op.rule, op.subject);

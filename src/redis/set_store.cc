@@ -67,6 +67,12 @@ std::string SetKey(std::string_view key) {
   return out;
 }
 
+store::Answer SetStore::Run(const SetRequest& request, int64_t max_members, SetReply*, Status*,
+                            store::Later<SetReply> later) {
+  Run(request, max_members, std::nullopt, later());
+  return store::Answer::kLater;
+}
+
 void SetStore::Run(const SetRequest& request, int64_t max_members, std::optional<int64_t> now_ms,
                    Done done) {
   const Script& script = ScriptFor(Feature::kExpiringSet);

@@ -13,7 +13,7 @@
 
 #include "floodgate/clock.h"
 #include "redis/client.h"
-#include "store/store.h"
+#include "store/sketch_board.h"
 
 namespace floodgate::redis {
 

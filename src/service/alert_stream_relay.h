@@ -38,8 +38,8 @@
 #include "absl/base/thread_annotations.h"
 #include "floodgate/clock.h"
 #include "service/alert_delivery.h"
+#include "store/alert_log.h"
 #include "store/pending_alert.h"
-#include "store/store.h"
 
 namespace floodgate::service {
 

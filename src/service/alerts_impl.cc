@@ -80,9 +80,10 @@ Result<AlertTarget> MakeAlertTarget(const Rule& rule, const core::CompiledRule& 
   return t;
 }
 
-AlertsImpl::AlertsImpl(const AlertDeliveryConfig& config, store::Store& store, const Clock& clock)
+AlertsImpl::AlertsImpl(const AlertDeliveryConfig& config, store::AlertLogOpener open_log,
+                       const Clock& clock)
     : config_(config),
-      store_(store),
+      open_log_(std::move(open_log)),
       clock_(clock),
       spool_path_(config.spool.empty() ? DefaultAlertSpoolPath() : config.spool) {}
 
@@ -125,8 +126,10 @@ Status AlertsImpl::Start() {
   if (shut_down_.load()) return UnavailableError("alerts are shut down");
   // Entries older than retry_for are given up anyway; the margin covers a
   // takeover after claim_after.
-  log_ = store_.NewAlertLog({ConsumerName(), config_.stream_max_len,
-                             config_.retry_for_ms + config_.claim_after_ms + 3'600'000});
+  if (open_log_) {
+    log_ = open_log_({ConsumerName(), config_.stream_max_len,
+                      config_.retry_for_ms + config_.claim_after_ms + 3'600'000});
+  }
   std::vector<PendingAlert> kept;
   if (log_ == nullptr && spool_path_ != kNoSpool) {
     if (Status s = PrepareAlertSpool(spool_path_); !s.ok()) return s;

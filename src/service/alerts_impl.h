@@ -25,8 +25,8 @@
 #include "floodgate/alerts.h"
 #include "floodgate/clock.h"
 #include "floodgate/config.h"
+#include "store/alert_log.h"
 #include "store/pending_alert.h"
-#include "store/store.h"
 
 namespace floodgate::service {
 
@@ -57,12 +57,12 @@ void InsertRecent(std::deque<AlertRecord>* recent, AlertRecord record, size_t ma
 // Thread-safe.
 class AlertsImpl final : public Alerts {
  public:
-  // Pending events go to `store`'s alert log when it has one (Redis: one
-  // stream for every server), else to a spool file. `store` must outlive
-  // Shutdown (or this, without one). `clock` dates the events (NowMs) and
-  // times delivery, its retries and the spool writes (MonotonicNs); it
-  // must outlive this.
-  AlertsImpl(const AlertDeliveryConfig& config, store::Store& store,
+  // Pending events go to the alert log `open_log` opens at Start when the
+  // store has one (Redis: one stream for every server; empty: none), else
+  // to a spool file. The store must outlive Shutdown (or this, without
+  // one). `clock` dates the events (NowMs) and times delivery, its retries
+  // and the spool writes (MonotonicNs); it must outlive this.
+  AlertsImpl(const AlertDeliveryConfig& config, store::AlertLogOpener open_log,
              const Clock& clock = SystemClock::Default());
   // Shutdown(), if not done.
   ~AlertsImpl() override;
@@ -105,7 +105,7 @@ class AlertsImpl final : public Alerts {
   void NoteDropped(const std::string& event_id, const char* why, int64_t* counter);
 
   const AlertDeliveryConfig config_;
-  store::Store& store_;
+  const store::AlertLogOpener open_log_;  // empty: the store has no alert log
   const Clock& clock_;
   std::string spool_path_;
 

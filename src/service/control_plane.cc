@@ -79,8 +79,10 @@ ControlPlane::~ControlPlane() {
   if (thread_.joinable()) thread_.join();
 }
 
-Status ControlPlane::Start(store::Store& store, const store::ControlStoreOptions& options) {
-  auto opened = store.NewControlStore(options);
+Status ControlPlane::Start(const store::ControlStoreOpener& open,
+                           const store::ControlStoreOptions& options) {
+  Result<std::unique_ptr<store::ControlStore>> opened =
+      open ? open(options) : UnavailableError("this store keeps no control records");
   if (!opened.ok()) {
     // Records that cannot be read (a corrupt data_dir file) must not be
     // silently dropped: refuse to start. A store that keeps none (a test's

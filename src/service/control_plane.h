@@ -37,7 +37,6 @@
 #include "floodgate/config.h"
 #include "floodgate/status.h"
 #include "store/control.h"
-#include "store/store.h"
 
 namespace floodgate::service {
 
@@ -107,10 +106,10 @@ class ControlPlane {
   ControlPlane(const Clock& clock, Hooks hooks);
   ~ControlPlane();  // applies the changes accepted, then stops the thread
 
-  // Opens the store's records and starts polling them. A store that keeps
-  // none (an error from NewControlStore) leaves every change refused with
-  // that error.
-  Status Start(store::Store& store, const store::ControlStoreOptions& options);
+  // Opens the store's records with `open` and starts polling them. A store
+  // that keeps none (no opener, or an UNAVAILABLE error from it) leaves
+  // every change refused with that error.
+  Status Start(const store::ControlStoreOpener& open, const store::ControlStoreOptions& options);
 
   using Done = std::function<void(const Status& status, const std::string& json)>;
 

@@ -46,7 +46,7 @@ std::string_view SetOpName(SetOp op) {
 }
 
 struct ExpiringSets::Impl {
-  Impl(const SetsConfig& c, store::Store& s) : config(c), store(s) {}
+  Impl(const SetsConfig& c, store::SetStore& s) : config(c), store(s) {}
 
   Status Validate(const SetRequest& r) const {
     if (Status s = BytesError("key", r.key, kMaxKeyBytes); !s.ok()) return s;
@@ -74,7 +74,7 @@ struct ExpiringSets::Impl {
   }
 
   const SetsConfig config;
-  store::Store& store;
+  store::SetStore& store;
   std::atomic<int64_t> adds{0}, removes{0}, reads{0}, full{0}, backend_errors{0};
 };
 
@@ -86,7 +86,7 @@ void ExpiringSets::RunAsync(const SetRequest& request, Callback done) {
   Impl& impl = *impl_;
   SetReply reply;
   Status status;
-  const store::Answer answer = impl.store.RunSet(
+  const store::Answer answer = impl.store.Run(
       request, impl.config.max_members, &reply, &status, [&]() -> store::Done<SetReply> {
         return
             [&impl, op = request.op, done = std::move(done)](const Status& s, const SetReply& r) {
@@ -152,7 +152,7 @@ ExpiringSets::Stats ExpiringSets::GetStats() const {
 
 namespace service {
 
-std::unique_ptr<ExpiringSets> MakeExpiringSets(const SetsConfig& config, store::Store& store) {
+std::unique_ptr<ExpiringSets> MakeExpiringSets(const SetsConfig& config, store::SetStore& store) {
   return std::make_unique<ExpiringSets>(std::make_unique<ExpiringSets::Impl>(config, store));
 }
 

@@ -2,7 +2,7 @@
 // concurrency rules: leases held per rule, and expirations (leases never
 // released, whose TTL ran out).
 //
-// A store keeps the leases themselves (store::Store::Lease); the ledger
+// A store keeps the leases themselves (store::LeaseStore::Lease); the ledger
 // only follows the ones granted here, so that a lease's end is told apart:
 // released or renewed through this server, or expired. With several
 // servers on one store, a lease granted here and released or renewed

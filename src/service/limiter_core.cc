@@ -130,7 +130,8 @@ struct LimiterCore::Impl {
     room.reset();     // answers what it holds; its attempts use the store
     control.reset();  // its thread reads the store and calls ApplyControl
     if (alerts != nullptr) alerts->Shutdown();
-    store.reset();
+    store = nullptr;
+    rooms.store.reset();
   }
 
   // The current RuleSet, from this thread's cache when still current. The
@@ -295,7 +296,10 @@ struct LimiterCore::Impl {
 
   const Clock& clock;
   const uint64_t instance_id;
-  std::unique_ptr<store::Store> store;
+  // rooms.store: the one pointer every decision reads.
+  store::Store* store = nullptr;
+  // The store and its features' rooms.
+  store::Rooms rooms;
   // Decisions made by a fallback policy, by reason.
   std::atomic<int64_t> fallback_backend_error{0};
   std::atomic<int64_t> fallback_store_full{0};
@@ -515,10 +519,11 @@ Status LimiterCore::Impl::StartAlertsFor(const RuleSet& rules) {
 }
 
 Result<std::unique_ptr<LimiterCore>> LimiterCore::Create(const Config& config, const Clock& clock,
-                                                         std::unique_ptr<store::Store> store) {
-  if (store == nullptr) return InvalidArgumentError("LimiterCore::Create: no store");
+                                                         store::Rooms rooms) {
+  if (rooms.store == nullptr) return InvalidArgumentError("LimiterCore::Create: no store");
   auto impl = std::make_unique<Impl>(clock);
-  impl->store = std::move(store);
+  impl->rooms = std::move(rooms);
+  impl->store = impl->rooms.store.get();
   std::shared_ptr<const RuleSet> rules;
   {
     std::lock_guard<std::mutex> lock(impl->mu);
@@ -528,11 +533,11 @@ Result<std::unique_ptr<LimiterCore>> LimiterCore::Create(const Config& config, c
     rules = std::move(*built);
     impl->current = rules;
   }
-  impl->sets = MakeExpiringSets(config.sets, *impl->store);
-  auto otp = MakeOtp(config.otp, *impl->store, clock);
+  impl->sets = MakeExpiringSets(config.sets, *impl->rooms.sets);
+  auto otp = MakeOtp(config.otp, *impl->rooms.otp, clock);
   if (!otp.ok()) return otp.status();
   impl->otp = std::move(*otp);
-  impl->alerts = std::make_unique<AlertsImpl>(config.alert_delivery, *impl->store, clock);
+  impl->alerts = std::make_unique<AlertsImpl>(config.alert_delivery, impl->rooms.alert_log, clock);
   if (Status s = impl->StartAlertsFor(*rules); !s.ok()) return s;
   Impl* raw = impl.get();
   ControlPlane::Hooks hooks;
@@ -559,7 +564,7 @@ Result<std::unique_ptr<LimiterCore>> LimiterCore::Create(const Config& config, c
   // The room's thread also counts the leases granted here whose TTL ran out.
   impl->room->SetTick(100, [raw](int64_t now_ms) { raw->ledger.Sweep(now_ms); });
   impl->control = std::make_unique<ControlPlane>(clock, std::move(hooks));
-  if (Status s = impl->control->Start(*impl->store, {config.data_dir}); !s.ok()) return s;
+  if (Status s = impl->control->Start(impl->rooms.control, {config.data_dir}); !s.ok()) return s;
   return std::unique_ptr<LimiterCore>(new LimiterCore(std::move(impl)));
 }
 
@@ -676,9 +681,9 @@ namespace {
 template <typename... T>
 class Waiter {
  public:
-  explicit Waiter(const store::Store& store) : store_(store) {}
+  explicit Waiter(const store::Backend& backend) : backend_(backend) {}
   store::Done<T...> Callback() {
-    if (Status s = store_.BlockingAllowed(); !s.ok()) {
+    if (Status s = backend_.BlockingAllowed(); !s.ok()) {
       refusal_.emplace(std::move(s));
       return [](const Status&, const T&...) {};
     }
@@ -696,7 +701,7 @@ class Waiter {
   }
 
  private:
-  const store::Store& store_;
+  const store::Backend& backend_;
   std::optional<Status> refusal_;
   std::optional<std::promise<std::pair<Status, std::tuple<T...>>>> promise_;
 };
@@ -715,7 +720,7 @@ void LimiterCore::CheckAsync(const CheckArgs& args, CheckCallback done, store::B
 
 Status LimiterCore::CheckAndWait(const CheckArgs& args, Decision* decision) {
   Status status;
-  Waiter<Decision> waiter(*impl_->store);
+  Waiter<Decision> waiter(*impl_->rooms.backend);
   if (Check(args, decision, &status, [&] { return waiter.Callback(); }) == store::Answer::kLater) {
     status = waiter.Wait(decision);
   }
@@ -732,7 +737,7 @@ Result<Decision> LimiterCore::CheckAndWait(std::string_view rule, std::string_vi
 Result<ThrottleResult> LimiterCore::ThrottleAndWait(const store::ThrottleOp& op) {
   Status status;
   ThrottleResult result;
-  Waiter<ThrottleResult> waiter(*impl_->store);
+  Waiter<ThrottleResult> waiter(*impl_->rooms.backend);
   if (Throttle(op, &result, &status, [&] { return waiter.Callback(); }) == store::Answer::kLater) {
     status = waiter.Wait(&result);
   }
@@ -741,7 +746,7 @@ Result<ThrottleResult> LimiterCore::ThrottleAndWait(const store::ThrottleOp& op)
 }
 
 Status LimiterCore::ResetAndWait(std::string_view rule, std::string_view key) {
-  if (Status s = impl_->store->BlockingAllowed(); !s.ok()) return s;
+  if (Status s = impl_->rooms.backend->BlockingAllowed(); !s.ok()) return s;
   std::promise<Status> done;
   Reset(rule, key, [&done](const Status& s) { done.set_value(s); });
   return done.get_future().get();
@@ -789,10 +794,10 @@ void LimiterCore::Reset(std::string_view rule, std::string_view key, store::Done
 }
 
 Result<std::unique_ptr<LoopDriver>> LimiterCore::NewLoopDriver() {
-  return impl_->store->NewLoopDriver();
+  return impl_->rooms.backend->NewLoopDriver();
 }
 
-Status LimiterCore::BlockingAllowed() const { return impl_->store->BlockingAllowed(); }
+Status LimiterCore::BlockingAllowed() const { return impl_->rooms.backend->BlockingAllowed(); }
 
 void LimiterCore::Prefetch(std::string_view rule, std::string_view key, std::string_view tier) {
   const RuleSet& rules = impl_->Rules();
@@ -807,7 +812,9 @@ void LimiterCore::Prefetch(std::string_view rule, std::string_view key, std::str
   impl_->store->Prefetch(id, key);
 }
 
-void LimiterCore::PrefetchThrottle(std::string_view key) { impl_->store->PrefetchThrottle(key); }
+void LimiterCore::PrefetchThrottle(std::string_view key) {
+  impl_->store->Prefetch(store::kThrottleId, key);
+}
 
 int64_t LimiterCore::NowMs() const { return impl_->clock.NowMs(); }
 
@@ -834,24 +841,25 @@ LimiterStats LimiterCore::GetStats() const {
   return stats;
 }
 
-Status LimiterCore::StoreHealth() const { return impl_->store->Health(); }
+Status LimiterCore::StoreHealth() const { return impl_->rooms.backend->Health(); }
 
 std::vector<store::Metric> LimiterCore::StoreMetrics() const { return impl_->store->Metrics(); }
 
 Config LimiterCore::config() const { return impl_->Rules().config; }
 
-std::vector<store::Store::NodeHealth> LimiterCore::ProbeStoreNodes() {
-  return impl_->store->ProbeNodes();
+std::vector<store::NodeHealth> LimiterCore::ProbeStoreNodes() {
+  return impl_->rooms.backend->ProbeNodes();
 }
 
 std::unique_ptr<StateKeeper> LimiterCore::NewStateKeeper(const std::string& data_dir,
                                                          int64_t interval_ms) {
-  if (data_dir.empty() || !impl_->store->KeepsStateInProcess()) return nullptr;
-  return std::make_unique<StateKeeper>(*impl_->store, data_dir, interval_ms, impl_->clock);
+  if (data_dir.empty() || impl_->rooms.snapshots == nullptr) return nullptr;
+  return std::make_unique<StateKeeper>(*impl_->rooms.snapshots, data_dir, interval_ms,
+                                       impl_->clock);
 }
 
 std::unique_ptr<store::SketchBoard> LimiterCore::NewSketchBoard() {
-  return impl_->store->NewSketchBoard();
+  return impl_->rooms.sketch_board ? impl_->rooms.sketch_board() : nullptr;
 }
 
 ExpiringSets& LimiterCore::sets() { return *impl_->sets; }
@@ -910,7 +918,7 @@ void LimiterCore::Refund(std::string_view rule, std::string_view key, int64_t co
 }
 
 Result<core::RefundResult> LimiterCore::RefundAndWait(const RefundArgs& args) {
-  if (Status s = impl_->store->BlockingAllowed(); !s.ok()) return s;
+  if (Status s = impl_->rooms.backend->BlockingAllowed(); !s.ok()) return s;
   std::promise<std::pair<Status, core::RefundResult>> answered;
   Refund(args, [&answered](const Status& s, const core::RefundResult& r) {
     answered.set_value({s, r});
@@ -992,7 +1000,7 @@ void LimiterCore::Acquire(const LeaseArgs& args, store::Done<LeaseAnswer> done) 
   // Rules are kept alive by the thread cache only until this thread's next
   // call: the later answer holds its own reference.
   std::shared_ptr<const RuleSet> keep = impl.Cache().rules;
-  if (impl.store->Lease(op, &result, &status, [&]() -> store::Done<store::LeaseResult> {
+  if (impl.rooms.leases->Lease(op, &result, &status, [&]() -> store::Done<store::LeaseResult> {
         return [keep, finish, done = std::move(done)](const Status& s,
                                                       const store::LeaseResult& r) mutable {
           done(Status::Ok(), finish(s, r));
@@ -1060,7 +1068,7 @@ void LimiterCore::ReleaseOrRenew(store::LeaseOpKind kind, const LeaseArgs& args,
   };
   store::LeaseResult result;
   Status status;
-  if (impl.store->Lease(op, &result, &status, [&]() -> store::Done<store::LeaseResult> {
+  if (impl.rooms.leases->Lease(op, &result, &status, [&]() -> store::Done<store::LeaseResult> {
         return
             [finish, done = std::move(done)](const Status& s, const store::LeaseResult& r) mutable {
               if (!s.ok()) return done(s, LeaseAnswer{});

@@ -30,7 +30,7 @@
 #include "floodgate/status.h"
 #include "service/lease_ledger.h"
 #include "service/wait_room.h"
-#include "store/store.h"
+#include "store/rooms.h"
 
 namespace floodgate::service {
 
@@ -40,11 +40,11 @@ class StateKeeper;
 // Thread-safe, except the batches it makes (one thread's each).
 class LimiterCore {
  public:
-  // As Limiter::Create, on `store` (which the core owns from here on; it
-  // must have been made with `clock`). api::OpenLimiterCore opens the store
-  // config.store names and calls this.
+  // As Limiter::Create, on `rooms` (a store and its features' rooms, which
+  // the core owns from here on; made with `clock`). api::OpenLimiterCore
+  // opens the store config.store names and calls this.
   static Result<std::unique_ptr<LimiterCore>> Create(const Config& config, const Clock& clock,
-                                                     std::unique_ptr<store::Store> store);
+                                                     store::Rooms rooms);
   // Hands pending alert events on, then closes the store (answering what
   // is in flight).
   ~LimiterCore();
@@ -232,8 +232,8 @@ class LimiterCore {
   // Where the servers sharing the store leave each other their top-subjects
   // sketches; null on a store of this process's alone (store::SketchBoard).
   std::unique_ptr<store::SketchBoard> NewSketchBoard();
-  // The store's nodes, probed now (store::Store::ProbeNodes); blocking.
-  std::vector<store::Store::NodeHealth> ProbeStoreNodes();
+  // The store's nodes, probed now (store::Backend::ProbeNodes); blocking.
+  std::vector<store::NodeHealth> ProbeStoreNodes();
   // What keeps the store's state in data_dir across restarts
   // (service/state_keeper.h); null without a data_dir or for a store whose
   // state lives outside the process (Redis). Must not outlive this.

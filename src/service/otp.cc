@@ -49,7 +49,7 @@ OtpPolicy PolicyOf(const OtpConfig& c) {
 }  // namespace
 
 struct Otp::Impl {
-  Impl(const OtpConfig& c, store::Store& s) : config(c), policy(PolicyOf(c)), store(s) {}
+  Impl(const OtpConfig& c, store::OtpStore& s) : config(c), policy(PolicyOf(c)), store(s) {}
 
   // A failed store step: counted, then passed on.
   void BackendError(const Status& s) {
@@ -114,7 +114,7 @@ struct Otp::Impl {
     // only the one that removes the code is valid.
     bool consumed = false;
     Status cs;
-    if (store.OtpConsume(subject, hmac, &consumed, &cs, [&]() -> store::Done<bool> {
+    if (store.Consume(subject, hmac, &consumed, &cs, [&]() -> store::Done<bool> {
           return
               [this, done = std::move(done)](const Status& s, bool c) { FinishVerify(s, c, done); };
         }) == store::Answer::kNow) {
@@ -124,7 +124,7 @@ struct Otp::Impl {
 
   const OtpConfig config;
   const OtpPolicy policy;
-  store::Store& store;
+  store::OtpStore& store;
   bool enabled = false;
   std::string secret;
   std::unique_ptr<service::WebhookQueue> delivery;  // null without a delivery URL
@@ -163,7 +163,7 @@ void Otp::IssueAsync(std::string_view subject, IssueCallback done) {
   const std::string hmac = service::CodeHmac(impl.secret, subject, *code);
   OtpIssueOutcome out;
   Status s;
-  if (impl.store.OtpIssue(
+  if (impl.store.Issue(
           subject, hmac, *event, impl.policy, &out, &s, [&]() -> store::Done<OtpIssueOutcome> {
             return [&impl, subject = std::string(subject), code = *code, done = std::move(done)](
                        const Status& st, const OtpIssueOutcome& o) {
@@ -188,7 +188,7 @@ void Otp::VerifyAsync(std::string_view subject, std::string_view code, VerifyCal
   std::string hmac = service::CodeHmac(impl.secret, subject, code);
   OtpAttemptOutcome a;
   Status s;
-  if (impl.store.OtpAttempt(
+  if (impl.store.Attempt(
           subject, *event, impl.policy, &a, &s, [&]() -> store::Done<OtpAttemptOutcome> {
             return [&impl, subject = std::string(subject), hmac, done = std::move(done)](
                        const Status& st, const OtpAttemptOutcome& o) {
@@ -253,7 +253,7 @@ std::string Getenv(const std::string& name) {
 
 }  // namespace
 
-Result<std::unique_ptr<Otp>> MakeOtp(const OtpConfig& config, store::Store& store,
+Result<std::unique_ptr<Otp>> MakeOtp(const OtpConfig& config, store::OtpStore& store,
                                      const Clock& clock) {
   auto impl = std::make_unique<Otp::Impl>(config, store);
   if (!config.enabled) return std::make_unique<Otp>(std::move(impl));

@@ -7,7 +7,7 @@
 #include "floodgate/clock.h"
 #include "floodgate/config.h"
 #include "floodgate/otp.h"
-#include "store/store.h"
+#include "store/otp.h"
 
 namespace floodgate::service {
 
@@ -18,7 +18,7 @@ namespace floodgate::service {
 // auth_header_env names an unset variable. Without the section, a disabled
 // Otp. `clock` times the delivery webhook's requests; it must outlive the
 // result.
-Result<std::unique_ptr<Otp>> MakeOtp(const OtpConfig& config, store::Store& store,
+Result<std::unique_ptr<Otp>> MakeOtp(const OtpConfig& config, store::OtpStore& store,
                                      const Clock& clock = SystemClock::Default());
 
 }  // namespace floodgate::service

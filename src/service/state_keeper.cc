@@ -12,9 +12,12 @@ std::string StateKeeper::SnapshotPath(const std::string& data_dir) {
   return data_dir + (data_dir.ends_with('/') ? "" : "/") + "state.snapshot";
 }
 
-StateKeeper::StateKeeper(store::Store& store, std::string data_dir, int64_t interval_ms,
+StateKeeper::StateKeeper(store::Snapshots& snapshots, std::string data_dir, int64_t interval_ms,
                          const Clock& clock)
-    : store_(store), path_(SnapshotPath(data_dir)), interval_ms_(interval_ms), clock_(clock) {}
+    : snapshots_(snapshots),
+      path_(SnapshotPath(data_dir)),
+      interval_ms_(interval_ms),
+      clock_(clock) {}
 
 StateKeeper::~StateKeeper() { EndThread(); }
 
@@ -28,7 +31,7 @@ void StateKeeper::EndThread() {
 }
 
 Status StateKeeper::Load(bool start_empty) {
-  auto loaded = store_.LoadState(path_);
+  auto loaded = snapshots_.Load(path_);
   if (!loaded.ok()) {
     if (loaded.status().code() == StatusCode::kNotFound) {
       Log(LogLevel::kInfo, "no saved state: starting empty", {{"path", path_}});
@@ -82,7 +85,7 @@ Status StateKeeper::SaveNow() {
     std::lock_guard<std::mutex> lock(mu_);
     if (!ready_) return InternalError("the saved state was not loaded: not replacing " + path_);
   }
-  auto saved = store_.SaveState(path_);
+  auto saved = snapshots_.Save(path_);
   std::lock_guard<std::mutex> lock(mu_);
   if (!saved.ok()) {
     ++stats_.save_failures;

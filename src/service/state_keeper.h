@@ -2,8 +2,8 @@
 // (data_dir, docs/operations.md "State across restarts"): loads
 // <data_dir>/state.snapshot at start, writes it every snapshot_interval from
 // a thread of its own and once more at shutdown, and counts both for
-// /metrics. Only for a store whose state is the process's own
-// (store::Store::KeepsStateInProcess); a Redis store's state outlives the
+// /metrics. Only for a store whose state is the process's own, which has
+// store::Snapshots (store/snapshots.h); a Redis store's state outlives the
 // process anyway.
 #pragma once
 
@@ -16,7 +16,7 @@
 #include "absl/base/thread_annotations.h"
 #include "floodgate/clock.h"
 #include "floodgate/status.h"
-#include "store/store.h"
+#include "store/snapshots.h"
 
 namespace floodgate::service {
 
@@ -26,8 +26,9 @@ class StateKeeper {
   // The file in `data_dir`.
   static std::string SnapshotPath(const std::string& data_dir);
 
-  // `store` and `clock` must outlive this. interval_ms 0: only at Stop.
-  StateKeeper(store::Store& store, std::string data_dir, int64_t interval_ms, const Clock& clock);
+  // `snapshots` and `clock` must outlive this. interval_ms 0: only at Stop.
+  StateKeeper(store::Snapshots& snapshots, std::string data_dir, int64_t interval_ms,
+              const Clock& clock);
   // Ends the periodic writes without a final one (a process that failed
   // to start must not replace the file it could not load).
   ~StateKeeper();
@@ -61,7 +62,7 @@ class StateKeeper {
   void Run();
   void EndThread();
 
-  store::Store& store_;
+  store::Snapshots& snapshots_;
   const std::string path_;
   const int64_t interval_ms_;
   const Clock& clock_;

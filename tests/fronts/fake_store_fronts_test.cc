@@ -57,7 +57,7 @@ class FakeStoreFrontsTest : public ::testing::Test {
     auto fake = std::make_unique<testing::FakeStore>(clock_);
     store_ = fake.get();
     auto core = service::LimiterCore::Create(envoy::WithEnvoyRules(*config, **rules, nullptr),
-                                             clock_, std::move(fake));
+                                             clock_, testing::FakeStore::RoomsOf(std::move(fake)));
     ASSERT_TRUE(core.ok()) << core.status().ToString();
     core_ = std::move(*core);
     fronts_ = std::make_unique<testing::ServedFronts>(core_.get());

@@ -69,7 +69,7 @@ TEST(RedisOtpStoreTest, AgreesWithTheEmbeddedStore) {
   EngineConfig engine_config;
   engine_config.sweep_interval_ms = 0;
   engine::MemoryStore memory(engine_config, {engine::OtpStore::Layout()}, clock);
-  engine::OtpStore local(memory, 0);
+  engine::OtpStore local(memory, 0, clock);
   const OtpPolicy policy = SmallPolicy();
   std::mt19937_64 rng(7);
   const std::vector<std::string> subjects = {"+15550100", "+15550101"};

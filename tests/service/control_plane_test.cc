@@ -295,13 +295,14 @@ ControlPlane::Hooks NoRules(std::atomic<int>* applied) {
 // test is what makes it come, to the nanosecond, never real time passing.
 TEST(ControlPlanePollTest, TheClockDrivesThePollAndANewVersionReloads) {
   ManualClock clock(1'800'000'000'000);
-  testing::FakeStore store(clock);
+  auto fake = std::make_unique<testing::FakeStore>(clock);
   auto shared = std::make_unique<SharedControlStore>();
   SharedControlStore& records = *shared;
-  store.GiveControlStore(std::move(shared));
+  fake->GiveControlStore(std::move(shared));
+  const store::Rooms rooms = testing::FakeStore::RoomsOf(std::move(fake));
   std::atomic<int> applied{0};
   ControlPlane cp(clock, NoRules(&applied));
-  ASSERT_TRUE(cp.Start(store, {}).ok());
+  ASSERT_TRUE(cp.Start(rooms.control, {}).ok());
   EXPECT_EQ(records.loads.load(), 1);  // Start loads the records once
   EXPECT_EQ(applied.load(), 1);
   // The first poll comes at once; the version is the one loaded.
@@ -329,14 +330,15 @@ TEST(ControlPlanePollTest, EachControlPlaneLogsItsOwnUnreachableStore) {
   ManualClock clock(1'800'000'000'000);
   ::testing::internal::CaptureStderr();
   for (int i = 0; i < 2; ++i) {
-    testing::FakeStore store(clock);
+    auto fake = std::make_unique<testing::FakeStore>(clock);
     auto shared = std::make_unique<SharedControlStore>();
     shared->down = true;
     SharedControlStore& records = *shared;
-    store.GiveControlStore(std::move(shared));
+    fake->GiveControlStore(std::move(shared));
+    const store::Rooms rooms = testing::FakeStore::RoomsOf(std::move(fake));
     std::atomic<int> applied{0};
     ControlPlane cp(clock, NoRules(&applied));
-    ASSERT_TRUE(cp.Start(store, {}).ok());
+    ASSERT_TRUE(cp.Start(rooms.control, {}).ok());
     ASSERT_TRUE(testing::Eventually([&] { return records.version_reads.load() == 1; }));
   }  // each control plane's thread has ended: its lines are written
   const std::string log = ::testing::internal::GetCapturedStderr();

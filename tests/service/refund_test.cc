@@ -213,7 +213,8 @@ TEST(LimiterRefundTest, AnExplicitInstant) {
 TEST(LimiterRefundTest, OnTheFakeStore) {
   ManualClock clock(0);
   auto core =
-      LimiterCore::Create(MakeConfig(kRules), clock, std::make_unique<testing::FakeStore>(clock));
+      LimiterCore::Create(MakeConfig(kRules), clock,
+                          testing::FakeStore::RoomsOf(std::make_unique<testing::FakeStore>(clock)));
   ASSERT_TRUE(core.ok()) << core.status().ToString();
   EXPECT_TRUE((*core)->CheckAndWait("login", "k", 2)->allowed);
   auto refund = (*core)->RefundAndWait("login", "k", 1);

@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "nlohmann/json.hpp"
-#include "store/store.h"
+#include "store/leases.h"
 #include "testing/vectors.h"
 
 namespace floodgate::testing {

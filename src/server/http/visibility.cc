@@ -159,7 +159,7 @@ std::string Visibility::Tick(int64_t tick, bool streaming) {
   // A remote store's nodes, for the store health the dashboard shows: each
   // second while someone looks, else with each exchange (one PING a node).
   if (asked(stats_asked_ms_) || exchange) {
-    std::vector<store::Store::NodeHealth> nodes = limiter_->ProbeStoreNodes();
+    std::vector<store::NodeHealth> nodes = limiter_->ProbeStoreNodes();
     std::lock_guard<std::mutex> lock(mu_);
     nodes_ = std::move(nodes);
   }
@@ -397,7 +397,7 @@ void Visibility::AppendStoreJson(std::string* out) const {
   if (!nodes_.empty()) {
     *out += ",\"nodes\":[";
     for (size_t i = 0; i < nodes_.size(); ++i) {
-      const store::Store::NodeHealth& n = nodes_[i];
+      const store::NodeHealth& n = nodes_[i];
       if (i > 0) *out += ',';
       *out += "{\"address\":\"";
       http::AppendJsonEscaped(out, n.address);

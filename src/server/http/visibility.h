@@ -24,7 +24,8 @@
 #include "server/observability/top_recorder.h"
 #include "service/limiter_core.h"
 #include "service/top_subjects.h"
-#include "store/store.h"
+#include "store/backend.h"
+#include "store/sketch_board.h"
 
 namespace floodgate::server {
 
@@ -136,7 +137,7 @@ class Visibility {
   std::vector<Sketch> remote_ ABSL_GUARDED_BY(mu_);
   size_t remote_servers_ ABSL_GUARDED_BY(mu_) = 0;
   // The store's nodes as last probed (each tick on a remote store).
-  std::vector<store::Store::NodeHealth> nodes_ ABSL_GUARDED_BY(mu_);
+  std::vector<store::NodeHealth> nodes_ ABSL_GUARDED_BY(mu_);
   std::string store_error_ ABSL_GUARDED_BY(mu_);
   // When GET /v1/admin/stats last asked (unix ms): the store's nodes are
   // probed each second while someone looks, else with each exchange.

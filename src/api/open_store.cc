@@ -21,11 +21,4 @@ Result<std::unique_ptr<store::Store>> OpenStore(const Config& config, const Cloc
   return std::unique_ptr<store::Store>(std::move(*remote));
 }
 
-Result<std::unique_ptr<service::LimiterCore>> OpenLimiterCore(const Config& config,
-                                                              const Clock& clock) {
-  auto store = OpenStore(config, clock);
-  if (!store.ok()) return store.status();
-  return service::LimiterCore::Create(config, clock, std::move(*store));
-}
-
 }  // namespace floodgate::api

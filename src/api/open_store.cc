@@ -21,11 +21,4 @@ Result<store::Rooms> OpenStore(const Config& config, const Clock& clock) {
   return redis::RemoteStore::RoomsOf(std::move(*remote));
 }
 
-Result<std::unique_ptr<service::LimiterCore>> OpenLimiterCore(const Config& config,
-                                                              const Clock& clock) {
-  auto rooms = OpenStore(config, clock);
-  if (!rooms.ok()) return rooms.status();
-  return service::LimiterCore::Create(config, clock, std::move(*rooms));
-}
-
 }  // namespace floodgate::api

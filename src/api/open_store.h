@@ -1,8 +1,8 @@
 // The store a config names, picked once: the only code that knows every
 // store implementation. Above it, nothing asks which store it has (see
-// store/store.h); the fronts and features get a LimiterCore and never the
-// store's type. A store opens as store::Rooms (store/rooms.h): the
-// decisions and each feature's own interface, all owned by the one store.
+// store/store.h); the fronts and features get their rooms (api/open_services.h)
+// and never the store's type. A store opens as store::Rooms (store/rooms.h):
+// the decisions and each feature's own interface, all owned by the one store.
 //
 //   config.store == "memory"          the embedded store (engine/)
 //   redis://, rediss://, redis+…://   the Redis store (redis/), one of the
@@ -14,7 +14,6 @@
 #include "floodgate/clock.h"
 #include "floodgate/config.h"
 #include "floodgate/status.h"
-#include "service/limiter_core.h"
 #include "store/rooms.h"
 
 namespace floodgate::api {
@@ -23,10 +22,5 @@ namespace floodgate::api {
 // outlive it). Errors: a URL that does not parse, bad Redis settings
 // (INVALID_ARGUMENT).
 Result<store::Rooms> OpenStore(const Config& config, const Clock& clock);
-
-// LimiterCore::Create on OpenStore's rooms: what Limiter::Create and
-// `floodgate serve` run.
-Result<std::unique_ptr<service::LimiterCore>> OpenLimiterCore(const Config& config,
-                                                              const Clock& clock);
 
 }  // namespace floodgate::api

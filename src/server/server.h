@@ -14,7 +14,7 @@
 #include "server/net/event_loop.h"
 #include "server/net/listener.h"
 #include "server/observability/metrics.h"
-#include "service/limiter_core.h"
+#include "service/services.h"
 
 namespace floodgate::server {
 
@@ -77,10 +77,10 @@ void WarnWithoutMigration();
 class Server {
  public:
   // Binds every socket first (so a busy port fails here, with a clear
-  // error), calls options.before_serving, then starts the loops. `limiter`
+  // error), calls options.before_serving, then starts the loops. `services`
   // must outlive the server.
   static Result<std::unique_ptr<Server>> Start(const ServerOptions& options,
-                                               service::LimiterCore* limiter);
+                                               service::Services* services);
   ~Server();  // stops and joins
 
   // The addresses actually bound (port 0 resolved), "" for a disabled front.
@@ -94,7 +94,7 @@ class Server {
   void Wait();
 
  private:
-  Server(const ServerOptions& options, service::LimiterCore* limiter);
+  Server(const ServerOptions& options, service::Services* services);
   void RenderConnections(std::string* out) const;
   std::string ConnectionsJson() const;
 

@@ -5,7 +5,7 @@
 // store has none: its state is this process's alone, there is nobody to
 // share with.
 //
-// Opened when the visibility starts (LimiterCore::NewSketchBoard), not with
+// Opened when the visibility starts (server::Visibility), not with
 // the store: hence an opener (store/rooms.h).
 #pragma once
 

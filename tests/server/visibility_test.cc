@@ -132,7 +132,7 @@ class VisibilityBlobTest : public ::testing::Test {
  protected:
   ManualClock clock{1'700'000'000'000};
   Config config = testing::MakeConfig("rules: { api: { limits: [1/second] } }\n");
-  std::unique_ptr<service::LimiterCore> core = testing::MakeCore(config, clock);
+  std::unique_ptr<service::Services> core = testing::MakeServices(config, clock);
 };
 
 TEST_F(VisibilityBlobTest, RoundTrip) {

@@ -17,7 +17,7 @@
 #include <thread>
 #include <vector>
 
-#include "api/open_store.h"
+#include "api/open_services.h"
 #include "floodgate/clock.h"
 #include "service/limiter_core.h"
 #include "testing/eventually.h"
@@ -49,9 +49,9 @@ class ControlPlaneTest : public ::testing::Test {
     core_.reset();
     auto config = ParseConfig(std::string("data_dir: ") + dir_ + "\n" + kRules, "test");
     ASSERT_TRUE(config.ok()) << config.status().message();
-    auto core = api::OpenLimiterCore(*config, clock_);
-    ASSERT_TRUE(core.ok()) << core.status().message();
-    core_ = std::move(*core);
+    auto services = api::OpenServices(*config, clock_);
+    ASSERT_TRUE(services.ok()) << services.status().message();
+    core_ = std::move(*services);
   }
   // Runs a change and waits for its answer.
   Status Wait(const std::function<void(ControlPlane::Done)>& change) {
@@ -60,35 +60,35 @@ class ControlPlaneTest : public ::testing::Test {
     return done.get_future().get();
   }
   Decision Check(const std::string& rule, const std::string& key) {
-    auto d = core_->CheckAndWait(rule, key);
+    auto d = core_->core->CheckAndWait(rule, key);
     EXPECT_TRUE(d.ok()) << d.status().message();
     return d.ok() ? *d : Decision{};
   }
 
   ManualClock clock_;
   std::string dir_;
-  std::unique_ptr<LimiterCore> core_;
+  std::unique_ptr<service::Services> core_;
   const Actor who_{"admin", "test"};
 };
 
 TEST_F(ControlPlaneTest, AnOverrideIsInForceForItsSubjectOnly) {
-  ControlPlane& cp = core_->control();
+  ControlPlane& cp = (*core_->control);
   ASSERT_TRUE(Wait([&](auto done) {
                 cp.SetOverride(who_, "api", "vip", {"5/hour"}, 60'000, "launch", done);
               }).ok());
-  EXPECT_TRUE(core_->HasOverride("api", "vip"));
+  EXPECT_TRUE(core_->rules->HasOverride("api", "vip", core_->clock.NowMs()));
   int admitted = 0;
   for (int i = 0; i < 7; ++i) admitted += Check("api", "vip").allowed ? 1 : 0;
   EXPECT_EQ(admitted, 5);
   EXPECT_EQ(Check("api", "other").limit, 3);
   // It expires with its ttl: the subject is back on the rule's own count.
   clock_.AdvanceMs(60'000);
-  EXPECT_FALSE(core_->HasOverride("api", "vip"));
+  EXPECT_FALSE(core_->rules->HasOverride("api", "vip", core_->clock.NowMs()));
   EXPECT_EQ(Check("api", "vip").limit, 3);
 }
 
 TEST_F(ControlPlaneTest, ABlockDeniesWithTheTimeLeftAndTheReason) {
-  ControlPlane& cp = core_->control();
+  ControlPlane& cp = (*core_->control);
   ASSERT_TRUE(Wait([&](auto done) { cp.Block(who_, "m", "", 10'000, "spam", done); }).ok());
   Decision d = Check("api", "m");
   EXPECT_FALSE(d.allowed);
@@ -105,7 +105,7 @@ TEST_F(ControlPlaneTest, ABlockDeniesWithTheTimeLeftAndTheReason) {
   peek.cost = 0;
   peek.ignore_blocks = true;
   Decision s;
-  ASSERT_TRUE(core_->CheckAndWait(peek, &s).ok());
+  ASSERT_TRUE(core_->core->CheckAndWait(peek, &s).ok());
   EXPECT_FALSE(s.blocked);
   EXPECT_EQ(s.remaining, 3);
   clock_.AdvanceMs(6'000);
@@ -137,7 +137,7 @@ TEST_F(ControlPlaneTest, BlockForBlocksADeniedSubjectOnItsRule) {
 }
 
 TEST_F(ControlPlaneTest, ABlockForIsListedAsSoonAsItsDenialIsAnswered) {
-  ControlPlane& cp = core_->control();
+  ControlPlane& cp = (*core_->control);
   EXPECT_TRUE(Check("login", "p").allowed);
   EXPECT_TRUE(Check("login", "p").blocked);
   // Listed now, without waiting for the store: marked pending until stored.
@@ -163,11 +163,11 @@ TEST_F(ControlPlaneTest, ABlockForIsListedAsSoonAsItsDenialIsAnswered) {
   // And it survives a new limiter, as any block does.
   Open();
   EXPECT_TRUE(Check("login", "p").blocked);
-  EXPECT_EQ(core_->control().ListBlocks().size(), 1u);
+  EXPECT_EQ((*core_->control).ListBlocks().size(), 1u);
 }
 
 TEST_F(ControlPlaneTest, ABlockForStillPendingIsKeptThroughAReloadAndCanBeLifted) {
-  ControlPlane& cp = core_->control();
+  ControlPlane& cp = (*core_->control);
   // Hold the control thread: the change queued next reloads the records
   // before the block_for made meanwhile reaches the store.
   std::promise<void> release;
@@ -193,14 +193,14 @@ TEST_F(ControlPlaneTest, ABlockForStillPendingIsKeptThroughAReloadAndCanBeLifted
   // the limit, and blocked again).
   ASSERT_TRUE(Wait([&](auto done) { cp.Unblock(who_, "p", "login", done); }).ok());
   EXPECT_TRUE(cp.BlocksOf("p").empty());
-  auto peek = core_->CheckAndWait("login", "p", 0);
+  auto peek = core_->core->CheckAndWait("login", "p", 0);
   ASSERT_TRUE(peek.ok());
   EXPECT_FALSE(peek->blocked);
   EXPECT_EQ(peek->remaining, 0);
 }
 
 TEST_F(ControlPlaneTest, BadChangesAreRefusedAndChangeNothing) {
-  ControlPlane& cp = core_->control();
+  ControlPlane& cp = (*core_->control);
   auto set = [&](std::string rule, std::vector<std::string> limits, int64_t ttl = 0) {
     return Wait([&](auto done) { cp.SetOverride(who_, rule, "k", limits, ttl, "", done); });
   };
@@ -230,7 +230,7 @@ TEST_F(ControlPlaneTest, BadChangesAreRefusedAndChangeNothing) {
 }
 
 TEST_F(ControlPlaneTest, RecordsSurviveANewLimiterAndARuntimeRuleAReload) {
-  ControlPlane& cp = core_->control();
+  ControlPlane& cp = (*core_->control);
   ASSERT_TRUE(Wait([&](auto done) {
                 cp.PutRule(who_, "rt", "{\"algorithm\":\"token_bucket\",\"limits\":[\"2/hour\"]}",
                            done);
@@ -248,7 +248,7 @@ TEST_F(ControlPlaneTest, RecordsSurviveANewLimiterAndARuntimeRuleAReload) {
   EXPECT_EQ(Check("rt", "z").limit, 2);
   // The change log lists each change, newest first.
   std::promise<std::vector<std::string>> log;
-  core_->control().RecentLog(10, [&](const Status&, std::vector<std::string> entries) {
+  (*core_->control).RecentLog(10, [&](const Status&, std::vector<std::string> entries) {
     log.set_value(std::move(entries));
   });
   const auto entries = log.get_future().get();

@@ -16,6 +16,7 @@
 #include "server/observability/metrics.h"
 #include "server/observability/top_recorder.h"
 #include "service/limiter_core.h"
+#include "service/services.h"
 #include "store/store.h"
 
 namespace floodgate::server {
@@ -30,6 +31,9 @@ using SimulateFn =
 
 // Thread-safe (every member is, or is immutable after start).
 struct ServiceContext {
+  // Every room (service/services.h); `limiter` is its decisions' room, the
+  // one most requests use.
+  service::Services* services = nullptr;
   service::LimiterCore* limiter = nullptr;
   Metrics* metrics = nullptr;
   // Empty: no authentication. Else RESP AUTH / HTTP "Bearer" must match.
@@ -64,11 +68,11 @@ struct ServiceContext {
   // responses say "Connection: close" (docs/operations.md, "Graceful restart").
   std::atomic<bool> draining{false};
 
-  // The server's one clock, the limiter's: its decisions and the store's
+  // The server's one clock, the rooms': its decisions and the store's
   // deadlines read it, and so do the loops (their rounds' time, their
   // connections' timers), request latency and the uptime, so that every
   // part of a request reads one time.
-  const Clock& clock() const { return limiter->clock(); }
+  const Clock& clock() const { return services->clock; }
 };
 
 // What one event loop keeps for its sessions. Not thread-safe: one loop only.

@@ -89,7 +89,7 @@ bool RlsCall::Start(RlsService& service, const rls::Request& request, store::Bat
   }
   rules_ = service.rules();
   domain_.assign(request.domain);
-  now_ms_ = limiter_->NowMs();
+  now_ms_ = service.clock().NowMs();
   const size_t n = request.descriptors.size();
   response_.statuses.resize(n);
   for (rls::DescriptorStatus& st : response_.statuses) ResetStatus(&st);

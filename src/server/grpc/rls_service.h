@@ -43,19 +43,23 @@
 namespace floodgate::server {
 
 // The Envoy rules in force and the Limiter deciding them: what every thread
-// answering ShouldRateLimit shares. Thread-safe. `limiter` must outlive it.
+// answering ShouldRateLimit shares. Thread-safe. `limiter` and `clock`
+// (the limiter's) must outlive it.
 class RlsService {
  public:
-  explicit RlsService(service::LimiterCore* limiter) : limiter_(limiter) {}
+  RlsService(service::LimiterCore* limiter, const Clock& clock)
+      : limiter_(limiter), clock_(clock) {}
 
   // Publishes new rules; calls already matched finish with the old ones.
   void SetRules(std::shared_ptr<const envoy::Rules> rules);
   std::shared_ptr<const envoy::Rules> rules() const;
 
   service::LimiterCore& limiter() const { return *limiter_; }
+  const Clock& clock() const { return clock_; }
 
  private:
   service::LimiterCore* const limiter_;
+  const Clock& clock_;
   mutable std::mutex mu_;
   std::shared_ptr<const envoy::Rules> rules_ ABSL_GUARDED_BY(mu_);
 };

@@ -99,16 +99,19 @@ void SubjectState(const RouteCall& c, const std::string& rule, const std::string
   std::string error;
   const std::optional<std::string> tier = http::QueryParam(c.query, "tier", &error);
   if (!error.empty()) return Problem(c, 400, error);
-  service::LimiterCore& limiter = *c.loop.service().limiter;
+  service::Services& services = *c.loop.service().services;
+  service::LimiterCore& limiter = *services.core;
   service::LimiterCore::CheckArgs args;
   args.rule = rule;
   args.key = key;
   args.cost = 0;
   args.tier = tier.value_or("");
   args.ignore_blocks = true;
-  service::ControlPlane& control = limiter.control();
+  service::ControlPlane& control = *services.control;
   std::string extra = ",\"override\":";
-  const auto o = limiter.HasOverride(rule, key) ? control.GetOverride(rule, key) : std::nullopt;
+  const auto o = services.rules->HasOverride(rule, key, services.clock.NowMs())
+                     ? control.GetOverride(rule, key)
+                     : std::nullopt;
   extra += o ? control.OverrideJson(*o) : "null";
   extra += ",\"blocks\":[";
   bool first = true;
@@ -234,7 +237,7 @@ void PutOverride(const RouteCall& c, const std::string& rule, const std::string&
   int64_t ttl_ms = 0;
   std::string reason;
   if (!TtlAndReason(c, *body, 0, &ttl_ms, &reason)) return;
-  c.loop.service().limiter->control().SetOverride(Who(c), rule, key, std::move(limits), ttl_ms,
+  c.loop.service().services->control->SetOverride(Who(c), rule, key, std::move(limits), ttl_ms,
                                                   std::move(reason), Answer(c));
 }
 
@@ -244,7 +247,7 @@ void OverrideListRoute(const RouteCall& c) {
   std::string error;
   const std::optional<std::string> rule = http::QueryParam(c.query, "rule", &error);
   if (!error.empty()) return Problem(c, 400, error);
-  service::ControlPlane& control = c.loop.service().limiter->control();
+  service::ControlPlane& control = *c.loop.service().services->control;
   // An unknown rule is a 404, as /top answers it: an empty list would
   // read as "no overrides" for a misspelt name.
   if (rule && !rule->empty() && !control.IsKnownRule(*rule)) {
@@ -263,7 +266,7 @@ void OverrideListRoute(const RouteCall& c) {
 
 void OverrideGetRoute(const RouteCall& c) {
   const std::string& rule = c.params[0];
-  service::ControlPlane& control = c.loop.service().limiter->control();
+  service::ControlPlane& control = *c.loop.service().services->control;
   const auto o = control.GetOverride(rule, c.params[1]);
   if (!o) return Problem(c, 404, "no override of rule '" + rule + "' for this key");
   Json(c.out, c.req.keep_alive, 200, control.OverrideJson(*o));
@@ -272,11 +275,11 @@ void OverrideGetRoute(const RouteCall& c) {
 void OverridePutRoute(const RouteCall& c) { PutOverride(c, c.params[0], c.params[1]); }
 
 void OverrideDeleteRoute(const RouteCall& c) {
-  c.loop.service().limiter->control().DeleteOverride(Who(c), c.params[0], c.params[1], Answer(c));
+  c.loop.service().services->control->DeleteOverride(Who(c), c.params[0], c.params[1], Answer(c));
 }
 
 void BlockListRoute(const RouteCall& c) {
-  service::ControlPlane& control = c.loop.service().limiter->control();
+  service::ControlPlane& control = *c.loop.service().services->control;
   std::string body = "{\"blocks\":[";
   bool first = true;
   for (const service::BlockRecord& b : control.ListBlocks()) {
@@ -289,7 +292,7 @@ void BlockListRoute(const RouteCall& c) {
 }
 
 void BlocksOfRoute(const RouteCall& c) {
-  service::ControlPlane& control = c.loop.service().limiter->control();
+  service::ControlPlane& control = *c.loop.service().services->control;
   const std::string& key = c.params[0];
   std::string body = "{\"key\":" + Quoted(key) + ",\"blocks\":[";
   bool first = true;
@@ -305,7 +308,7 @@ void BlockDeleteRoute(const RouteCall& c) {
   std::string error;
   const std::optional<std::string> rule = http::QueryParam(c.query, "rule", &error);
   if (!error.empty()) return Problem(c, 400, error);
-  c.loop.service().limiter->control().Unblock(Who(c), c.params[0], rule.value_or(""), Answer(c));
+  c.loop.service().services->control->Unblock(Who(c), c.params[0], rule.value_or(""), Answer(c));
 }
 
 void BlockPutRoute(const RouteCall& c) {
@@ -322,7 +325,7 @@ void BlockPutRoute(const RouteCall& c) {
     if (!it->is_string()) return Problem(c, 400, "rule: must be a string");
     rule = it->get<std::string>();
   }
-  c.loop.service().limiter->control().Block(Who(c), key, rule, ttl_ms, std::move(reason),
+  c.loop.service().services->control->Block(Who(c), key, rule, ttl_ms, std::move(reason),
                                             Answer(c));
 }
 
@@ -330,7 +333,7 @@ namespace {
 
 // A rule of the config file cannot be changed here: 409, answered.
 bool IsFileRule(const RouteCall& c, const std::string& name) {
-  if (!c.loop.service().limiter->control().IsFileRule(name)) return false;
+  if (!c.loop.service().services->control->IsFileRule(name)) return false;
   Problem(c, 409, "rule '" + name + "' comes from the config file; change it there and reload");
   return true;
 }
@@ -342,13 +345,13 @@ void RulePutRoute(const RouteCall& c) {
   if (IsFileRule(c, name)) return;
   const auto body = Body(c, R"({"algorithm":"sliding_window","limits":["60/minute"]})");
   if (!body) return;
-  c.loop.service().limiter->control().PutRule(Who(c), name, body->dump(), Answer(c));
+  c.loop.service().services->control->PutRule(Who(c), name, body->dump(), Answer(c));
 }
 
 void RuleDeleteRoute(const RouteCall& c) {
   const std::string& name = c.params[0];
   if (IsFileRule(c, name)) return;
-  c.loop.service().limiter->control().DeleteRule(Who(c), name, Answer(c));
+  c.loop.service().services->control->DeleteRule(Who(c), name, Answer(c));
 }
 
 void ChangeLogRoute(const RouteCall& c) {
@@ -377,7 +380,7 @@ void ChangeLogRoute(const RouteCall& c) {
         }
         Json(reply, keep_alive, 200, body + "]}");
       });
-  c.loop.service().limiter->control().RecentLog(
+  c.loop.service().services->control->RecentLog(
       static_cast<size_t>(limit),
       [later](const Status& s, std::vector<std::string> entries) { later(s, entries); });
 }
@@ -400,7 +403,7 @@ void SubjectRefundRoute(const RouteCall& c) {
     tier = t->get<std::string>();
   }
   c.loop.service().limiter->Refund(
-      rule, key, cost, tier,
+      {rule, key, cost, tier},
       c.async.To(c.out).Later<core::RefundResult>([rule, key, keep_alive = c.req.keep_alive](
                                                       const Status& s, const core::RefundResult& r,
                                                       std::string* reply) {

@@ -54,7 +54,7 @@ void AlertsRecentRoute(const RouteCall& c) {
     if (!n) return Problem(loop, req, 400, "bad_request", error, out);
     limit = static_cast<size_t>(*n);
   }
-  Alerts& alerts = loop.service().limiter->alerts();
+  Alerts& alerts = *loop.service().services->alerts;
   std::string body = "{\"enabled\":";
   body += alerts.enabled() ? "true" : "false";
   body += ",\"events\":[";

@@ -11,7 +11,8 @@
 namespace floodgate::server {
 namespace {
 
-using service::LimiterCore;
+using service::Leases;
+using service::Waiting;
 
 void AppendString(std::string* out, std::string_view name, std::string_view value) {
   out->append("\"").append(name).append("\":\"");
@@ -33,8 +34,8 @@ struct Asked {
   bool keep_alive = true;
 };
 
-void AnswerAcquire(LoopContext& loop, const Asked& a, const Status& s,
-                   const LimiterCore::LeaseAnswer& r, std::string* out) {
+void AnswerAcquire(LoopContext& loop, const Asked& a, const Status& s, const Leases::LeaseAnswer& r,
+                   std::string* out) {
   if (!s.ok()) return AppendStatusProblem(loop, Operation::kCheck, a.keep_alive, s, out);
   loop.CountAcquire(a.rule, a.key, r.ok);
   std::string body = Subject(a.rule, a.key);
@@ -93,22 +94,22 @@ void Acquire(LoopContext& loop, const http::Request& req, const HttpAsync& async
         loop, a.keep_alive, 400, "bad_request",
         "\"ttl_ms\" must be an integer from 1 to " + std::to_string(kMaxLeaseTtlMs), out);
   }
-  if (wait_ms < 0 || wait_ms > LimiterCore::kMaxWaitMs) {
+  if (wait_ms < 0 || wait_ms > Waiting::kMaxWaitMs) {
     return AppendRouteProblem(
         loop, a.keep_alive, 400, "bad_request",
-        "\"wait_ms\" must be an integer from 0 to " + std::to_string(LimiterCore::kMaxWaitMs), out);
+        "\"wait_ms\" must be an integer from 0 to " + std::to_string(Waiting::kMaxWaitMs), out);
   }
-  auto done = async.To(out).Later<LimiterCore::LeaseAnswer>(
-      [loop = &loop, a](const Status& s, const LimiterCore::LeaseAnswer& r, std::string* reply) {
+  auto done = async.To(out).Later<Leases::LeaseAnswer>(
+      [loop = &loop, a](const Status& s, const Leases::LeaseAnswer& r, std::string* reply) {
         AnswerAcquire(*loop, a, s, r, reply);
       });
-  LimiterCore& limiter = *loop.service().limiter;
-  const LimiterCore::LeaseArgs args{a.rule, a.key, a.tier, {}, a.ttl_ms};
+  service::Services& services = *loop.service().services;
+  const Leases::LeaseArgs args{a.rule, a.key, a.tier, {}, a.ttl_ms};
   if (wait_ms > 0 && async.waits != nullptr) {
-    limiter.AcquireWaiting(args, {wait_ms, async.waits->Take()}, std::move(done));
+    services.waiting->Acquire(args, {wait_ms, async.waits->Take()}, std::move(done));
     return;
   }
-  limiter.Acquire(args, std::move(done));
+  services.leases->Acquire(args, std::move(done));
 }
 
 void NotLive(LoopContext& loop, const Asked& a, std::string* out) {
@@ -119,11 +120,10 @@ void NotLive(LoopContext& loop, const Asked& a, std::string* out) {
 }
 
 void Release(LoopContext& loop, const Asked& a, const HttpAsync& async, std::string* out) {
-  loop.service().limiter->Release(
+  loop.service().services->leases->Release(
       {a.rule, a.key, {}, a.lease},
-      async.To(out).Later<LimiterCore::LeaseAnswer>(
-          [loop = &loop, a](const Status& s, const LimiterCore::LeaseAnswer& r,
-                            std::string* reply) {
+      async.To(out).Later<Leases::LeaseAnswer>(
+          [loop = &loop, a](const Status& s, const Leases::LeaseAnswer& r, std::string* reply) {
             if (!s.ok())
               return AppendStatusProblem(*loop, Operation::kCheck, a.keep_alive, s, reply);
             if (!r.ok) return NotLive(*loop, a, reply);
@@ -149,11 +149,10 @@ void Renew(LoopContext& loop, const http::Request& req, Asked a, const HttpAsync
           "\"ttl_ms\" must be an integer from 1 to " + std::to_string(kMaxLeaseTtlMs), out);
     }
   }
-  loop.service().limiter->Renew(
+  loop.service().services->leases->Renew(
       {a.rule, a.key, {}, a.lease, a.ttl_ms},
-      async.To(out).Later<LimiterCore::LeaseAnswer>(
-          [loop = &loop, a](const Status& s, const LimiterCore::LeaseAnswer& r,
-                            std::string* reply) {
+      async.To(out).Later<Leases::LeaseAnswer>(
+          [loop = &loop, a](const Status& s, const Leases::LeaseAnswer& r, std::string* reply) {
             if (!s.ok())
               return AppendStatusProblem(*loop, Operation::kCheck, a.keep_alive, s, reply);
             if (!r.ok) return NotLive(*loop, a, reply);

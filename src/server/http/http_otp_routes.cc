@@ -39,7 +39,7 @@ std::string SubjectField(std::string_view subject) {
 void AnswerIssue(LoopContext& loop, const std::string& subject, bool keep_alive, const Status& s,
                  const OtpIssueResult& r, std::string* out) {
   if (!s.ok()) return AppendStatusProblem(loop, Operation::kOtp, keep_alive, s, out);
-  Otp& otp = loop.service().limiter->otp();
+  Otp& otp = *loop.service().services->otp;
   if (!r.issued)
     return Limited(loop, keep_alive, "issue", otp.IssueLimitText(), r.retry_after_ms, out);
   std::string body = SubjectField(subject);
@@ -55,7 +55,7 @@ void AnswerIssue(LoopContext& loop, const std::string& subject, bool keep_alive,
 void AnswerVerify(LoopContext& loop, const std::string& subject, bool keep_alive, const Status& s,
                   const OtpVerifyResult& r, std::string* out) {
   if (!s.ok()) return AppendStatusProblem(loop, Operation::kOtp, keep_alive, s, out);
-  Otp& otp = loop.service().limiter->otp();
+  Otp& otp = *loop.service().services->otp;
   if (r.limited) {
     return Limited(loop, keep_alive, "verify", otp.VerifyLimitText(), r.retry_after_ms, out);
   }
@@ -81,7 +81,7 @@ void IssueOrVerify(const RouteCall& c, bool issue) {
           &error)) {
     return AppendRouteProblem(loop, keep_alive, 400, "bad_request", error, out);
   }
-  Otp& otp = loop.service().limiter->otp();
+  Otp& otp = *loop.service().services->otp;
   const ReplyTo to = c.async.To(out);
   if (issue) {
     otp.IssueAsync(subject, to.Later<OtpIssueResult>(

@@ -95,7 +95,7 @@ void Check(LoopContext& loop, const http::Request& req, std::string_view query,
   const ReplyTo to = async.To(out);
   if (cr.wait_ms > 0 && async.waits != nullptr) {
     // Held until it can be admitted or the wait is over: a later answer.
-    loop.service().limiter->CheckWaiting(
+    loop.service().services->waiting->Check(
         {cr.rule, cr.key, cr.cost, cr.tier}, {cr.wait_ms, async.waits->Take()},
         to.Later<Decision>(
             [loop = &loop, cr, keep_alive = req.keep_alive, head = req.method == "HEAD"](
@@ -127,7 +127,7 @@ void Check(LoopContext& loop, const http::Request& req, std::string_view query,
 
 void Rules(LoopContext& loop, const http::Request& req, std::string* out) {
   nlohmann::json rules = nlohmann::json::object();
-  for (const Rule& r : loop.service().limiter->config().rules) {
+  for (const Rule& r : loop.service().services->rules->config().rules) {
     nlohmann::json j;
     j["algorithm"] = std::string(AlgorithmName(r.algorithm));
     j["max_waiters"] = r.max_waiters;
@@ -185,7 +185,7 @@ void Ready(LoopContext& loop, const http::Request& req, std::string* out) {
   // that replaces this one answers 200 (docs/operations.md).
   const Status health = loop.service().draining.load(std::memory_order_relaxed)
                             ? UnavailableError("draining")
-                            : loop.service().limiter->StoreHealth();
+                            : loop.service().services->rooms.backend->Health();
   if (health.ok()) {
     http::AppendResponse(out, 200, "OK", json, "{\"status\":\"ready\"}", req.keep_alive);
     return;
@@ -221,12 +221,12 @@ void MetricsPage(LoopContext& loop, const http::Request& req, std::string* out) 
       "reason",
       {{"backend_error", stats.fallback_backend_error}, {"store_full", stats.fallback_store_full}});
   // What only the store in use has (Redis: its errors, circuits, cache).
-  for (const store::Metric& m : s.limiter->StoreMetrics()) {
+  for (const store::Metric& m : s.services->rooms.store->Metrics()) {
     AppendMetric(&body, m.name, m.type, m.help, m.value);
   }
-  AppendFeatureMetrics(*s.limiter, &body);
-  AppendLeaseMetrics(*s.limiter, &body);
-  AppendAlertMetrics(s.limiter->alerts(), &body);
+  AppendFeatureMetrics(*s.services, &body);
+  AppendLeaseMetrics(*s.services, &body);
+  AppendAlertMetrics(*s.services->alerts, &body);
   if (s.render_connections) s.render_connections(&body);
   const http::HeaderField text[] = {{"Content-Type", "text/plain; version=0.0.4"}};
   http::AppendResponse(out, 200, "OK", text, body, req.keep_alive);

@@ -21,7 +21,7 @@ class HttpSession final : public QueuedSession {
   }
   // A request still held waiting is dropped: nobody is left to answer.
   ~HttpSession() override {
-    if (waits_.owner != 0) loop_->service().limiter->CancelWaits(waits_.owner);
+    if (waits_.owner != 0) loop_->service().services->waiting->Cancel(waits_.owner);
     if (streaming_) Streams()->Remove(async_.self);
   }
   bool DropOnEof() const override { return waits_.owner != 0 || streaming_; }

@@ -147,7 +147,7 @@ void SetRoute(const RouteCall& c) {
   auto asked = std::make_shared<Asked>(std::move(a));
   asked->request.key = asked->key;
   asked->request.member = asked->member;
-  loop.service().limiter->sets().RunAsync(
+  loop.service().services->sets->RunAsync(
       asked->request,
       async.To(out).Later<SetReply>(
           [loop = &loop, asked](const Status& s, const SetReply& r, std::string* reply) {

@@ -55,7 +55,7 @@ void Top(LoopContext& loop, const http::Request& req, std::string_view query, st
   }
   // A concurrency rule's subjects are ranked by refused or acquired
   // leases (its own words; a rate rule's are synonyms, both ways).
-  const Config config = loop.service().limiter->config();
+  const Config config = loop.service().services->rules->config();
   const Rule* configured = nullptr;
   for (const Rule& r : config.rules) {
     if (r.name == rule) configured = &r;
@@ -103,7 +103,7 @@ void Top(LoopContext& loop, const http::Request& req, std::string_view query, st
                  "unknown rule " + http::QuoteForDetail(rule, 64) + "; see GET /v1/rules", out);
   }
   const std::vector<service::TopEntry> top =
-      vis.Top(rule, by, window, limit, loop.service().limiter->NowMs());
+      vis.Top(rule, by, window, limit, loop.service().clock().NowMs());
   std::string body = "{\"rule\":\"";
   http::AppendJsonEscaped(&body, rule);
   body += "\",\"by\":\"" + by_text + "\",\"window\":\"" + window_text + "\",\"servers\":";
@@ -122,7 +122,7 @@ void Top(LoopContext& loop, const http::Request& req, std::string_view query, st
 
 void Stats(LoopContext& loop, const http::Request& req, std::string* out) {
   std::string body;
-  loop.service().visibility->AppendStatsJson(loop.service().limiter->NowMs(), &body);
+  loop.service().visibility->AppendStatsJson(loop.service().clock().NowMs(), &body);
   Json(req, body, out);
 }
 
@@ -163,7 +163,7 @@ void Simulate(LoopContext& loop, const http::Request& req, std::string_view quer
   const uint64_t tag = async.replies->Reserve();
   const ConnectionRef self = async.self;
   const bool keep_alive = req.keep_alive;
-  auto job = [fn = service.simulate, config = service.limiter->config(), rule, tier,
+  auto job = [fn = service.simulate, config = service.services->rules->config(), rule, tier,
               log = std::string(req.body), self, tag, keep_alive] {
     std::string json;
     const Status s = fn(config, rule, tier, log, &json);

@@ -85,11 +85,11 @@ int64_t Total(const RuleCounters* per_loop, int loops, std::atomic<int64_t> Rule
 }  // namespace
 
 Visibility::Visibility(const VisibilityConfig& config, bool redact_keys,
-                       service::LimiterCore* limiter, int loops)
+                       service::Services* services, int loops)
     : config_(config),
       redact_keys_(redact_keys),
-      limiter_(limiter),
-      store_kind_(limiter->GetStats().store_kind),
+      services_(services),
+      store_kind_(services->core->GetStats().store_kind),
       denied_log_(config.denied_log_interval_ms, redact_keys) {
   if (config.top_subjects) {
     service::TopSubjectsOptions options;
@@ -99,7 +99,7 @@ Visibility::Visibility(const VisibilityConfig& config, bool redact_keys,
     top_ = std::make_unique<service::TopSubjects>(options);
     recorder_ = std::make_unique<TopRecorder>(top_.get(), loops);
   }
-  if (top_ != nullptr) board_ = limiter_->NewSketchBoard();
+  if (top_ != nullptr) board_ = services_->rooms.sketch_board ? services_->rooms.sketch_board() : nullptr;
   // A name unique among the servers sharing the store, for this run.
   std::random_device random;
   char name[17];
@@ -112,7 +112,7 @@ Visibility::~Visibility() { Stop(); }
 void Visibility::Start(const ServiceContext* service) {
   service_ = service;
   streams_ = std::make_unique<EventStreams>(
-      [this](int64_t tick, bool streaming) { return Tick(tick, streaming); }, limiter_->clock());
+      [this](int64_t tick, bool streaming) { return Tick(tick, streaming); }, services_->clock);
 }
 
 void Visibility::Stop() {
@@ -146,7 +146,7 @@ bool Visibility::RunSimulation(std::function<std::function<void()>()> job) {
 }
 
 std::string Visibility::Tick(int64_t tick, bool streaming) {
-  const int64_t now_ms = limiter_->NowMs();
+  const int64_t now_ms = services_->clock.NowMs();
   const int64_t every = std::max<int64_t>(1, config_.publish_interval_ms / 1000);
   // Someone is looking: a stream is open, or a route asked within a minute.
   auto asked = [&](const std::atomic<int64_t>& at) {
@@ -159,7 +159,7 @@ std::string Visibility::Tick(int64_t tick, bool streaming) {
   // A remote store's nodes, for the store health the dashboard shows: each
   // second while someone looks, else with each exchange (one PING a node).
   if (asked(stats_asked_ms_) || exchange) {
-    std::vector<store::NodeHealth> nodes = limiter_->ProbeStoreNodes();
+    std::vector<store::NodeHealth> nodes = services_->rooms.backend->ProbeNodes();
     std::lock_guard<std::mutex> lock(mu_);
     nodes_ = std::move(nodes);
   }
@@ -305,7 +305,7 @@ size_t Visibility::Servers() const {
 void Visibility::ForEachShownRule(const Config& config,
                                   const std::function<void(const ShownRule&)>& fn) const {
   absl::flat_hash_map<std::string, int64_t> in_flight;
-  for (const auto& [rule, stats] : limiter_->LeaseStats()) in_flight[rule] = stats.held;
+  for (const auto& [rule, stats] : services_->leases->Stats()) in_flight[rule] = stats.held;
   auto configured = [&](std::string_view rule) -> const Rule* {
     for (const Rule& r : config.rules) {
       if (r.name == rule) return &r;
@@ -368,7 +368,7 @@ void Visibility::AppendRuleEntry(const ShownRule& rule, bool with_totals,
 void Visibility::AppendRuleSeconds(int64_t now_s, std::string* out) const {
   *out += '[';
   bool first = true;
-  ForEachShownRule(limiter_->config(), [&](const ShownRule& rule) {
+  ForEachShownRule(services_->rules->config(), [&](const ShownRule& rule) {
     if (!first) *out += ',';
     first = false;
     AppendRuleEntry(
@@ -382,7 +382,7 @@ void Visibility::AppendRuleSeconds(int64_t now_s, std::string* out) const {
 }
 
 void Visibility::AppendStoreJson(std::string* out) const {
-  const Status health = limiter_->StoreHealth();
+  const Status health = services_->rooms.backend->Health();
   std::lock_guard<std::mutex> lock(mu_);
   *out += "{\"kind\":\"";
   *out += store_kind_;
@@ -441,7 +441,7 @@ std::string Visibility::ShownAlert(const AlertRecord& record) const {
 }
 
 std::string Visibility::NewAlertEvents() {
-  std::vector<AlertRecord> recent = limiter_->alerts().Recent(100);
+  std::vector<AlertRecord> recent = services_->alerts->Recent(100);
   std::string out;
   // Oldest first, each once.
   for (auto it = recent.rbegin(); it != recent.rend(); ++it) {
@@ -473,7 +473,7 @@ void Visibility::AppendStatsJson(int64_t now_ms, std::string* out) const {
   *out += ",\"window_s\":";
   AppendInt(out, kSeriesSeconds);
   *out += ",\"rules\":[";
-  const Config config = limiter_->config();
+  const Config config = services_->rules->config();
   bool first = true;
   ForEachShownRule(config, [&](const ShownRule& rule) {
     if (!first) *out += ',';
@@ -491,7 +491,7 @@ void Visibility::AppendStatsJson(int64_t now_ms, std::string* out) const {
         out);
   });
   *out += "],\"alerts\":[";
-  const std::vector<AlertRecord> recent = limiter_->alerts().Recent(50);
+  const std::vector<AlertRecord> recent = services_->alerts->Recent(50);
   for (size_t i = 0; i < recent.size(); ++i) {
     if (i > 0) *out += ',';
     *out += ShownAlert(recent[i]);

@@ -22,7 +22,7 @@
 #include "server/observability/denied_log.h"
 #include "server/observability/metrics.h"
 #include "server/observability/top_recorder.h"
-#include "service/limiter_core.h"
+#include "service/services.h"
 #include "service/top_subjects.h"
 #include "store/backend.h"
 #include "store/sketch_board.h"
@@ -42,7 +42,7 @@ inline constexpr int64_t kAskedForMs = 60'000;
 class Visibility {
  public:
   // `loops`: the event loops that record (the sketch's shards).
-  Visibility(const VisibilityConfig& config, bool redact_keys, service::LimiterCore* limiter,
+  Visibility(const VisibilityConfig& config, bool redact_keys, service::Services* services,
              int loops = 1);
   ~Visibility();  // stops the thread (Stop)
   Visibility(const Visibility&) = delete;
@@ -123,7 +123,7 @@ class Visibility {
 
   const VisibilityConfig config_;
   const bool redact_keys_;
-  service::LimiterCore* const limiter_;
+  service::Services* const services_;
   const std::string_view store_kind_;  // as the store says (store::Store::Usage::kind)
   std::unique_ptr<service::TopSubjects> top_;
   std::unique_ptr<TopRecorder> recorder_;  // feeds top_

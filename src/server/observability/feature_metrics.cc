@@ -5,8 +5,8 @@
 #include "server/observability/metrics.h"
 
 namespace floodgate::server {
-void AppendFeatureMetrics(service::LimiterCore& limiter, std::string* out) {
-  const ExpiringSets::Stats sets = limiter.sets().GetStats();
+void AppendFeatureMetrics(service::Services& services, std::string* out) {
+  const ExpiringSets::Stats sets = services.sets->GetStats();
   AppendMetricFamily(out, "floodgate_set_operations_total", "counter",
                      "Expiring-set operations done, by kind (add includes refreshes; read is "
                      "contains, count and members).",
@@ -17,7 +17,7 @@ void AppendFeatureMetrics(service::LimiterCore& limiter, std::string* out) {
                "Expiring-set operations the store failed (Redis down or late).",
                sets.backend_errors);
 
-  Otp& otp = limiter.otp();
+  Otp& otp = *services.otp;
   if (!otp.enabled()) return;
   const Otp::Stats o = otp.GetStats();
   AppendMetric(out, "floodgate_otp_issued_total", "counter", "OTP codes issued.", o.issued);

@@ -4,11 +4,11 @@
 
 #include <string>
 
-#include "service/limiter_core.h"
+#include "service/services.h"
 
 namespace floodgate::server {
 
 // Appends the sets' (and, when configured, OTP's) metric families.
-void AppendFeatureMetrics(service::LimiterCore& limiter, std::string* out);
+void AppendFeatureMetrics(service::Services& services, std::string* out);
 
 }  // namespace floodgate::server

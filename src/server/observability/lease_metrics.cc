@@ -17,10 +17,11 @@ std::string RuleAnd(const std::string& rule, std::string_view name, std::string_
 
 }  // namespace
 
-void AppendLeaseMetrics(const service::LimiterCore& limiter, std::string* out) {
+void AppendLeaseMetrics(const service::Services& services, std::string* out) {
   using service::LeaseLedger;
   using service::WaitRoom;
-  const std::vector<std::pair<std::string, LeaseLedger::RuleStats>> leases = limiter.LeaseStats();
+  const std::vector<std::pair<std::string, LeaseLedger::RuleStats>> leases =
+      services.leases->Stats();
   AppendMetricHeader(out, "floodgate_leases_held", "gauge",
                      "Leases this server granted that are neither released nor expired, by rule "
                      "(a lease released through another server counts until its TTL ends).");
@@ -48,7 +49,7 @@ void AppendLeaseMetrics(const service::LimiterCore& limiter, std::string* out) {
     AppendMetricSample(out, "floodgate_lease_expirations_total", RuleLabel(rule), s.expired);
   }
 
-  const std::vector<std::pair<std::string, WaitRoom::RuleStats>> waits = limiter.WaitStats();
+  const std::vector<std::pair<std::string, WaitRoom::RuleStats>> waits = services.waiting->Stats();
   AppendMetricHeader(out, "floodgate_waiting", "gauge",
                      "Requests held waiting for room now (WAIT, wait_ms), by rule.");
   for (const auto& [rule, s] : waits) {

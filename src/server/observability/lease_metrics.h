@@ -5,10 +5,10 @@
 
 #include <string>
 
-#include "service/limiter_core.h"
+#include "service/services.h"
 
 namespace floodgate::server {
 
-void AppendLeaseMetrics(const service::LimiterCore& limiter, std::string* out);
+void AppendLeaseMetrics(const service::Services& services, std::string* out);
 
 }  // namespace floodgate::server

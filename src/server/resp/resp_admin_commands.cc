@@ -74,16 +74,17 @@ void FgState(RespClient& c, const Args& a, std::string* out) {
   } else if (a.size() != 3) {
     return resp::AppendError(out, "syntax error: FG.STATE rule key [TIER t]");
   }
-  service::LimiterCore& limiter = *c.loop->service().limiter;
-  service::ControlPlane& control = limiter.control();
+  service::Services& services = *c.loop->service().services;
+  service::LimiterCore& limiter = *services.core;
+  service::ControlPlane& control = *services.control;
   const std::string rule(a[1]), key(a[2]);
   std::vector<std::string> limits;
-  if (limiter.HasOverride(rule, key)) {
+  if (services.rules->HasOverride(rule, key, services.clock.NowMs())) {
     if (auto o = control.GetOverride(rule, key)) limits = o->limits;
   }
   int64_t block_left = 0;
   std::string reason;
-  const int64_t now = limiter.NowMs();
+  const int64_t now = services.clock.NowMs();
   for (const service::BlockRecord& b : control.BlocksOf(key)) {
     if ((b.rule.empty() || b.rule == rule) && b.expires_at_ms - now > block_left) {
       block_left = b.expires_at_ms - now;
@@ -139,7 +140,7 @@ void FgOverride(RespClient& c, const Args& a, std::string* out) {
                              "syntax error: FG.OVERRIDE SET rule key ttl_ms limit [limit ...]");
   }
   if (!Allowed(c, !get, out)) return;
-  service::ControlPlane& control = c.loop->service().limiter->control();
+  service::ControlPlane& control = *c.loop->service().services->control;
   if (get) {
     const auto o = control.GetOverride(a[2], a[3]);
     if (!o) return resp::AppendNullArray(out);
@@ -149,7 +150,7 @@ void FgOverride(RespClient& c, const Args& a, std::string* out) {
     resp::AppendInteger(
         out, o->expires_at_ms == 0
                  ? -1
-                 : std::max<int64_t>(0, o->expires_at_ms - c.loop->service().limiter->NowMs()));
+                 : std::max<int64_t>(0, o->expires_at_ms - c.loop->service().clock().NowMs()));
     resp::AppendBulk(out, o->reason);
     return;
   }
@@ -184,7 +185,7 @@ void FgBlock(RespClient& c, const Args& a, std::string* out) {
     }
   }
   if (!Allowed(c, true, out)) return;
-  c.loop->service().limiter->control().Block(Who(c), a[1], rule, ttl_ms, std::string(reason),
+  c.loop->service().services->control->Block(Who(c), a[1], rule, ttl_ms, std::string(reason),
                                              ReplyOk(c, out));
 }
 
@@ -196,7 +197,7 @@ void FgUnblock(RespClient& c, const Args& a, std::string* out) {
     return resp::AppendError(out, "syntax error: FG.UNBLOCK key [RULE r]");
   }
   if (!Allowed(c, true, out)) return;
-  service::ControlPlane& control = c.loop->service().limiter->control();
+  service::ControlPlane& control = *c.loop->service().services->control;
   // What Unblock removes: the key's blocks on `rule` (or all of them).
   int64_t n = 0;
   for (const service::BlockRecord& b : control.BlocksOf(a[1])) {
@@ -222,12 +223,11 @@ void FgRefund(RespClient& c, const Args& a, std::string* out) {
   // FG.CHECK's reply, as clients parse it: the state after. What each
   // limit gave back is in the HTTP route's answer.
   c.loop->service().limiter->Refund(
-      a[1], a[2], cost, {},
-      c.To(out).Later<core::RefundResult>(
-          [](const Status& s, const core::RefundResult& r, std::string* reply) {
-            if (!s.ok()) return resp::AppendError(reply, s.message());
-            AppendCheckReply(r.after, false, reply);
-          }));
+      {a[1], a[2], cost}, c.To(out).Later<core::RefundResult>(
+                              [](const Status& s, const core::RefundResult& r, std::string* reply) {
+                                if (!s.ok()) return resp::AppendError(reply, s.message());
+                                AppendCheckReply(r.after, false, reply);
+                              }));
 }
 
 }  // namespace floodgate::server

@@ -102,7 +102,7 @@ void FgCheck(RespClient& c, const Args& a, std::string* out) {
     // Held until it can be admitted or the wait is over: always a later
     // answer, in its turn among the connection's replies.
     c.waited = true;
-    c.loop->service().limiter->CheckWaiting(
+    c.loop->service().services->waiting->Check(
         {a[1], a[2], cost, tier, nullptr, c.now_ms}, {wait_ms, static_cast<uint64_t>(c.id)},
         to.Later<Decision>([loop = c.loop, rule = std::string(a[1]), key = std::string(a[2]), cost,
                             verbose](const Status& s, const Decision& d, std::string* reply) {
@@ -414,9 +414,9 @@ constexpr RespCommand kCommands[] = {
 }  // namespace
 
 bool ParseWaitMs(std::string_view arg, int64_t* wait_ms, std::string* out) {
-  if (!ParseRespInt(arg, wait_ms) || *wait_ms < 0 || *wait_ms > service::LimiterCore::kMaxWaitMs) {
+  if (!ParseRespInt(arg, wait_ms) || *wait_ms < 0 || *wait_ms > service::Waiting::kMaxWaitMs) {
     resp::AppendError(out, "WAIT must be an integer from 0 to " +
-                               std::to_string(service::LimiterCore::kMaxWaitMs) + " ms, got '" +
+                               std::to_string(service::Waiting::kMaxWaitMs) + " ms, got '" +
                                std::string(arg) + "'");
     return false;
   }

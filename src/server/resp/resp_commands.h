@@ -64,7 +64,7 @@ void AppendCheckReply(const Decision& d, bool verbose, std::string* out);
 // for a fallback.
 void AppendThrottleReply(const ThrottleResult& r, std::string* out);
 
-// Parses WAIT's argument (ms, 0 to LimiterCore::kMaxWaitMs); false with
+// Parses WAIT's argument (ms, 0 to Waiting::kMaxWaitMs); false with
 // the error appended to `out` otherwise.
 bool ParseWaitMs(std::string_view arg, int64_t* wait_ms, std::string* out);
 

@@ -1,4 +1,4 @@
-// The leases' RESP commands: arguments to LimiterCore's lease calls, the
+// The leases' RESP commands: arguments to the Leases room's calls, the
 // answer (now on the embedded store, later through the reply queue on
 // Redis or after a wait) to a RESP reply.
 #include "server/resp/resp_lease_commands.h"
@@ -13,7 +13,7 @@
 namespace floodgate::server {
 namespace {
 
-using service::LimiterCore;
+using service::Leases;
 
 void ReplyError(LoopContext& loop, const Status& s, std::string* out) {
   loop.service().metrics->CountError(LabelError(Operation::kCheck, s).kind);
@@ -21,7 +21,7 @@ void ReplyError(LoopContext& loop, const Status& s, std::string* out) {
 }
 
 void ReplyAcquire(LoopContext& loop, std::string_view rule, std::string_view key, const Status& s,
-                  const LimiterCore::LeaseAnswer& a, std::string* out) {
+                  const Leases::LeaseAnswer& a, std::string* out) {
   if (!s.ok()) return ReplyError(loop, s, out);
   loop.CountAcquire(rule, key, a.ok);
   resp::AppendArrayHeader(out, 5);
@@ -32,15 +32,14 @@ void ReplyAcquire(LoopContext& loop, std::string_view rule, std::string_view key
   resp::AppendInteger(out, a.ms);
 }
 
-void ReplyFlag(LoopContext& loop, const Status& s, const LimiterCore::LeaseAnswer& a,
-               std::string* out) {
+void ReplyFlag(LoopContext& loop, const Status& s, const Leases::LeaseAnswer& a, std::string* out) {
   if (!s.ok()) return ReplyError(loop, s, out);
   resp::AppendInteger(out, a.ok ? 1 : 0);
 }
 
 // Reads "TTL ms", "TIER t" and (when `wait` is given) "WAIT ms" from
 // a[from..]; false with the error in `out`.
-bool ParseLeaseOptions(const Args& a, size_t from, LimiterCore::LeaseArgs* args, int64_t* wait,
+bool ParseLeaseOptions(const Args& a, size_t from, Leases::LeaseArgs* args, int64_t* wait,
                        std::string* out) {
   for (size_t i = from; i < a.size(); ++i) {
     const bool is_ttl = text::EqualsIgnoreCase(a[i], "TTL");
@@ -75,46 +74,48 @@ bool ParseLeaseOptions(const Args& a, size_t from, LimiterCore::LeaseArgs* args,
 
 // FG.ACQUIRE rule key [TTL ms] [TIER t] [WAIT ms]
 void FgAcquire(RespClient& c, const Args& a, std::string* out) {
-  LimiterCore::LeaseArgs args{a[1], a[2]};
+  Leases::LeaseArgs args{a[1], a[2]};
   int64_t wait_ms = 0;
   if (!ParseLeaseOptions(a, 3, &args, &wait_ms, out)) {
     c.loop->service().metrics->CountError("bad_request");
     return;
   }
-  auto done = c.To(out).Later<LimiterCore::LeaseAnswer>(
+  auto done = c.To(out).Later<Leases::LeaseAnswer>(
       [loop = c.loop, rule = std::string(a[1]), key = std::string(a[2])](
-          const Status& s, const LimiterCore::LeaseAnswer& r, std::string* reply) {
+          const Status& s, const Leases::LeaseAnswer& r, std::string* reply) {
         ReplyAcquire(*loop, rule, key, s, r, reply);
       });
   if (wait_ms > 0) {
     c.waited = true;
-    c.loop->service().limiter->AcquireWaiting(args, {wait_ms, static_cast<uint64_t>(c.id)},
-                                              std::move(done));
+    c.loop->service().services->waiting->Acquire(args, {wait_ms, static_cast<uint64_t>(c.id)},
+                                                 std::move(done));
     return;
   }
-  c.loop->service().limiter->Acquire(args, std::move(done));
+  c.loop->service().services->leases->Acquire(args, std::move(done));
 }
 
 // FG.RELEASE rule key lease
 void FgRelease(RespClient& c, const Args& a, std::string* out) {
-  LimiterCore::LeaseArgs args{a[1], a[2], {}, a[3]};
-  c.loop->service().limiter->Release(
-      args, c.To(out).Later<LimiterCore::LeaseAnswer>(
-                [loop = c.loop](const Status& s, const LimiterCore::LeaseAnswer& r,
-                                std::string* reply) { ReplyFlag(*loop, s, r, reply); }));
+  Leases::LeaseArgs args{a[1], a[2], {}, a[3]};
+  c.loop->service().services->leases->Release(
+      args, c.To(out).Later<Leases::LeaseAnswer>(
+                [loop = c.loop](const Status& s, const Leases::LeaseAnswer& r, std::string* reply) {
+                  ReplyFlag(*loop, s, r, reply);
+                }));
 }
 
 // FG.RENEW rule key lease [TTL ms]
 void FgRenew(RespClient& c, const Args& a, std::string* out) {
-  LimiterCore::LeaseArgs args{a[1], a[2], {}, a[3]};
+  Leases::LeaseArgs args{a[1], a[2], {}, a[3]};
   if (!ParseLeaseOptions(a, 4, &args, nullptr, out)) {
     c.loop->service().metrics->CountError("bad_request");
     return;
   }
-  c.loop->service().limiter->Renew(
-      args, c.To(out).Later<LimiterCore::LeaseAnswer>(
-                [loop = c.loop](const Status& s, const LimiterCore::LeaseAnswer& r,
-                                std::string* reply) { ReplyFlag(*loop, s, r, reply); }));
+  c.loop->service().services->leases->Renew(
+      args, c.To(out).Later<Leases::LeaseAnswer>(
+                [loop = c.loop](const Status& s, const Leases::LeaseAnswer& r, std::string* reply) {
+                  ReplyFlag(*loop, s, r, reply);
+                }));
 }
 
 }  // namespace floodgate::server

@@ -18,7 +18,7 @@ void ReplyIssue(LoopContext& loop, const Status& s, const OtpIssueResult& r, std
   if (!s.ok()) return ReplyError(loop, s, out);
   if (!r.issued) {
     resp::AppendError(out, "rate limited: the OTP issue limit (" +
-                               loop.service().limiter->otp().IssueLimitText() +
+                               loop.service().services->otp->IssueLimitText() +
                                ") is reached for this subject; retry after " +
                                std::to_string(r.retry_after_ms) + " ms");
     return;
@@ -34,7 +34,7 @@ void ReplyVerify(LoopContext& loop, const Status& s, const OtpVerifyResult& r, s
   if (!s.ok()) return ReplyError(loop, s, out);
   if (r.limited) {
     resp::AppendError(out, "rate limited: the OTP verify limit (" +
-                               loop.service().limiter->otp().VerifyLimitText() +
+                               loop.service().services->otp->VerifyLimitText() +
                                ") is reached for this subject; retry after " +
                                std::to_string(r.retry_after_ms) + " ms");
     return;
@@ -46,7 +46,7 @@ void ReplyVerify(LoopContext& loop, const Status& s, const OtpVerifyResult& r, s
 
 // FG.OTP.ISSUE subject
 void FgOtpIssue(RespClient& c, const Args& a, std::string* out) {
-  c.loop->service().limiter->otp().IssueAsync(
+  c.loop->service().services->otp->IssueAsync(
       a[1], c.To(out).Later<OtpIssueResult>(
                 [loop = c.loop](const Status& s, const OtpIssueResult& r, std::string* reply) {
                   ReplyIssue(*loop, s, r, reply);
@@ -55,7 +55,7 @@ void FgOtpIssue(RespClient& c, const Args& a, std::string* out) {
 
 // FG.OTP.VERIFY subject code
 void FgOtpVerify(RespClient& c, const Args& a, std::string* out) {
-  c.loop->service().limiter->otp().VerifyAsync(
+  c.loop->service().services->otp->VerifyAsync(
       a[1], a[2],
       c.To(out).Later<OtpVerifyResult>(
           [loop = c.loop](const Status& s, const OtpVerifyResult& r, std::string* reply) {

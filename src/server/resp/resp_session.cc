@@ -28,7 +28,7 @@ class RespSession final : public QueuedSession {
   }
   // A request still held waiting is dropped: nobody is left to answer.
   ~RespSession() override {
-    if (client_.waited) client_.loop->service().limiter->CancelWaits(client_.id);
+    if (client_.waited) client_.loop->service().services->waiting->Cancel(client_.id);
   }
   bool DropOnEof() const override { return client_.waited; }
 
@@ -95,7 +95,7 @@ class RespSession final : public QueuedSession {
     if (ranges_.size() > 1) {  // a lone command has nothing to overlap with
       for (const auto& [first, n] : ranges_) PrefetchResp(client_, Args(&args_[first], n));
     }
-    client_.now_ms = client_.loop->service().limiter->NowMs();
+    client_.now_ms = client_.loop->service().clock().NowMs();
     // Timing every pipeline would add two clock reads to each request; one
     // pipeline in kLatencySampling is timed (see Metrics).
     const bool timed = (batches_++ % kLatencySampling) == 0;  // the first one too

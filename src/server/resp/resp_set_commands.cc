@@ -35,7 +35,7 @@ void ReplySet(LoopContext& loop, SetOp op, bool with_ttl, const Status& s, const
 
 // Runs `request`; its reply goes out in turn, whenever the store answers.
 void Run(RespClient& c, const SetRequest& request, bool with_ttl, std::string* out) {
-  c.loop->service().limiter->sets().RunAsync(
+  c.loop->service().services->sets->RunAsync(
       request,
       c.To(out).Later<SetReply>([loop = c.loop, op = request.op, with_ttl](
                                     const Status& s, const SetReply& r, std::string* reply) {

@@ -15,8 +15,8 @@
 #include "absl/container/flat_hash_map.h"
 #include "api/open_services.h"
 #include "floodgate/limiter.h"
-#include "service/control_plane.h"
-#include "service/limiter_core.h"
+#include "service/control/control_plane.h"
+#include "service/limiter/limiter_core.h"
 
 namespace {
 

@@ -1,4 +1,4 @@
-// The embedded store's state snapshot (data_dir, service/state_keeper.h):
+// The embedded store's state snapshot (data_dir, service/snapshots/state_keeper.h):
 // how long writing and loading one takes, and its size, for N subjects of
 // a two-limit sliding_window rule (each subject one entry of 3 words and a
 // 16-byte key).
@@ -21,7 +21,7 @@
 
 #include "api/open_services.h"
 #include "service/services.h"
-#include "service/state_keeper.h"
+#include "service/snapshots/state_keeper.h"
 
 namespace floodgate {
 namespace {

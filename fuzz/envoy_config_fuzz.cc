@@ -8,7 +8,7 @@
 #include "api/open_services.h"
 #include "config/envoy_ratelimit.h"
 #include "server/grpc/rls_service.h"
-#include "service/envoy_rules.h"
+#include "service/envoy/envoy_rules.h"
 #include "service/services.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

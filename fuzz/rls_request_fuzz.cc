@@ -10,7 +10,7 @@
 #include "config/envoy_ratelimit.h"
 #include "protocol/grpc/rls_codec.h"
 #include "server/grpc/rls_service.h"
-#include "service/envoy_rules.h"
+#include "service/envoy/envoy_rules.h"
 #include "service/services.h"
 
 namespace {

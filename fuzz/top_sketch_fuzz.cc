@@ -7,7 +7,7 @@
 #include <string_view>
 
 #include "server/http/visibility.h"
-#include "service/space_saving.h"
+#include "service/top/space_saving.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view bytes(reinterpret_cast<const char*>(data), size);

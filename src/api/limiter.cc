@@ -5,7 +5,7 @@
 #include <utility>
 
 #include "api/open_services.h"
-#include "service/blocking.h"
+#include "service/limiter/blocking.h"
 #include "service/services.h"
 
 namespace floodgate {

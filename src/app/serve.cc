@@ -32,9 +32,9 @@
 #include "server/grpc/rls_service.h"
 #include "server/observability/state_metrics.h"
 #include "server/server.h"
-#include "service/envoy_rules.h"
+#include "service/envoy/envoy_rules.h"
 #include "service/services.h"
-#include "service/state_keeper.h"
+#include "service/snapshots/state_keeper.h"
 
 namespace floodgate::app {
 namespace {

@@ -4,8 +4,8 @@
 
 #include <utility>
 
-#include "service/expiring_sets_impl.h"
-#include "service/otp_impl.h"
+#include "service/otp/otp_impl.h"
+#include "service/sets/expiring_sets_impl.h"
 
 namespace floodgate::service {
 
@@ -41,8 +41,10 @@ Result<std::unique_ptr<Services>> Services::Open(const Config& config, const Clo
   });
   if (Status loaded = s->rules->Load(config); !loaded.ok()) return loaded;
   s->controls = std::make_unique<Controls>(*s->rules);
-  s->core = std::make_unique<LimiterCore>(clock, st, backend, *s->rules, *s->controls, alerts, s->fallbacks);
-  s->leases = std::make_unique<Leases>(clock, *s->rooms.leases, backend, *s->rules, *s->controls, s->fallbacks);
+  s->core = std::make_unique<LimiterCore>(clock, st, backend, *s->rules, *s->controls, alerts,
+                                          s->fallbacks);
+  s->leases = std::make_unique<Leases>(clock, *s->rooms.leases, backend, *s->rules, *s->controls,
+                                       s->fallbacks);
   s->waiting = std::make_unique<Waiting>(clock, *s->core, *s->leases);
   s->sets = MakeExpiringSets(config.sets, *s->rooms.sets);
   auto otp = MakeOtp(config.otp, *s->rooms.otp, clock);
@@ -61,7 +63,8 @@ Result<std::unique_ptr<Services>> Services::Open(const Config& config, const Clo
   controls.SetAutoBlock(
       [&control](std::string_view rule, std::string_view subject, int64_t until_ms,
                  std::string_view reason) { control.AutoBlock(rule, subject, until_ms, reason); });
-  if (Status started = control.Start(s->rooms.control, {config.data_dir}); !started.ok()) return started;
+  if (Status started = control.Start(s->rooms.control, {config.data_dir}); !started.ok())
+    return started;
   return s;
 }
 

@@ -30,14 +30,14 @@
 #include "floodgate/expiring_sets.h"
 #include "floodgate/otp.h"
 #include "floodgate/status.h"
-#include "service/alerts_impl.h"
-#include "service/control_plane.h"
-#include "service/controls.h"
-#include "service/leases.h"
-#include "service/limiter_core.h"
-#include "service/rule_set.h"
-#include "service/state_keeper.h"
-#include "service/waiting.h"
+#include "service/alerts/alerts_impl.h"
+#include "service/control/control_plane.h"
+#include "service/leases/leases.h"
+#include "service/limiter/controls.h"
+#include "service/limiter/limiter_core.h"
+#include "service/limiter/rule_set.h"
+#include "service/snapshots/state_keeper.h"
+#include "service/waiting/waiting.h"
 #include "store/rooms.h"
 
 namespace floodgate::service {
@@ -62,7 +62,7 @@ struct Services {
   // error changes nothing.
   Status Reload(const Config& config) { return rules->Load(config); }
   // What keeps the store's state in data_dir across restarts
-  // (service/state_keeper.h); null without a data_dir or for a store whose
+  // (service/snapshots/state_keeper.h); null without a data_dir or for a store whose
   // state lives outside the process (Redis). Must not outlive this.
   std::unique_ptr<StateKeeper> NewStateKeeper(const std::string& data_dir, int64_t interval_ms);
   // Frees what expired by now in the store; how many entries.

@@ -2,9 +2,9 @@
 // each delivered by one of them (the Redis store: one stream, one consumer
 // group; redis/alert_stream.h has the details). A store without one (the
 // embedded store) leaves the events in this process: the alerts keep a
-// spool file (service/alert_spool.h).
+// spool file (service/alerts/alert_spool.h).
 //
-// Opened by the alerts (service/alerts_impl.h) when the first rule with
+// Opened by the alerts (service/alerts/alerts_impl.h) when the first rule with
 // alerts appears, with options of their own (this server's name among the
 // readers): hence an opener (store/rooms.h), not a log made with the store.
 #pragma once

@@ -1,6 +1,6 @@
 // Snapshots: a store's whole state written to a file and read back, so that
 // a restart keeps today's quotas (data_dir, docs/operations.md "State
-// across restarts"; service/state_keeper.h runs it). Only a store whose
+// across restarts"; service/snapshots/state_keeper.h runs it). Only a store whose
 // state is this process's own has it (the embedded store, engine/snapshot.h
 // has the file's format); a shared store's state (Redis) outlives the
 // process anyway and has none.

@@ -57,7 +57,7 @@ template <typename... Args>
 using Later = absl::FunctionRef<Done<Args...>()>;
 
 // A compiled rule (or tier) as a store decides it. `id` names its state:
-// variants with the same definition share one (see service/rule_set.h).
+// variants with the same definition share one (see service/limiter/rule_set.h).
 // `tag` is what the store said of it in Describe.
 struct VariantRef {
   const core::CompiledRule* rule = nullptr;
@@ -92,7 +92,7 @@ using CheckDone = absl::AnyInvocable<void(const Status& status, const Decision& 
 using CheckLater = absl::FunctionRef<CheckDone()>;
 
 // Decisions held back to be sent together (a remote store); see
-// service/limiter_core.h's NewBatch for the contract. Not thread-safe.
+// service/limiter/limiter_core.h's NewBatch for the contract. Not thread-safe.
 class Batch {
  public:
   virtual ~Batch() = default;

@@ -13,7 +13,7 @@
 
 #include "api/open_services.h"
 #include "floodgate/limiter.h"
-#include "service/limiter_core.h"
+#include "service/limiter/limiter_core.h"
 
 namespace {
 

@@ -19,8 +19,8 @@
 #include <vector>
 
 #include "engine/snapshot.h"
-#include "service/limiter_core.h"
-#include "service/state_keeper.h"
+#include "service/limiter/limiter_core.h"
+#include "service/snapshots/state_keeper.h"
 #include "testing/test_config.h"
 
 namespace floodgate {

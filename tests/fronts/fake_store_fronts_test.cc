@@ -20,7 +20,7 @@
 #include "floodgate/config.h"
 #include "server/grpc/grpc_front.h"
 #include "server/grpc/rls_service.h"
-#include "service/envoy_rules.h"
+#include "service/envoy/envoy_rules.h"
 #include "service/services.h"
 #include "testing/fake_store.h"
 #include "testing/served_fronts.h"

@@ -20,7 +20,7 @@
 
 #include "api/open_services.h"
 #include "redis/client.h"
-#include "service/limiter_core.h"
+#include "service/limiter/limiter_core.h"
 #include "testing/driven_loop.h"
 #include "testing/redis_cluster.h"
 #include "testing/redis_server.h"
@@ -317,7 +317,7 @@ TEST(AsyncBatchTest, ALoopDriverDecidesOnTheLoopThread) {
   auto limiter_services = api::OpenServices(BatchConfig(redis.url()), clock);
   ASSERT_TRUE(limiter_services.ok()) << limiter_services.status().ToString();
   service::LimiterCore* const limiter = (*limiter_services)->core.get();
-  Result<std::unique_ptr<LoopDriver>> driver = (*limiter_services)->store->NewLoopDriver();
+  Result<std::unique_ptr<LoopDriver>> driver = (*limiter_services)->rooms.backend->NewLoopDriver();
   ASSERT_TRUE(driver.ok()) << driver.status().ToString();
   ASSERT_NE(*driver, nullptr);
   testing::DrivenLoop loop(std::move(driver).value());
@@ -371,10 +371,9 @@ TEST(AsyncBatchTest, TheEmbeddedStoreHasNothingToDrive) {
   ManualClock clock;
   Config config;
   config.rules.push_back(testing::MakeRule(Algorithm::kFixedWindow, {"10/hour"}));
-  auto limiter_services = api::OpenServices(config, clock);
-  ASSERT_TRUE(limiter_services.ok()) << limiter_services.status().ToString();
-  service::LimiterCore* const limiter = (*limiter_services)->core.get();
-  Result<std::unique_ptr<LoopDriver>> driver = (*limiter_services)->store->NewLoopDriver();
+  auto services = api::OpenServices(config, clock);
+  ASSERT_TRUE(services.ok()) << services.status().ToString();
+  Result<std::unique_ptr<LoopDriver>> driver = (*services)->rooms.backend->NewLoopDriver();
   ASSERT_TRUE(driver.ok());
   EXPECT_EQ(*driver, nullptr);
 }

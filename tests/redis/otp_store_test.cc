@@ -20,7 +20,7 @@
 #include "floodgate/limiter.h"
 #include "redis/client.h"
 #include "redis/otp_store.h"
-#include "service/otp_codes.h"
+#include "service/otp/otp_codes.h"
 #include "testing/redis_cluster.h"
 #include "testing/redis_peek.h"
 #include "testing/redis_server.h"

@@ -11,7 +11,7 @@
 
 #include "api/open_services.h"
 #include "redis/script_call.h"
-#include "service/blocking.h"
+#include "service/limiter/blocking.h"
 #include "service/services.h"
 #include "testing/redis_cluster.h"
 #include "testing/redis_server.h"

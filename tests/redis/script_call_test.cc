@@ -14,8 +14,8 @@
 
 #include "api/open_services.h"
 #include "redis/scripts.h"
-#include "service/blocking.h"
-#include "service/limiter_core.h"
+#include "service/limiter/blocking.h"
+#include "service/limiter/limiter_core.h"
 #include "testing/rules.h"
 
 namespace floodgate::redis {

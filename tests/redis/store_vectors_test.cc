@@ -12,8 +12,8 @@
 #include "api/open_services.h"
 #include "redis/client.h"
 #include "redis/script_call.h"
-#include "service/blocking.h"
-#include "service/limiter_core.h"
+#include "service/limiter/blocking.h"
+#include "service/limiter/limiter_core.h"
 #include "testing/http_receiver.h"
 #include "testing/nutcracker.h"
 #include "testing/redis_cluster.h"
@@ -44,7 +44,7 @@ void RunCase(const testing::VectorCase& vc, const std::string& url, const std::s
   ASSERT_TRUE(limiter_services.ok()) << limiter_services.status().ToString();
   service::LimiterCore* const limiter = (*limiter_services)->core.get();
   // The Redis store is the one with Redis's counters.
-  ASSERT_FALSE((*limiter_services)->store->Metrics().empty());
+  ASSERT_FALSE((*limiter_services)->rooms.store->Metrics().empty());
   int64_t last_emitted = 0;
   for (size_t i = 0; i < vc.steps.size(); ++i) {
     SCOPED_TRACE("step " + std::to_string(i));

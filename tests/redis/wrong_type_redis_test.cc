@@ -20,7 +20,7 @@
 #include "redis/otp_store.h"
 #include "redis/script_call.h"
 #include "redis/set_store.h"
-#include "service/limiter_core.h"
+#include "service/limiter/limiter_core.h"
 #include "testing/redis_cluster.h"
 #include "testing/redis_server.h"
 

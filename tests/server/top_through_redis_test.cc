@@ -13,7 +13,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "floodgate/clock.h"
 #include "server/http/visibility.h"
-#include "service/top_subjects.h"
+#include "service/top/top_subjects.h"
 #include "testing/redis_server.h"
 #include "testing/test_config.h"
 #include "testing/zipf.h"

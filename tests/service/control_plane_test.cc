@@ -2,7 +2,7 @@
 // runtime rules in force for checks, validation that changes nothing, and
 // the records kept in data_dir across a new limiter; and the poll of a
 // shared store's records, which a ManualClock drives.
-#include "service/control_plane.h"
+#include "service/control/control_plane.h"
 
 #include <gtest/gtest.h>
 #include <stdlib.h>
@@ -19,7 +19,7 @@
 
 #include "api/open_services.h"
 #include "floodgate/clock.h"
-#include "service/limiter_core.h"
+#include "service/limiter/limiter_core.h"
 #include "testing/eventually.h"
 #include "testing/fake_store.h"
 

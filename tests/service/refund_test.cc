@@ -9,7 +9,7 @@
 #include <utility>
 
 #include "api/open_services.h"
-#include "service/blocking.h"
+#include "service/limiter/blocking.h"
 #include "service/services.h"
 #include "testing/fake_store.h"
 #include "testing/test_config.h"

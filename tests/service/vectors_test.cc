@@ -3,8 +3,8 @@
 #include <gtest/gtest.h>
 
 #include "api/open_services.h"
-#include "service/blocking.h"
-#include "service/limiter_core.h"
+#include "service/limiter/blocking.h"
+#include "service/limiter/limiter_core.h"
 #include "testing/http_receiver.h"
 #include "testing/vectors.h"
 

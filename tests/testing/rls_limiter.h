@@ -13,7 +13,7 @@
 #include "floodgate/clock.h"
 #include "floodgate/config.h"
 #include "server/grpc/rls_service.h"
-#include "service/envoy_rules.h"
+#include "service/envoy/envoy_rules.h"
 #include "service/services.h"
 
 namespace floodgate::testing {

@@ -15,7 +15,7 @@
 #include "server/observability/denied_log.h"
 #include "server/observability/metrics.h"
 #include "server/observability/top_recorder.h"
-#include "service/limiter_core.h"
+#include "service/limiter/limiter_core.h"
 #include "service/services.h"
 #include "store/store.h"
 

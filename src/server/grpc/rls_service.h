@@ -1,6 +1,6 @@
 // Envoy's RateLimitService answered on floodgate's Limiter: a
 // ShouldRateLimit call (protocol/grpc/rls_messages.h) matched against the
-// Envoy rules (service/envoy_rules.h), each matched limit decided by the
+// Envoy rules (service/envoy/envoy_rules.h), each matched limit decided by the
 // Limiter, and the answer built as envoyproxy/ratelimit builds it.
 //
 // Answers: unknown domains and unmatched descriptors are OK, with no limit.
@@ -36,8 +36,8 @@
 #include "floodgate/decision.h"
 #include "floodgate/status.h"
 #include "protocol/grpc/rls_messages.h"
-#include "service/envoy_rules.h"
-#include "service/limiter_core.h"
+#include "service/envoy/envoy_rules.h"
+#include "service/limiter/limiter_core.h"
 #include "store/store.h"
 
 namespace floodgate::server {

@@ -14,7 +14,7 @@
 #include "server/context/admin_access.h"
 #include "server/context/error_labels.h"
 #include "server/http/http_routes.h"
-#include "service/control_plane.h"
+#include "service/control/control_plane.h"
 
 namespace floodgate::server {
 namespace {

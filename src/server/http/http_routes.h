@@ -45,7 +45,7 @@ struct HttpAsync {
   // and the session reads no further request. False (the stream refused:
   // too many open, or the session cannot stream): answer otherwise. Null:
   // the session cannot stream.
-  std::function<bool()> start_stream;
+  std::function<bool()> start_stream = {};
 
   // Where this request's response goes, now (`out`) or later.
   ReplyTo To(std::string* out) const { return ReplyTo{replies, self, out}; }

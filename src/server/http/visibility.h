@@ -23,7 +23,7 @@
 #include "server/observability/metrics.h"
 #include "server/observability/top_recorder.h"
 #include "service/services.h"
-#include "service/top_subjects.h"
+#include "service/top/top_subjects.h"
 #include "store/backend.h"
 #include "store/sketch_board.h"
 

@@ -1,9 +1,9 @@
-// The state snapshot's metric families (data_dir: service/state_keeper.h).
+// The state snapshot's metric families (data_dir: service/snapshots/state_keeper.h).
 #pragma once
 
 #include <string>
 
-#include "service/state_keeper.h"
+#include "service/snapshots/state_keeper.h"
 
 namespace floodgate::server {
 

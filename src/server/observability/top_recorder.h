@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
-#include "service/top_subjects.h"
+#include "service/top/top_subjects.h"
 
 namespace floodgate::server {
 

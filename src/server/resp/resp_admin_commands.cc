@@ -7,7 +7,7 @@
 
 #include "common/text.h"
 #include "protocol/resp/writer.h"
-#include "service/control_plane.h"
+#include "service/control/control_plane.h"
 
 namespace floodgate::server {
 namespace {

@@ -5,6 +5,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/enum_table.h"
 #include "redis/eval.h"
 #include "redis/reply_util.h"
 #include "redis/scripts.h"
@@ -14,17 +15,11 @@ namespace {
 
 constexpr std::string_view kScript = "concurrency";
 
-std::string_view OpArgument(store::LeaseOpKind kind) {
-  switch (kind) {
-    case store::LeaseOpKind::kAcquire:
-      return "acquire";
-    case store::LeaseOpKind::kRelease:
-      return "release";
-    case store::LeaseOpKind::kRenew:
-      return "renew";
-  }
-  return "";
-}
+constexpr EnumName<store::LeaseOpKind> kOpArguments[] = {{store::LeaseOpKind::kAcquire, "acquire"},
+                                                         {store::LeaseOpKind::kRelease, "release"},
+                                                         {store::LeaseOpKind::kRenew, "renew"}};
+
+std::string_view OpArgument(store::LeaseOpKind kind) { return ValueIn(kOpArguments, kind, ""); }
 
 // The script's reply {ok, in_flight, ms, now_ms, expired} as a LeaseResult.
 Status Decode(const redisReply& reply, store::LeaseResult* out) {

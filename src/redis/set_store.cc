@@ -4,6 +4,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/enum_table.h"
 #include "redis/eval.h"
 #include "redis/reply_util.h"
 #include "redis/scripts.h"
@@ -13,21 +14,13 @@ namespace {
 
 constexpr std::string_view kScript = "expiring_set";
 
-std::string_view OpArgument(SetOp op) {
-  switch (op) {
-    case SetOp::kAdd:
-      return "add";
-    case SetOp::kRemove:
-      return "rem";
-    case SetOp::kContains:
-      return "has";
-    case SetOp::kCount:
-      return "card";
-    case SetOp::kMembers:
-      return "members";
-  }
-  return "";
-}
+constexpr EnumName<SetOp> kOpArguments[] = {{SetOp::kAdd, "add"},
+                                            {SetOp::kRemove, "rem"},
+                                            {SetOp::kContains, "has"},
+                                            {SetOp::kCount, "card"},
+                                            {SetOp::kMembers, "members"}};
+
+std::string_view OpArgument(SetOp op) { return ValueIn(kOpArguments, op, ""); }
 
 // The script's reply to `op` as a SetReply (see the script's header).
 Status Decode(SetOp op, int64_t max_members, const redisReply& reply, SetReply* out) {

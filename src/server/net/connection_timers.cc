@@ -1,28 +1,21 @@
 // ConnectionTimers: see connection_timers.h.
 #include "server/net/connection_timers.h"
 
+#include "common/enum_table.h"
+
 namespace floodgate::server {
 
+constexpr EnumName<CloseReason> kCloseReasonNames[] = {
+    {CloseReason::kRequestTimeout, "request_timeout"},
+    {CloseReason::kIdleTimeout, "idle_timeout"},
+    {CloseReason::kOutputSoftLimit, "output_soft_limit"},
+    {CloseReason::kOutputHardLimit, "output_hard_limit"},
+    {CloseReason::kEvicted, "evicted"},
+    {CloseReason::kOversized, "oversized"},
+    {CloseReason::kShutdown, "shutdown"}};
+
 std::string_view CloseReasonName(CloseReason reason) {
-  switch (reason) {
-    case CloseReason::kRequestTimeout:
-      return "request_timeout";
-    case CloseReason::kIdleTimeout:
-      return "idle_timeout";
-    case CloseReason::kOutputSoftLimit:
-      return "output_soft_limit";
-    case CloseReason::kOutputHardLimit:
-      return "output_hard_limit";
-    case CloseReason::kEvicted:
-      return "evicted";
-    case CloseReason::kOversized:
-      return "oversized";
-    case CloseReason::kShutdown:
-      return "shutdown";
-    case CloseReason::kNone:
-      break;
-  }
-  return "none";
+  return ValueIn(kCloseReasonNames, reason, "none");
 }
 
 }  // namespace floodgate::server

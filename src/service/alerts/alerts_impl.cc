@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <random>
 
+#include "common/enum_table.h"
 #include "common/http_url.h"
 #include "common/log.h"
 #include "service/alerts/alert_delivery.h"
@@ -16,18 +17,14 @@
 
 namespace floodgate {
 
+constexpr EnumRow<AlertStatus, const char*> kAlertStatusNames[] = {
+    {AlertStatus::kPending, "pending"},
+    {AlertStatus::kQueued, "queued"},
+    {AlertStatus::kDelivered, "delivered"},
+    {AlertStatus::kDropped, "dropped"}};
+
 const char* AlertStatusName(AlertStatus status) {
-  switch (status) {
-    case AlertStatus::kPending:
-      return "pending";
-    case AlertStatus::kQueued:
-      return "queued";
-    case AlertStatus::kDelivered:
-      return "delivered";
-    case AlertStatus::kDropped:
-      return "dropped";
-  }
-  return "pending";
+  return ValueIn(kAlertStatusNames, status, "pending");
 }
 
 namespace service {

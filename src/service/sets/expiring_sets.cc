@@ -6,6 +6,7 @@
 #include <string>
 #include <utility>
 
+#include "common/enum_table.h"
 #include "floodgate/rule.h"
 #include "service/sets/expiring_sets_impl.h"
 
@@ -29,21 +30,13 @@ void Bump(std::atomic<int64_t>& counter) { counter.fetch_add(1, std::memory_orde
 
 }  // namespace
 
-std::string_view SetOpName(SetOp op) {
-  switch (op) {
-    case SetOp::kAdd:
-      return "add";
-    case SetOp::kRemove:
-      return "remove";
-    case SetOp::kContains:
-      return "contains";
-    case SetOp::kCount:
-      return "count";
-    case SetOp::kMembers:
-      return "members";
-  }
-  return "unknown";
-}
+constexpr EnumName<SetOp> kSetOpNames[] = {{SetOp::kAdd, "add"},
+                                           {SetOp::kRemove, "remove"},
+                                           {SetOp::kContains, "contains"},
+                                           {SetOp::kCount, "count"},
+                                           {SetOp::kMembers, "members"}};
+
+std::string_view SetOpName(SetOp op) { return ValueIn(kSetOpNames, op, "unknown"); }
 
 struct ExpiringSets::Impl {
   Impl(const SetsConfig& c, store::SetStore& s) : config(c), store(s) {}

@@ -36,6 +36,7 @@
 
 #include "absl/hash/hash.h"
 #include "absl/strings/string_view.h"
+#include "common/enum_table.h"
 
 namespace floodgate::service {
 namespace {
@@ -91,24 +92,15 @@ constexpr size_t kSharedOverhead = 16 + kAllocOverhead;
 
 }  // namespace
 
+constexpr EnumName<TopWindow> kTopWindowNames[] = {
+    {TopWindow::k1m, "1m"}, {TopWindow::k15m, "15m"}, {TopWindow::k1h, "1h"}};
+
 Result<TopWindow> ParseTopWindow(std::string_view text) {
-  if (text == "1m") return TopWindow::k1m;
-  if (text == "15m") return TopWindow::k15m;
-  if (text == "1h") return TopWindow::k1h;
+  if (std::optional<TopWindow> w = KeyIn(kTopWindowNames, text)) return *w;
   return InvalidArgumentError("window must be 1m, 15m or 1h");
 }
 
-std::string_view TopWindowName(TopWindow window) {
-  switch (window) {
-    case TopWindow::k1m:
-      return "1m";
-    case TopWindow::k15m:
-      return "15m";
-    case TopWindow::k1h:
-      return "1h";
-  }
-  return "1m";
-}
+std::string_view TopWindowName(TopWindow window) { return ValueIn(kTopWindowNames, window, "1m"); }
 
 int64_t TopWindowMs(TopWindow window) { return kLevelSpecs[LevelOf(window)].window_ms; }
 

@@ -5,7 +5,7 @@
 // freed (by access or by the sweep) once every lease has expired, at once
 // when its last lease is released, and tables count against
 // engine.max_entries and engine.max_memory like any subject. The embedded
-// store's store::LeaseStore (store/leases.h).
+// store's store::LeaseStore (store/lease_ops.h).
 //
 // Thread-safe: every operation runs under the table's shard lock, so the
 // operations on one table are atomic with respect to each other.
@@ -18,7 +18,7 @@
 #include "engine/memory_store.h"
 #include "floodgate/clock.h"
 #include "floodgate/status.h"
-#include "store/leases.h"
+#include "store/lease_ops.h"
 
 namespace floodgate::engine {
 

@@ -2,7 +2,7 @@
 // (rule, subject) of lease ids scored by each lease's expiry
 // (src/redis/scripts/concurrency.lua), pruned and re-expired by the same
 // script call that acquires, releases or renews. The Redis store's
-// store::LeaseStore (store/leases.h).
+// store::LeaseStore (store/lease_ops.h).
 //
 // Thread-safe (the Client is; the failure count is atomic).
 #pragma once
@@ -16,7 +16,7 @@
 #include "absl/functional/any_invocable.h"
 #include "floodgate/status.h"
 #include "redis/client.h"
-#include "store/leases.h"
+#include "store/lease_ops.h"
 
 namespace floodgate::redis {
 

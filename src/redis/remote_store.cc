@@ -12,7 +12,7 @@
 #include "redis/alert_stream.h"
 #include "redis/control_store.h"
 #include "redis/script_call.h"
-#include "redis/sketch_board.h"
+#include "redis/redis_sketch_board.h"
 
 namespace floodgate::redis {
 namespace {

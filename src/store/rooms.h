@@ -25,7 +25,7 @@
 #include "store/alert_log.h"
 #include "store/backend.h"
 #include "store/control.h"
-#include "store/leases.h"
+#include "store/lease_ops.h"
 #include "store/otp.h"
 #include "store/sets.h"
 #include "store/sketch_board.h"

@@ -1,7 +1,7 @@
 // SketchBoard: the servers sharing a store publish their top-subjects
 // sketches here, each under its own name with a lifetime, so that
 // GET /v1/admin/top can merge every live server's (docs/visibility.md).
-// The Redis store keeps it in Redis (redis/sketch_board.h); the embedded
+// The Redis store keeps it in Redis (redis/redis_sketch_board.h); the embedded
 // store has none: its state is this process's alone, there is nobody to
 // share with.
 //

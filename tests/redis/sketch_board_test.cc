@@ -2,7 +2,7 @@
 // Twemproxy): two servers see each other's blobs, a blob replaces the same
 // server's last, every key has a TTL, an expired server drops out of the
 // list, and any bytes round-trip.
-#include "redis/sketch_board.h"
+#include "redis/redis_sketch_board.h"
 
 #include <gtest/gtest.h>
 

@@ -1,7 +1,7 @@
 // Leases: the rooms of concurrency rules (algorithm: concurrency;
 // docs/leases.md). A subject holds at most the rule's max_in_flight leases
 // (its tier's, its override's) at once; each expires after its TTL unless
-// released or renewed. The store keeps the leases (store/leases.h);
+// released or renewed. The store keeps the leases (store/lease_ops.h);
 // this checks the call as a decision is checked, answers a store failure
 // by the rule's fallback policy, and follows the leases granted here for
 // the metrics (LeaseLedger).
@@ -24,7 +24,7 @@
 #include "service/limiter/limiter_core.h"
 #include "service/limiter/rule_set.h"
 #include "store/backend.h"
-#include "store/leases.h"
+#include "store/lease_ops.h"
 
 namespace floodgate::service {
 

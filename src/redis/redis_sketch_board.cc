@@ -1,5 +1,5 @@
 // RedisSketchBoard: see sketch_board.h and scripts/top_board.lua.
-#include "redis/sketch_board.h"
+#include "redis/redis_sketch_board.h"
 
 #include <algorithm>
 #include <array>

@@ -122,7 +122,8 @@ void RunVectors(const std::string& url) {
     }
   }
   EXPECT_GE(steps, 60);
-  if (reruns > 0) std::printf("vector cases run again after a state expired in real time: %d\n", reruns);
+  if (reruns > 0)
+    std::printf("vector cases run again after a state expired in real time: %d\n", reruns);
 }
 
 // Keys of one redis-server without an expiry (SCAN, then PTTL each).

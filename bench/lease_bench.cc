@@ -1,7 +1,7 @@
 // Acquire+release pairs of a concurrency rule (docs/leases.md), per second:
 //
-//   BM_LeasePairEmbedded       LimiterCore on the embedded store
-//   BM_LeasePairRedis          LimiterCore on the Redis store: one script call
+//   BM_LeasePairEmbedded       the Leases room on the embedded store
+//   BM_LeasePairRedis          the Leases room on the Redis store: one script call
 //                              per acquire and one per release, blocking
 //   BM_IncrDecrPairRedis       the hand-rolled pair on the same Redis, over
 //                              hiredis: EVALSHA of INCR + EXPIRE-on-first +
@@ -22,13 +22,11 @@
 #include <mutex>
 #include <string>
 
-#include "api/open_store.h"
-#include "service/limiter_core.h"
+#include "api/open_services.h"
+#include "service/services.h"
 
 namespace floodgate {
 namespace {
-
-using service::LimiterCore;
 
 constexpr char kRules[] = R"(
 rules:
@@ -41,12 +39,12 @@ int RedisPort() {
 }
 
 // One limiter per store, shared by the benchmark's threads.
-LimiterCore* Limiter(bool redis) {
+service::Services* Limiter(bool redis) {
   static std::mutex mu;
-  static std::unique_ptr<LimiterCore> cores[2];
+  static std::unique_ptr<service::Services> cores[2];
   static SystemClock clock;
   std::lock_guard<std::mutex> lock(mu);
-  std::unique_ptr<LimiterCore>& core = cores[redis ? 1 : 0];
+  std::unique_ptr<service::Services>& core = cores[redis ? 1 : 0];
   if (core == nullptr) {
     auto config = ParseConfig(kRules, "bench.yaml");
     if (!config.ok()) return nullptr;
@@ -54,7 +52,7 @@ LimiterCore* Limiter(bool redis) {
       config->store = "redis://127.0.0.1:" + std::to_string(RedisPort());
       config->redis.timeout_ms = 1000;
     }
-    auto made = api::OpenLimiterCore(*config, clock);
+    auto made = api::OpenServices(*config, clock);
     if (!made.ok()) return nullptr;
     core = std::move(*made);
   }
@@ -66,19 +64,19 @@ void LeasePairs(benchmark::State& state, bool redis) {
     state.SkipWithError("set FLOODGATE_BENCH_REDIS_PORT (bench/leases_vs_incr.sh does)");
     return;
   }
-  LimiterCore* core = Limiter(redis);
+  service::Services* core = Limiter(redis);
   if (core == nullptr) {
     state.SkipWithError("could not open the limiter");
     return;
   }
   const std::string key = "subject" + std::to_string(state.thread_index());
   for (auto _ : state) {
-    auto a = core->LeaseAndWait(store::LeaseOpKind::kAcquire, {"jobs", key});
+    auto a = core->leases->AndWait(store::LeaseOpKind::kAcquire, {"jobs", key});
     if (!a.ok() || !a->ok) {
       state.SkipWithError("an acquire was refused or failed");
       return;
     }
-    auto r = core->LeaseAndWait(store::LeaseOpKind::kRelease, {"jobs", key, {}, a->lease});
+    auto r = core->leases->AndWait(store::LeaseOpKind::kRelease, {"jobs", key, {}, a->lease});
     if (!r.ok() || !r->ok) {
       state.SkipWithError("a release failed");
       return;

@@ -13,10 +13,10 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
-#include "api/open_store.h"
+#include "api/open_services.h"
 #include "floodgate/limiter.h"
-#include "service/control_plane.h"
-#include "service/limiter_core.h"
+#include "service/control/control_plane.h"
+#include "service/limiter/limiter_core.h"
 
 namespace {
 
@@ -79,11 +79,11 @@ floodgate::Limiter& LimiterFor(const char* algorithm, bool alerts = false) {
 // The server's limiter (what the fronts call), for the pipelined path.
 floodgate::service::LimiterCore& CoreFor(const char* algorithm) {
   static std::mutex mu;
-  static absl::flat_hash_map<std::string, std::unique_ptr<floodgate::service::LimiterCore>> cores;
+  static absl::flat_hash_map<std::string, std::unique_ptr<floodgate::service::Services>> cores;
   std::lock_guard<std::mutex> lock(mu);
   auto& slot = cores[algorithm];
-  if (!slot) slot = floodgate::api::OpenLimiterCore(ConfigFor(algorithm, false), Clock()).value();
-  return *slot;
+  if (!slot) slot = floodgate::api::OpenServices(ConfigFor(algorithm, false), Clock()).value();
+  return *slot->core;
 }
 
 template <const char* kAlgorithm>
@@ -121,23 +121,23 @@ enum class Controlled { kOwn, kOther };
 
 floodgate::service::LimiterCore& ControlledCoreFor(const char* algorithm, Controlled which) {
   static std::mutex mu;
-  static absl::flat_hash_map<std::string, std::unique_ptr<floodgate::service::LimiterCore>> cores;
+  static absl::flat_hash_map<std::string, std::unique_ptr<floodgate::service::Services>> cores;
   std::lock_guard<std::mutex> lock(mu);
   auto& slot = cores[std::string(algorithm) + (which == Controlled::kOwn ? "+own" : "+other")];
-  if (slot) return *slot;
-  slot = floodgate::api::OpenLimiterCore(ConfigFor(algorithm, false), Clock()).value();
+  if (slot) return *slot->core;
+  slot = floodgate::api::OpenServices(ConfigFor(algorithm, false), Clock()).value();
   const std::string high =
       std::string(algorithm) == "gcra" ? "1000000000/day" : "1000000000/minute";
   std::promise<floodgate::Status> set, blocked;
   const floodgate::service::Actor who{"admin", ""};
-  slot->control().SetOverride(
+  slot->control->SetOverride(
       who, "r", which == Controlled::kOwn ? "user:hot-key-01" : "user:other", {high}, 0, "bench",
       [&](const floodgate::Status& s, const std::string&) { set.set_value(s); });
-  slot->control().Block(
+  slot->control->Block(
       who, "user:blocked", "", 3'600'000, "bench",
       [&](const floodgate::Status& s, const std::string&) { blocked.set_value(s); });
   if (!set.get_future().get().ok() || !blocked.get_future().get().ok()) std::abort();
-  return *slot;
+  return *slot->core;
 }
 
 template <const char* kAlgorithm, Controlled kWhich>
@@ -196,7 +196,7 @@ void BM_CheckPipelinedDistinctKeys(benchmark::State& state) {
   for (auto _ : state) {
     size_t j = i;
     for (size_t b = 0; b < kBatch; ++b, j = (j + 1) % keys.size()) limiter.Prefetch("r", keys[j]);
-    const int64_t now_ms = limiter.NowMs();
+    const int64_t now_ms = Clock().NowMs();
     for (size_t b = 0; b < kBatch; ++b, i = (i + 1) % keys.size()) {
       limiter.Check({"r", keys[i], 1, {}, nullptr, now_ms}, &d, &status, later);
       benchmark::DoNotOptimize(status);

@@ -1,4 +1,4 @@
-// The embedded store's state snapshot (data_dir, service/state_keeper.h):
+// The embedded store's state snapshot (data_dir, service/snapshots/state_keeper.h):
 // how long writing and loading one takes, and its size, for N subjects of
 // a two-limit sliding_window rule (each subject one entry of 3 words and a
 // 16-byte key).
@@ -19,14 +19,14 @@
 #include <memory>
 #include <string>
 
-#include "api/open_store.h"
-#include "service/limiter_core.h"
-#include "service/state_keeper.h"
+#include "api/open_services.h"
+#include "service/services.h"
+#include "service/snapshots/state_keeper.h"
 
 namespace floodgate {
 namespace {
 
-using service::LimiterCore;
+using service::Services;
 using service::StateKeeper;
 
 Config BenchConfig() {
@@ -53,9 +53,9 @@ std::string DataDir() {
          std::to_string(::getpid());
 }
 
-std::unique_ptr<LimiterCore> Filled(const Clock& clock, int64_t n) {
-  auto core = api::OpenLimiterCore(BenchConfig(), clock);
-  for (int64_t i = 0; i < n; ++i) (void)(*core)->CheckAndWait("api", Key(i));
+std::unique_ptr<Services> Filled(const Clock& clock, int64_t n) {
+  auto core = api::OpenServices(BenchConfig(), clock);
+  for (int64_t i = 0; i < n; ++i) (void)(*core)->core->CheckAndWait("api", Key(i));
   return std::move(*core);
 }
 
@@ -90,7 +90,7 @@ void BM_SnapshotLoad(benchmark::State& state) {
   store::StateFigures f;
   for (auto _ : state) {
     state.PauseTiming();
-    auto core = api::OpenLimiterCore(BenchConfig(), clock);
+    auto core = api::OpenServices(BenchConfig(), clock);
     auto keeper = (*core)->NewStateKeeper(dir, 0);
     state.ResumeTiming();
     if (!keeper->Load(false).ok()) state.SkipWithError("load failed");

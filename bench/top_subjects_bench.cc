@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "benchmark/benchmark.h"
-#include "service/top_subjects.h"
+#include "service/top/top_subjects.h"
 
 namespace floodgate::service {
 namespace {

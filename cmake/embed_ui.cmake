@@ -3,7 +3,7 @@
 #
 #   cmake -DUI_DIR=<dir> -DOUTPUT=<file.cc> -P embed_ui.cmake
 #
-# The source defines floodgate::server::UiAssets() (src/server/ui_assets.h):
+# The source defines floodgate::server::UiAssets() (src/server/http/ui_assets.h):
 # one UiAsset per file of UI_DIR (not its subdirectories; hidden files
 # skipped), in name order, with its name, a Content-Type from its extension,
 # its exact bytes (as \xNN escapes: any byte, NUL included, survives) and a
@@ -68,7 +68,7 @@ set(content "// Generated from ui/ by cmake/embed_ui.cmake. Do not edit.
 #include <span>
 #include <string_view>
 
-#include \"server/ui_assets.h\"
+#include \"server/http/ui_assets.h\"
 
 namespace floodgate::server {
 namespace {

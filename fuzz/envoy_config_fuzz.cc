@@ -5,11 +5,11 @@
 #include <cstdint>
 #include <string_view>
 
-#include "api/open_store.h"
+#include "api/open_services.h"
 #include "config/envoy_ratelimit.h"
-#include "server/rls_service.h"
-#include "service/envoy_rules.h"
-#include "service/limiter_core.h"
+#include "server/grpc/rls_service.h"
+#include "service/envoy/envoy_rules.h"
+#include "service/services.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   namespace fe = floodgate::envoy;
@@ -29,10 +29,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     return 0;
   }
   floodgate::ManualClock clock(1'700'000'000'000);
-  auto limiter =
-      floodgate::api::OpenLimiterCore(fe::WithEnvoyRules(config, **rules, nullptr), clock);
-  if (!limiter.ok()) __builtin_trap();  // compiled rules must be valid rules
-  floodgate::server::RlsService service(limiter->get());
+  auto services = floodgate::api::OpenServices(fe::WithEnvoyRules(config, **rules, nullptr), clock);
+  if (!services.ok()) __builtin_trap();  // compiled rules must be valid rules
+  floodgate::server::RlsService service((*services)->core.get(), clock);
   service.SetRules(*rules);
   floodgate::server::RlsCall call(nullptr);
   // One request per top-level descriptor, with its own key and value.

@@ -8,7 +8,7 @@
 #include <string_view>
 
 #include "fuzz/session_fuzz.h"
-#include "server/http_session.h"
+#include "server/http/http_session.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   floodgate::fuzz::SessionWorld world;

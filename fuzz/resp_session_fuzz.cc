@@ -7,7 +7,7 @@
 #include <string_view>
 
 #include "fuzz/session_fuzz.h"
-#include "server/resp_session.h"
+#include "server/resp/resp_session.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   floodgate::fuzz::SessionWorld world;

@@ -6,12 +6,12 @@
 #include <cstdint>
 #include <memory>
 
-#include "api/open_store.h"
+#include "api/open_services.h"
 #include "config/envoy_ratelimit.h"
 #include "protocol/grpc/rls_codec.h"
-#include "server/rls_service.h"
-#include "service/envoy_rules.h"
-#include "service/limiter_core.h"
+#include "server/grpc/rls_service.h"
+#include "service/envoy/envoy_rules.h"
+#include "service/services.h"
 
 namespace {
 
@@ -44,16 +44,16 @@ struct World {
     auto compiled = fe::Rules::Compile(config, {*domain});
     if (!compiled.ok()) __builtin_trap();
     rules = *compiled;
-    auto l = floodgate::api::OpenLimiterCore(fe::WithEnvoyRules(config, *rules, nullptr), clock);
+    auto l = floodgate::api::OpenServices(fe::WithEnvoyRules(config, *rules, nullptr), clock);
     if (!l.ok()) __builtin_trap();
-    limiter = std::move(*l);
-    service = std::make_unique<floodgate::server::RlsService>(limiter.get());
+    services = std::move(*l);
+    service = std::make_unique<floodgate::server::RlsService>(services->core.get(), clock);
     service->SetRules(rules);
   }
   floodgate::ManualClock clock;
   floodgate::Config config;
   std::shared_ptr<const fe::Rules> rules;
-  std::unique_ptr<floodgate::service::LimiterCore> limiter;
+  std::unique_ptr<floodgate::service::Services> services;
   std::unique_ptr<floodgate::server::RlsService> service;
 };
 

@@ -16,13 +16,13 @@
 #include <string>
 #include <string_view>
 
-#include "api/open_store.h"
+#include "api/open_services.h"
 #include "floodgate/config.h"
-#include "server/connection_timers.h"
-#include "server/metrics.h"
-#include "server/service_context.h"
-#include "server/session.h"
-#include "service/limiter_core.h"
+#include "server/context/service_context.h"
+#include "server/net/connection_timers.h"
+#include "server/net/session.h"
+#include "server/observability/metrics.h"
+#include "service/services.h"
 
 namespace floodgate::fuzz {
 
@@ -51,8 +51,9 @@ otp: { issue_limit: 5/m, verify_limit: 5/m, max_live_codes: 2 }
 
 struct SessionWorld {
   SessionWorld() : metrics(1) {
-    limiter = std::move(api::OpenLimiterCore(WorldConfig(), clock).value());
-    context.limiter = limiter.get();
+    services = std::move(api::OpenServices(WorldConfig(), clock).value());
+    context.services = services.get();
+    context.limiter = services->core.get();
     context.metrics = &metrics;
     loop = std::make_unique<server::LoopContext>(&context, 0);
   }
@@ -60,7 +61,7 @@ struct SessionWorld {
   ManualClock clock{1'700'000'000'000};
   server::Metrics metrics;
   server::ServiceContext context;
-  std::unique_ptr<service::LimiterCore> limiter;
+  std::unique_ptr<service::Services> services;
   std::unique_ptr<server::LoopContext> loop;
 };
 

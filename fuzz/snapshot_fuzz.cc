@@ -1,5 +1,5 @@
 // Fuzzes loading the embedded store's state snapshot (data_dir: a file
-// anyone with access to the directory may have damaged): LoadState must
+// anyone with access to the directory may have damaged): Load must
 // never crash, hang or leak, and must load all of a file or nothing. The
 // input's last 4 bytes are replaced by its CRC-32C, so the fuzzer explores
 // the records behind the checksum rather than the checksum itself. A file
@@ -83,16 +83,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   // The seed's instant: what it holds has not expired.
   floodgate::ManualClock clock(1'700'000'000'000);
   auto store = NewStore(clock);
-  auto loaded = store->LoadState(path);
+  auto loaded = store->Load(path);
   if (!loaded.ok()) {
     // All or nothing.
     if (store->GetUsage().entries != 0) __builtin_trap();
   } else {
     const std::string again = TempPath(".out");
-    auto saved = store->SaveState(again);
+    auto saved = store->Save(again);
     if (!saved.ok()) __builtin_trap();
     auto other = NewStore(clock);
-    auto reloaded = other->LoadState(again);
+    auto reloaded = other->Load(again);
     if (!reloaded.ok() || reloaded->entries != saved->entries ||
         other->GetUsage().entries != store->GetUsage().entries) {
       __builtin_trap();

@@ -6,8 +6,8 @@
 #include <cstdint>
 #include <string_view>
 
-#include "server/visibility.h"
-#include "service/space_saving.h"
+#include "server/http/visibility.h"
+#include "service/top/space_saving.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view bytes(reinterpret_cast<const char*>(data), size);

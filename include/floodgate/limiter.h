@@ -23,7 +23,7 @@
 
 namespace floodgate {
 namespace service {
-class LimiterCore;  // what a server uses of it: src/service/limiter_core.h
+struct Services;  // what a server uses of it: src/service/services.h
 }
 
 // Thread-safe: any number of threads may call any method concurrently.
@@ -115,8 +115,8 @@ class Limiter {
   Alerts& alerts();
 
  private:
-  explicit Limiter(std::unique_ptr<service::LimiterCore> core);
-  std::unique_ptr<service::LimiterCore> core_;
+  explicit Limiter(std::unique_ptr<service::Services> services);
+  std::unique_ptr<service::Services> services_;
 };
 
 }  // namespace floodgate

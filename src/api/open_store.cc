@@ -9,23 +9,16 @@
 
 namespace floodgate::api {
 
-Result<std::unique_ptr<store::Store>> OpenStore(const Config& config, const Clock& clock) {
+Result<store::Rooms> OpenStore(const Config& config, const Clock& clock) {
   if (config.store == "memory") {
-    return std::unique_ptr<store::Store>(
+    return engine::EmbeddedStore::RoomsOf(
         std::make_unique<engine::EmbeddedStore>(config.engine, clock));
   }
   auto url = ParseStoreUrl(config.store);
   if (!url.ok()) return url.status();
   auto remote = redis::RemoteStore::Create(*url, config.redis, clock);
   if (!remote.ok()) return remote.status();
-  return std::unique_ptr<store::Store>(std::move(*remote));
-}
-
-Result<std::unique_ptr<service::LimiterCore>> OpenLimiterCore(const Config& config,
-                                                              const Clock& clock) {
-  auto store = OpenStore(config, clock);
-  if (!store.ok()) return store.status();
-  return service::LimiterCore::Create(config, clock, std::move(*store));
+  return redis::RemoteStore::RoomsOf(std::move(*remote));
 }
 
 }  // namespace floodgate::api

@@ -1,7 +1,8 @@
 // The store a config names, picked once: the only code that knows every
 // store implementation. Above it, nothing asks which store it has (see
-// store/store.h); the fronts and features get a LimiterCore and never the
-// store's type.
+// store/store.h); the fronts and features get their rooms (api/open_services.h)
+// and never the store's type. A store opens as store::Rooms (store/rooms.h):
+// the decisions and each feature's own interface, all owned by the one store.
 //
 //   config.store == "memory"          the embedded store (engine/)
 //   redis://, rediss://, redis+…://   the Redis store (redis/), one of the
@@ -13,18 +14,13 @@
 #include "floodgate/clock.h"
 #include "floodgate/config.h"
 #include "floodgate/status.h"
-#include "service/limiter_core.h"
-#include "store/store.h"
+#include "store/rooms.h"
 
 namespace floodgate::api {
 
-// The store for config.store, on `clock` (which must outlive it). Errors:
-// a URL that does not parse, bad Redis settings (INVALID_ARGUMENT).
-Result<std::unique_ptr<store::Store>> OpenStore(const Config& config, const Clock& clock);
-
-// LimiterCore::Create on OpenStore's store: what Limiter::Create and
-// `floodgate serve` run.
-Result<std::unique_ptr<service::LimiterCore>> OpenLimiterCore(const Config& config,
-                                                              const Clock& clock);
+// The store for config.store, with its rooms, on `clock` (which must
+// outlive it). Errors: a URL that does not parse, bad Redis settings
+// (INVALID_ARGUMENT).
+Result<store::Rooms> OpenStore(const Config& config, const Clock& clock);
 
 }  // namespace floodgate::api

@@ -16,7 +16,7 @@
 #include "app/version.h"
 #include "floodgate/config.h"
 #include "floodgate/limiter.h"
-#include "service/envoy_rules.h"
+#include "service/envoy/envoy_rules.h"
 
 namespace {
 

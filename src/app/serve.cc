@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "absl/strings/str_join.h"
-#include "api/open_store.h"
+#include "api/open_services.h"
 #include "api/simulation.h"
 #include "app/data_dir_lock.h"
 #include "app/example_config.h"
@@ -28,13 +28,13 @@
 #include "common/log.h"
 #include "common/store_url.h"
 #include "floodgate/config.h"
-#include "server/grpc_front.h"
-#include "server/rls_service.h"
+#include "server/grpc/grpc_front.h"
+#include "server/grpc/rls_service.h"
+#include "server/observability/state_metrics.h"
 #include "server/server.h"
-#include "server/state_metrics.h"
-#include "service/envoy_rules.h"
-#include "service/limiter_core.h"
-#include "service/state_keeper.h"
+#include "service/envoy/envoy_rules.h"
+#include "service/services.h"
+#include "service/snapshots/state_keeper.h"
 
 namespace floodgate::app {
 namespace {
@@ -211,15 +211,14 @@ int RunServe(const ServeFlags& flags) {
     }
   }
   SystemClock clock;
-  auto limiter =
-      api::OpenLimiterCore(envoy::WithEnvoyRules(*config, **envoy_rules, nullptr), clock);
-  if (!limiter.ok()) {
-    Log(LogLevel::kError, "invalid config", {{"error", limiter.status().message()}});
+  auto services = api::OpenServices(envoy::WithEnvoyRules(*config, **envoy_rules, nullptr), clock);
+  if (!services.ok()) {
+    Log(LogLevel::kError, "invalid config", {{"error", services.status().message()}});
     return 1;
   }
   // The embedded store's state, kept in data_dir across restarts.
   std::unique_ptr<service::StateKeeper> state =
-      (*limiter)->NewStateKeeper(config->data_dir, config->snapshot_interval_ms);
+      (*services)->NewStateKeeper(config->data_dir, config->snapshot_interval_ms);
   auto load_state = [&]() -> Status {
     if (hand_over) {
       Log(LogLevel::kInfo, "waiting for the floodgate being replaced to stop and hand over",
@@ -238,7 +237,7 @@ int RunServe(const ServeFlags& flags) {
       return 1;
     }
   }
-  server::RlsService rls(limiter->get());
+  server::RlsService rls((*services)->core.get(), clock);
   rls.SetRules(*envoy_rules);
   // Event loops, and as many gRPC threads.
   const int threads = flags.threads > 0 ? flags.threads
@@ -324,7 +323,7 @@ int RunServe(const ServeFlags& flags) {
         {{"variable", config->admin.read_token_env}});
     return 1;
   }
-  auto server = server::Server::Start(options, limiter->get());
+  auto server = server::Server::Start(options, services->get());
   if (!server.ok()) {
     Log(LogLevel::kError, "cannot start", {{"error", server.status().message()}});
     return 1;
@@ -368,7 +367,7 @@ int RunServe(const ServeFlags& flags) {
       Status s = fresh_envoy.status();
       if (s.ok()) s = CheckServesSomething(*fresh, (*fresh_envoy)->num_domains());
       if (s.ok()) {
-        s = (*limiter)->Reload(envoy::WithEnvoyRules(*fresh, **fresh_envoy, rls.rules().get()));
+        s = (*services)->Reload(envoy::WithEnvoyRules(*fresh, **fresh_envoy, rls.rules().get()));
       }
       if (s.ok()) rls.SetRules(*fresh_envoy);
       if (!s.ok()) {
@@ -388,7 +387,7 @@ int RunServe(const ServeFlags& flags) {
     // Every front stops accepting at once (a replacement takes the new
     // connections), then each drains. A request held waiting gets its
     // answer within the drain: admitted meanwhile, or denied then.
-    (*limiter)->EndWaitsBy(clock.NowMs() + WaitsEndWithin(options.limits.drain_timeout_ms));
+    (*services)->waiting->EndBy(clock.NowMs() + WaitsEndWithin(options.limits.drain_timeout_ms));
     (*server)->Stop();
     if (grpc_front != nullptr) grpc_front->Stop();
     (*server)->Wait();

@@ -1,7 +1,7 @@
 // DescriptorEntry: one (key, value) pair of an Envoy rate limit descriptor,
 // as views into the message that carried it. Plain data, shared by the gRPC
 // codec (protocol/grpc), which fills it, and the Envoy rules
-// (service/envoy_rules.h), which match it, so that neither knows the other.
+// (service/envoy/envoy_rules.h), which match it, so that neither knows the other.
 #pragma once
 
 #include <string_view>

@@ -7,6 +7,7 @@
 #include <charconv>
 #include <string>
 
+#include "common/enum_table.h"
 #include "common/text.h"
 
 namespace floodgate {
@@ -75,17 +76,12 @@ bool ParseYesNo(std::string_view v, bool& out) {
 
 }  // namespace
 
-const char* StoreModeName(StoreMode mode) {
-  switch (mode) {
-    case StoreMode::kStandalone:
-      return "standalone";
-    case StoreMode::kCluster:
-      return "cluster";
-    case StoreMode::kProxy:
-      return "proxy";
-  }
-  return "standalone";
-}
+constexpr EnumRow<StoreMode, const char*> kStoreModeNames[] = {
+    {StoreMode::kStandalone, "standalone"},
+    {StoreMode::kCluster, "cluster"},
+    {StoreMode::kProxy, "proxy"}};
+
+const char* StoreModeName(StoreMode mode) { return ValueIn(kStoreModeNames, mode, "standalone"); }
 
 std::string HostPort::ToString() const {
   std::string out;

@@ -21,6 +21,7 @@
 #include <set>
 #include <utility>
 
+#include "common/enum_table.h"
 #include "common/text.h"
 #include "config/yaml_fields.h"
 #include "yaml-cpp/yaml.h"
@@ -377,25 +378,11 @@ Result<std::vector<std::string>> Expand(const std::string& path) {
 
 }  // namespace
 
-std::string_view UnitName(Unit unit) {
-  switch (unit) {
-    case Unit::kSecond:
-      return "second";
-    case Unit::kMinute:
-      return "minute";
-    case Unit::kHour:
-      return "hour";
-    case Unit::kDay:
-      return "day";
-    case Unit::kMonth:
-      return "month";
-    case Unit::kYear:
-      return "year";
-    case Unit::kUnknown:
-      break;
-  }
-  return "unknown";
-}
+constexpr EnumName<Unit> kUnitNames[] = {{Unit::kSecond, "second"}, {Unit::kMinute, "minute"},
+                                         {Unit::kHour, "hour"},     {Unit::kDay, "day"},
+                                         {Unit::kMonth, "month"},   {Unit::kYear, "year"}};
+
+std::string_view UnitName(Unit unit) { return ValueIn(kUnitNames, unit, "unknown"); }
 
 Result<DomainConfig> ParseDomain(std::string_view yaml, std::string_view source) {
   const config::Fields fields(source);

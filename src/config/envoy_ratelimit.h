@@ -3,7 +3,7 @@
 // `shadow_mode`, `detailed_metric`, nested `descriptors`).
 //
 // This is the files' shape only; matching requests against it is
-// service/envoy_rules.h, answering them server/rls_service.h. One floodgate
+// service/envoy/envoy_rules.h, answering them server/grpc/rls_service.h. One floodgate
 // addition: a `rate_limit` may name a floodgate rule (`floodgate_rule: api`)
 // instead of giving `unit` and `requests_per_unit`, for floodgate's other
 // algorithms.

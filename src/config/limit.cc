@@ -11,6 +11,7 @@
 #include <string>
 #include <string_view>
 
+#include "common/enum_table.h"
 #include "common/text.h"
 #include "floodgate/rule.h"
 
@@ -101,30 +102,19 @@ bool AllDigits(std::string_view s) {
 
 }  // namespace
 
+constexpr EnumName<Algorithm> kAlgorithmNames[] = {{Algorithm::kFixedWindow, "fixed_window"},
+                                                   {Algorithm::kSlidingWindow, "sliding_window"},
+                                                   {Algorithm::kSlidingLog, "sliding_log"},
+                                                   {Algorithm::kTokenBucket, "token_bucket"},
+                                                   {Algorithm::kGcra, "gcra"},
+                                                   {Algorithm::kConcurrency, "concurrency"}};
+
 std::string_view AlgorithmName(Algorithm algorithm) {
-  switch (algorithm) {
-    case Algorithm::kFixedWindow:
-      return "fixed_window";
-    case Algorithm::kSlidingWindow:
-      return "sliding_window";
-    case Algorithm::kSlidingLog:
-      return "sliding_log";
-    case Algorithm::kTokenBucket:
-      return "token_bucket";
-    case Algorithm::kGcra:
-      return "gcra";
-    case Algorithm::kConcurrency:
-      return "concurrency";
-  }
-  return "unknown";
+  return ValueIn(kAlgorithmNames, algorithm, "unknown");
 }
 
 std::optional<Algorithm> ParseAlgorithm(std::string_view name) {
-  for (Algorithm a : {Algorithm::kFixedWindow, Algorithm::kSlidingWindow, Algorithm::kSlidingLog,
-                      Algorithm::kTokenBucket, Algorithm::kGcra, Algorithm::kConcurrency}) {
-    if (AlgorithmName(a) == name) return a;
-  }
-  return std::nullopt;
+  return KeyIn(kAlgorithmNames, name);
 }
 
 int64_t Limit::PeriodMs() const {

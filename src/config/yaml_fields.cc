@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
+#include "common/enum_table.h"
 #include "common/http_url.h"
 #include "common/text.h"
 
@@ -30,20 +31,14 @@ bool IsEnvironmentVariableName(std::string_view name) {
 
 std::string Near(std::string_view text) { return text::QuoteForMessage(text, 64, '\''); }
 
+constexpr EnumRow<YAML::NodeType::value, const char*> kTypeNames[] = {
+    {YAML::NodeType::Null, "empty"},
+    {YAML::NodeType::Scalar, "a string"},
+    {YAML::NodeType::Sequence, "a list"},
+    {YAML::NodeType::Map, "a map"}};
+
 const char* TypeName(const YAML::Node& node) {
-  switch (node.Type()) {
-    case YAML::NodeType::Null:
-      return "empty";
-    case YAML::NodeType::Scalar:
-      return "a string";
-    case YAML::NodeType::Sequence:
-      return "a list";
-    case YAML::NodeType::Map:
-      return "a map";
-    case YAML::NodeType::Undefined:
-      break;
-  }
-  return "undefined";
+  return ValueIn(kTypeNames, node.Type(), "undefined");
 }
 
 // Checked before each multiply.

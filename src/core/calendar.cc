@@ -19,6 +19,7 @@
 
 #include "absl/time/civil_time.h"
 #include "absl/time/time.h"
+#include "common/enum_table.h"
 #include "common/text.h"
 #include "core/calendar.h"
 #include "core/int_math.h"
@@ -47,27 +48,12 @@ constexpr int64_t Saturate(__int128 v) {
   return static_cast<int64_t>(v);
 }
 
-int64_t UnitMs(TimeUnit unit) {
-  switch (unit) {
-    case TimeUnit::kMillisecond:
-      return 1;
-    case TimeUnit::kSecond:
-      return 1000;
-    case TimeUnit::kMinute:
-      return 60'000;
-    case TimeUnit::kHour:
-      return 3'600'000;
-    case TimeUnit::kDay:
-      return kDayMs;
-    case TimeUnit::kWeek:
-      return 7 * kDayMs;
-    case TimeUnit::kMonth:
-      return 30 * kDayMs;
-    case TimeUnit::kYear:
-      return 365 * kDayMs;
-  }
-  return 1;
-}
+constexpr EnumRow<TimeUnit, int64_t> kUnitMs[] = {
+    {TimeUnit::kMillisecond, 1},     {TimeUnit::kSecond, 1000},      {TimeUnit::kMinute, 60'000},
+    {TimeUnit::kHour, 3'600'000},    {TimeUnit::kDay, kDayMs},       {TimeUnit::kWeek, 7 * kDayMs},
+    {TimeUnit::kMonth, 30 * kDayMs}, {TimeUnit::kYear, 365 * kDayMs}};
+
+int64_t UnitMs(TimeUnit unit) { return ValueIn(kUnitMs, unit, 1); }
 
 // A valid limit never has a multiplier beyond kMaxPeriodMs / unit; clamping
 // to that keeps every product below in range whatever a caller passes.

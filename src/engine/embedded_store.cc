@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstring>
 #include <memory>
+#include <utility>
 
 #include "common/fixed_fields.h"
 #include "core/gcra.h"
@@ -15,7 +16,7 @@
 namespace floodgate::engine {
 namespace {
 
-constexpr uint32_t kThrottleId = 0;  // CL.THROTTLE: one TAT per key
+constexpr uint32_t kThrottleId = store::kThrottleId;  // CL.THROTTLE: one TAT per key
 constexpr uint32_t kSetId = 1;
 constexpr uint32_t kOtpId = 2;
 constexpr uint32_t kLeaseId = 3;
@@ -92,9 +93,9 @@ std::vector<VariantLayout> FixedLayouts() {
 EmbeddedStore::EmbeddedStore(const EngineConfig& config, const Clock& clock)
     : clock_(clock),
       memory_(config, FixedLayouts(), clock),
-      sets_(memory_, kSetId),
-      otp_(memory_, kOtpId),
-      leases_(memory_, kLeaseId) {
+      sets_(memory_, kSetId, clock),
+      otp_(memory_, kOtpId, clock),
+      leases_(memory_, kLeaseId, clock) {
   identities_.resize(store::kFirstRuleId);
   identities_[kThrottleId] = "throttle|1";
   identities_[kSetId] = "set|1";
@@ -198,8 +199,6 @@ store::Answer EmbeddedStore::Throttle(const store::ThrottleOp& op, ThrottleResul
   return store::Answer::kNow;
 }
 
-void EmbeddedStore::PrefetchThrottle(std::string_view key) { memory_.Prefetch(kThrottleId, key); }
-
 store::Answer EmbeddedStore::Reset(const store::ResetOp& op, Status* status, store::Later<>) {
   for (uint32_t id : op.ids) memory_.Erase(id, op.subject);
   *status = Status::Ok();
@@ -222,39 +221,6 @@ store::Answer EmbeddedStore::Refund(const store::RefundOp& op, core::RefundResul
   return store::Answer::kNow;
 }
 
-store::Answer EmbeddedStore::Lease(const store::LeaseOp& op, store::LeaseResult* result,
-                                   Status* status, store::Later<store::LeaseResult>) {
-  *status = leases_.Run(op, op.at_ms != nullptr ? *op.at_ms : clock_.NowMs(), result);
-  return store::Answer::kNow;
-}
-
-store::Answer EmbeddedStore::RunSet(const SetRequest& request, int64_t max_members, SetReply* reply,
-                                    Status* status, store::Later<SetReply>) {
-  *status = sets_.Run(request, max_members, clock_.NowMs(), reply);
-  return store::Answer::kNow;
-}
-
-store::Answer EmbeddedStore::OtpIssue(std::string_view subject, std::string_view code_hash,
-                                      std::string_view event_id, const OtpPolicy& policy,
-                                      OtpIssueOutcome* out, Status* status,
-                                      store::Later<OtpIssueOutcome>) {
-  *status = otp_.Issue(subject, code_hash, event_id, policy, clock_.NowMs(), out);
-  return store::Answer::kNow;
-}
-
-store::Answer EmbeddedStore::OtpAttempt(std::string_view subject, std::string_view event_id,
-                                        const OtpPolicy& policy, OtpAttemptOutcome* out,
-                                        Status* status, store::Later<OtpAttemptOutcome>) {
-  *status = otp_.Attempt(subject, event_id, policy, clock_.NowMs(), out);
-  return store::Answer::kNow;
-}
-
-store::Answer EmbeddedStore::OtpConsume(std::string_view subject, std::string_view code_hash,
-                                        bool* consumed, Status* status, store::Later<bool>) {
-  *status = otp_.Consume(subject, code_hash, clock_.NowMs(), consumed);
-  return store::Answer::kNow;
-}
-
 EmbeddedStore::Usage EmbeddedStore::GetUsage() const {
   const MemoryStore::Stats s = memory_.GetStats();
   return Usage{.kind = "memory",
@@ -264,11 +230,24 @@ EmbeddedStore::Usage EmbeddedStore::GetUsage() const {
                .bytes = s.bytes};
 }
 
-Result<std::unique_ptr<store::ControlStore>> EmbeddedStore::NewControlStore(
-    const store::ControlStoreOptions& options) {
-  auto opened = LocalControlStore::Open(options.data_dir);
-  if (!opened.ok()) return opened.status();
-  return std::unique_ptr<store::ControlStore>(std::move(*opened));
+store::Rooms EmbeddedStore::RoomsOf(std::unique_ptr<EmbeddedStore> store) {
+  store::Rooms rooms;
+  rooms.backend = store.get();
+  rooms.leases = &store->leases_;
+  rooms.sets = &store->sets_;
+  rooms.otp = &store->otp_;
+  rooms.snapshots = store.get();
+  // The records are the control plane's own, in memory and in
+  // options.data_dir when set (engine/control_file.h): nothing of the
+  // store's is needed to open them.
+  rooms.control = [](const store::ControlStoreOptions& options)
+      -> Result<std::unique_ptr<store::ControlStore>> {
+    auto opened = LocalControlStore::Open(options.data_dir);
+    if (!opened.ok()) return opened.status();
+    return std::unique_ptr<store::ControlStore>(std::move(*opened));
+  };
+  rooms.store = std::move(store);
+  return rooms;
 }
 
 std::vector<std::string> EmbeddedStore::Identities() const {
@@ -276,11 +255,11 @@ std::vector<std::string> EmbeddedStore::Identities() const {
   return identities_;
 }
 
-Result<store::StateFigures> EmbeddedStore::SaveState(const std::string& path) {
+Result<store::StateFigures> EmbeddedStore::Save(const std::string& path) {
   return WriteSnapshot(memory_, Identities(), path, clock_.NowMs());
 }
 
-Result<store::StateFigures> EmbeddedStore::LoadState(const std::string& path) {
+Result<store::StateFigures> EmbeddedStore::Load(const std::string& path) {
   return LoadSnapshot(memory_, Identities(), path, clock_.NowMs());
 }
 

@@ -3,6 +3,12 @@
 // TATs, the expiring sets, the OTP subjects and the lease tables in fixed
 // variants, each rule (or tier) definition in one of its own from
 // store::kFirstRuleId up.
+//
+// Opened as store::Rooms (RoomsOf): the store is its own Backend (no I/O,
+// no nodes) and its own Snapshots (engine/snapshot.h); the sets, OTP and
+// leases are its members engine::SetStore, OtpStore and LeaseStore; the
+// control records open as engine/control_file.h. It has no alert log and
+// no sketch board: its state is this process's alone.
 #pragma once
 
 #include <atomic>
@@ -20,16 +26,23 @@
 #include "engine/set_store.h"
 #include "floodgate/clock.h"
 #include "floodgate/config.h"
+#include "store/backend.h"
+#include "store/rooms.h"
+#include "store/snapshots.h"
 #include "store/store.h"
 
 namespace floodgate::engine {
 
 // Thread-safe.
-class EmbeddedStore final : public store::Store {
+class EmbeddedStore final : public store::Store, public store::Backend, public store::Snapshots {
  public:
   // `clock` must outlive the store.
   EmbeddedStore(const EngineConfig& config, const Clock& clock);
 
+  // The store with its rooms (store/rooms.h), which own it.
+  static store::Rooms RoomsOf(std::unique_ptr<EmbeddedStore> store);
+
+  // --- store::Store ---
   Result<std::string> Describe(const core::CompiledRule& rule, uint32_t id) override;
   store::Answer Check(const store::CheckOp& op, Decision* decision, Status* status,
                       store::CheckLater later, store::Batch* batch) override;
@@ -38,47 +51,32 @@ class EmbeddedStore final : public store::Store {
   std::unique_ptr<store::Batch> NewBatch(int max_calls_in_flight) override;
   store::Answer Throttle(const store::ThrottleOp& op, ThrottleResult* result, Status* status,
                          store::Later<ThrottleResult> later) override;
-  void PrefetchThrottle(std::string_view key) override;
   store::Answer Reset(const store::ResetOp& op, Status* status, store::Later<> later) override;
   // Under the entry's shard lock, as a decision; an absent entry stays absent.
   store::Answer Refund(const store::RefundOp& op, core::RefundResult* result, Status* status,
                        store::Later<core::RefundResult> later) override;
-  // Under the table's shard lock (engine/lease_store.h).
-  store::Answer Lease(const store::LeaseOp& op, store::LeaseResult* result, Status* status,
-                      store::Later<store::LeaseResult> later) override;
-  store::Answer RunSet(const SetRequest& request, int64_t max_members, SetReply* reply,
-                       Status* status, store::Later<SetReply> later) override;
-  store::Answer OtpIssue(std::string_view subject, std::string_view code_hash,
-                         std::string_view event_id, const OtpPolicy& policy, OtpIssueOutcome* out,
-                         Status* status, store::Later<OtpIssueOutcome> later) override;
-  store::Answer OtpAttempt(std::string_view subject, std::string_view event_id,
-                           const OtpPolicy& policy, OtpAttemptOutcome* out, Status* status,
-                           store::Later<OtpAttemptOutcome> later) override;
-  store::Answer OtpConsume(std::string_view subject, std::string_view code_hash, bool* consumed,
-                           Status* status, store::Later<bool> later) override;
+  int64_t SweepExpired(int64_t now_ms) override { return memory_.SweepExpired(now_ms); }
+  Usage GetUsage() const override;
+  std::vector<store::Metric> Metrics() const override { return {}; }
+
+  // --- store::Backend: nothing runs elsewhere, nothing to probe ---
   Status BlockingAllowed() const override { return Status::Ok(); }
   Result<std::unique_ptr<LoopDriver>> NewLoopDriver() override {
     return std::unique_ptr<LoopDriver>();
   }
   Status Health() const override { return Status::Ok(); }
-  int64_t SweepExpired(int64_t now_ms) override { return memory_.SweepExpired(now_ms); }
-  Usage GetUsage() const override;
-  std::vector<store::Metric> Metrics() const override { return {}; }
-  std::unique_ptr<store::AlertLog> NewAlertLog(const AlertLogOptions&) override { return nullptr; }
-  // In memory, and in options.data_dir when set (engine/control_file.h).
-  Result<std::unique_ptr<store::ControlStore>> NewControlStore(
-      const store::ControlStoreOptions& options) override;
-  // A snapshot of every entry (engine/snapshot.h).
-  bool KeepsStateInProcess() const override { return true; }
-  Result<store::StateFigures> SaveState(const std::string& path) override;
-  Result<store::StateFigures> LoadState(const std::string& path) override;
+  std::vector<store::NodeHealth> ProbeNodes() override { return {}; }
+
+  // --- store::Snapshots: every entry (engine/snapshot.h) ---
+  Result<store::StateFigures> Save(const std::string& path) override;
+  Result<store::StateFigures> Load(const std::string& path) override;
 
  private:
   std::vector<std::string> Identities() const;
 
   const Clock& clock_;
   // What each variant id's state means, for snapshots: written by Describe
-  // (also while serving: rules changed at run time), read by SaveState.
+  // (also while serving: rules changed at run time), read by Save.
   mutable std::mutex identities_mu_;
   std::vector<std::string> identities_ ABSL_GUARDED_BY(identities_mu_);
   MemoryStore memory_;

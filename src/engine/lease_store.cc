@@ -96,6 +96,12 @@ std::string LeaseStore::TableKey(std::string_view rule, std::string_view subject
   return key;
 }
 
+store::Answer LeaseStore::Lease(const store::LeaseOp& op, store::LeaseResult* result,
+                                Status* status, store::Later<store::LeaseResult>) {
+  *status = Run(op, op.at_ms != nullptr ? *op.at_ms : clock_.NowMs(), result);
+  return store::Answer::kNow;
+}
+
 Status LeaseStore::Run(const store::LeaseOp& op, int64_t now_ms, store::LeaseResult* result) {
   *result = store::LeaseResult{};
   result->now_ms = now_ms;

@@ -4,7 +4,8 @@
 // core/concurrency.h; the entry's expiry is its last lease's, so a table is
 // freed (by access or by the sweep) once every lease has expired, at once
 // when its last lease is released, and tables count against
-// engine.max_entries and engine.max_memory like any subject.
+// engine.max_entries and engine.max_memory like any subject. The embedded
+// store's store::LeaseStore (store/lease_ops.h).
 //
 // Thread-safe: every operation runs under the table's shard lock, so the
 // operations on one table are atomic with respect to each other.
@@ -15,12 +16,13 @@
 #include <string_view>
 
 #include "engine/memory_store.h"
+#include "floodgate/clock.h"
 #include "floodgate/status.h"
-#include "store/store.h"
+#include "store/lease_ops.h"
 
 namespace floodgate::engine {
 
-class LeaseStore {
+class LeaseStore final : public store::LeaseStore {
  public:
   // The layout of the leases' variant: register it with the MemoryStore.
   static VariantLayout Layout();
@@ -32,8 +34,14 @@ class LeaseStore {
   // apart: the two forms never meet).
   static std::string TableKey(std::string_view rule, std::string_view subject);
 
-  // `store` must outlive this; `variant` was registered with Layout().
-  LeaseStore(MemoryStore& store, uint32_t variant) : store_(store), variant_(variant) {}
+  // `store` and `clock` (the store's) must outlive this; `variant` was
+  // registered with Layout().
+  LeaseStore(MemoryStore& store, uint32_t variant, const Clock& clock)
+      : store_(store), variant_(variant), clock_(clock) {}
+
+  // Run at op.at_ms, or the clock's now; answers now.
+  store::Answer Lease(const store::LeaseOp& op, store::LeaseResult* result, Status* status,
+                      store::Later<store::LeaseResult> later) override;
 
   // Runs `op` (arguments checked by the caller) at `now_ms` into *result.
   // RESOURCE_EXHAUSTED when a first lease of a subject does not fit in the
@@ -44,6 +52,7 @@ class LeaseStore {
  private:
   MemoryStore& store_;
   const uint32_t variant_;
+  const Clock& clock_;
 };
 
 }  // namespace floodgate::engine

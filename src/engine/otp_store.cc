@@ -97,6 +97,31 @@ Status NoRoom(const Status& s, std::string_view step, bool new_subject) {
                                 (new_subject ? " for a new OTP subject: " : ": ") + s.message());
 }
 
+// Issue's and Attempt's step on `subject`'s state at `now_ms`: *out starts
+// as the empty answer at now_ms; `step(state, s, room)` runs on the pruned
+// state `s` (null: a subject with nothing live) and returns the state's
+// expiry, as MemoryStore::Update's callback does. A step the store
+// refuses leaves *out the empty answer; NoRoom words the refusal with
+// `what`.
+template <typename Outcome, typename Step>
+Status StepOn(MemoryStore& store, uint32_t variant, std::string_view subject, int64_t now_ms,
+              std::string_view what, Outcome* out, Step step) {
+  *out = Outcome{};
+  out->now_ms = now_ms;
+  bool new_subject = true;
+  const Status s = store.Update(variant, subject, now_ms,
+                                [&](int64_t* state, bool, core::MemoryRoom* room) -> int64_t {
+                                  OtpState* pruned = Pruned(state, now_ms);
+                                  new_subject = pruned == nullptr;
+                                  return step(state, pruned, room);
+                                });
+  if (!s.ok()) {
+    *out = Outcome{};
+    out->now_ms = now_ms;
+  }
+  return NoRoom(s, what, new_subject);
+}
+
 // For a snapshot: the three sets, in order.
 void EncodeOtp(const int64_t* state, int /*words*/, std::string* out) {
   const OtpState* otp = reinterpret_cast<const OtpState*>(state[0]);
@@ -128,16 +153,32 @@ VariantLayout OtpStore::Layout() {
                        .decode = &DecodeOtp};
 }
 
+store::Answer OtpStore::Issue(std::string_view subject, std::string_view code_hash,
+                              std::string_view event_id, const OtpPolicy& policy,
+                              OtpIssueOutcome* out, Status* status, store::Later<OtpIssueOutcome>) {
+  *status = Issue(subject, code_hash, event_id, policy, clock_.NowMs(), out);
+  return store::Answer::kNow;
+}
+
+store::Answer OtpStore::Attempt(std::string_view subject, std::string_view event_id,
+                                const OtpPolicy& policy, OtpAttemptOutcome* out, Status* status,
+                                store::Later<OtpAttemptOutcome>) {
+  *status = Attempt(subject, event_id, policy, clock_.NowMs(), out);
+  return store::Answer::kNow;
+}
+
+store::Answer OtpStore::Consume(std::string_view subject, std::string_view code_hash,
+                                bool* consumed, Status* status, store::Later<bool>) {
+  *status = Consume(subject, code_hash, clock_.NowMs(), consumed);
+  return store::Answer::kNow;
+}
+
 Status OtpStore::Issue(std::string_view subject, std::string_view code_hash,
                        std::string_view event_id, const OtpPolicy& policy, int64_t now_ms,
                        OtpIssueOutcome* out) {
-  *out = OtpIssueOutcome{};
-  out->now_ms = now_ms;
-  bool new_subject = true;
-  const Status s = store_.Update(
-      variant_, subject, now_ms, [&](int64_t* state, bool, core::MemoryRoom* room) -> int64_t {
-        OtpState* s = Pruned(state, now_ms);
-        new_subject = s == nullptr;
+  return StepOn(
+      store_, variant_, subject, now_ms, "issue a code", out,
+      [&](int64_t* state, OtpState* s, core::MemoryRoom* room) -> int64_t {
         if (AtCount(s, &OtpState::issues, policy.issue_count, now_ms, &out->retry_after_ms)) {
           return Keep(s);
         }
@@ -162,22 +203,13 @@ Status OtpStore::Issue(std::string_view subject, std::string_view code_hash,
         out->issued = true;
         return s->Expiry();
       });
-  if (!s.ok()) {
-    *out = OtpIssueOutcome{};
-    out->now_ms = now_ms;
-  }
-  return NoRoom(s, "issue a code", new_subject);
 }
 
 Status OtpStore::Attempt(std::string_view subject, std::string_view event_id,
                          const OtpPolicy& policy, int64_t now_ms, OtpAttemptOutcome* out) {
-  *out = OtpAttemptOutcome{};
-  out->now_ms = now_ms;
-  bool new_subject = true;
-  const Status s = store_.Update(
-      variant_, subject, now_ms, [&](int64_t* state, bool, core::MemoryRoom* room) -> int64_t {
-        OtpState* s = Pruned(state, now_ms);
-        new_subject = s == nullptr;
+  return StepOn(
+      store_, variant_, subject, now_ms, "record a verification attempt", out,
+      [&](int64_t* state, OtpState* s, core::MemoryRoom* room) -> int64_t {
         if (AtCount(s, &OtpState::attempts, policy.verify_count, now_ms, &out->retry_after_ms)) {
           return Keep(s);
         }
@@ -192,11 +224,6 @@ Status OtpStore::Attempt(std::string_view subject, std::string_view event_id,
         s->codes.ForEach([&](std::string_view code, int64_t) { out->codes.emplace_back(code); });
         return s->Expiry();
       });
-  if (!s.ok()) {
-    *out = OtpAttemptOutcome{};
-    out->now_ms = now_ms;
-  }
-  return NoRoom(s, "record a verification attempt", new_subject);
 }
 
 Status OtpStore::Consume(std::string_view subject, std::string_view code_hash, int64_t now_ms,

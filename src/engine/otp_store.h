@@ -3,7 +3,8 @@
 // the subject's three expiring sets (codes, issues, attempts; see
 // store/otp_policy.h). The entry expires with the latest of them, so a
 // subject's state disappears by itself, and counts against
-// engine.max_entries like any other.
+// engine.max_entries like any other. The embedded store's store::OtpStore
+// (store/otp.h).
 //
 // Thread-safe: each step runs under the subject's shard lock, so steps on
 // one subject are atomic with respect to each other (of two consumes of one
@@ -14,18 +15,32 @@
 #include <string_view>
 
 #include "engine/memory_store.h"
+#include "floodgate/clock.h"
 #include "floodgate/status.h"
+#include "store/otp.h"
 #include "store/otp_policy.h"
 
 namespace floodgate::engine {
 
-class OtpStore {
+class OtpStore final : public store::OtpStore {
  public:
   // The layout of the OTP variant: register it with the MemoryStore.
   static VariantLayout Layout();
 
-  // `store` must outlive this; `variant` was registered with Layout().
-  OtpStore(MemoryStore& store, uint32_t variant) : store_(store), variant_(variant) {}
+  // `store` and `clock` (the store's) must outlive this; `variant` was
+  // registered with Layout().
+  OtpStore(MemoryStore& store, uint32_t variant, const Clock& clock)
+      : store_(store), variant_(variant), clock_(clock) {}
+
+  // The steps below at the clock's now; each answers now.
+  store::Answer Issue(std::string_view subject, std::string_view code_hash,
+                      std::string_view event_id, const OtpPolicy& policy, OtpIssueOutcome* out,
+                      Status* status, store::Later<OtpIssueOutcome> later) override;
+  store::Answer Attempt(std::string_view subject, std::string_view event_id,
+                        const OtpPolicy& policy, OtpAttemptOutcome* out, Status* status,
+                        store::Later<OtpAttemptOutcome> later) override;
+  store::Answer Consume(std::string_view subject, std::string_view code_hash, bool* consumed,
+                        Status* status, store::Later<bool> later) override;
 
   // The steps of store/otp_policy.h at `now_ms`, for a subject the caller
   // has checked. `code_hash` is the code's HMAC; `event_id` names the issue
@@ -41,6 +56,7 @@ class OtpStore {
  private:
   MemoryStore& store_;
   const uint32_t variant_;
+  const Clock& clock_;
 };
 
 }  // namespace floodgate::engine

@@ -27,6 +27,12 @@ VariantLayout SetStore::Layout() {
                        .decode = &DecodeSetWord};
 }
 
+store::Answer SetStore::Run(const SetRequest& request, int64_t max_members, SetReply* reply,
+                            Status* status, store::Later<SetReply>) {
+  *status = Run(request, max_members, clock_.NowMs(), reply);
+  return store::Answer::kNow;
+}
+
 Status SetStore::Run(const SetRequest& request, int64_t max_members, int64_t now_ms,
                      SetReply* reply) {
   *reply = SetReply{};

@@ -2,7 +2,7 @@
 // at start, so that a restart keeps today's quotas (data_dir,
 // docs/operations.md "State across restarts").
 //
-// Private to src/engine/ (EmbeddedStore::SaveState and LoadState use it).
+// Private to src/engine/ (EmbeddedStore::Save and Load use it).
 //
 // Variant ids are given out in the order rules are registered, which another
 // config (or the same one edited) changes. So the file names each variant it
@@ -31,7 +31,7 @@
 
 #include "engine/memory_store.h"
 #include "floodgate/status.h"
-#include "store/store.h"
+#include "store/snapshots.h"
 
 namespace floodgate::engine {
 

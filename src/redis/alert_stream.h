@@ -16,8 +16,8 @@
 
 #include "floodgate/status.h"
 #include "redis/client.h"
+#include "store/alert_log.h"
 #include "store/pending_alert.h"
-#include "store/store.h"
 
 namespace floodgate::redis {
 

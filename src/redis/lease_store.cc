@@ -5,6 +5,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/enum_table.h"
 #include "redis/eval.h"
 #include "redis/reply_util.h"
 #include "redis/scripts.h"
@@ -14,17 +15,11 @@ namespace {
 
 constexpr std::string_view kScript = "concurrency";
 
-std::string_view OpArgument(store::LeaseOpKind kind) {
-  switch (kind) {
-    case store::LeaseOpKind::kAcquire:
-      return "acquire";
-    case store::LeaseOpKind::kRelease:
-      return "release";
-    case store::LeaseOpKind::kRenew:
-      return "renew";
-  }
-  return "";
-}
+constexpr EnumName<store::LeaseOpKind> kOpArguments[] = {{store::LeaseOpKind::kAcquire, "acquire"},
+                                                         {store::LeaseOpKind::kRelease, "release"},
+                                                         {store::LeaseOpKind::kRenew, "renew"}};
+
+std::string_view OpArgument(store::LeaseOpKind kind) { return ValueIn(kOpArguments, kind, ""); }
 
 // The script's reply {ok, in_flight, ms, now_ms, expired} as a LeaseResult.
 Status Decode(const redisReply& reply, store::LeaseResult* out) {
@@ -59,6 +54,16 @@ std::string LeaseKey(std::string_view rule, std::string_view subject) {
   }
   key.append(":").append(subject).append("}");
   return key;
+}
+
+store::Answer LeaseStore::Lease(const store::LeaseOp& op, store::LeaseResult*, Status*,
+                                store::Later<store::LeaseResult> later) {
+  Run(op, op.at_ms != nullptr ? std::optional<int64_t>(*op.at_ms) : std::nullopt,
+      [this, done = later()](const Status& s, const store::LeaseResult& r) mutable {
+        if (!s.ok()) errors_.fetch_add(1, std::memory_order_relaxed);
+        done(s, r);
+      });
+  return store::Answer::kLater;
 }
 
 void LeaseStore::Run(const store::LeaseOp& op, std::optional<int64_t> now_ms, Done done) {

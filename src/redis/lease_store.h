@@ -1,11 +1,13 @@
 // LeaseStore: the leases of concurrency rules on Redis, one sorted set per
 // (rule, subject) of lease ids scored by each lease's expiry
 // (src/redis/scripts/concurrency.lua), pruned and re-expired by the same
-// script call that acquires, releases or renews.
+// script call that acquires, releases or renews. The Redis store's
+// store::LeaseStore (store/lease_ops.h).
 //
-// Thread-safe (the Client is).
+// Thread-safe (the Client is; the failure count is atomic).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -14,7 +16,7 @@
 #include "absl/functional/any_invocable.h"
 #include "floodgate/status.h"
 #include "redis/client.h"
-#include "store/store.h"
+#include "store/lease_ops.h"
 
 namespace floodgate::redis {
 
@@ -24,10 +26,15 @@ namespace floodgate::redis {
 // ':' and no two pairs share a key.
 std::string LeaseKey(std::string_view rule, std::string_view subject);
 
-class LeaseStore {
+class LeaseStore final : public store::LeaseStore {
  public:
   // `client` must outlive this.
   explicit LeaseStore(Client& client) : client_(client) {}
+
+  // Run at op.at_ms, or Redis's TIME: always answers later. A failure is
+  // counted (errors()).
+  store::Answer Lease(const store::LeaseOp& op, store::LeaseResult* result, Status* status,
+                      store::Later<store::LeaseResult> later) override;
 
   // Runs `op` (arguments checked by the caller) in one script call, sent at
   // once (EVALSHA, then EVAL on NOSCRIPT). now_ms: an explicit instant
@@ -40,8 +47,13 @@ class LeaseStore {
   using Done = absl::AnyInvocable<void(const Status& status, const store::LeaseResult& result)>;
   void Run(const store::LeaseOp& op, std::optional<int64_t> now_ms, Done done);
 
+  // Lease calls that failed: part of the store's backend errors
+  // (store::Store::Usage), as a decision Redis failed is.
+  int64_t errors() const { return errors_.load(std::memory_order_relaxed); }
+
  private:
   Client& client_;
+  std::atomic<int64_t> errors_{0};
 };
 
 }  // namespace floodgate::redis

@@ -67,6 +67,26 @@ std::array<std::string, 3> OtpKeys(std::string_view subject) {
   return {base + ":codes", base + ":issues", base + ":attempts"};
 }
 
+store::Answer OtpStore::Issue(std::string_view subject, std::string_view code_hash,
+                              std::string_view event_id, const OtpPolicy& policy, OtpIssueOutcome*,
+                              Status*, store::Later<OtpIssueOutcome> later) {
+  Issue(subject, code_hash, event_id, policy, std::nullopt, later());
+  return store::Answer::kLater;
+}
+
+store::Answer OtpStore::Attempt(std::string_view subject, std::string_view event_id,
+                                const OtpPolicy& policy, OtpAttemptOutcome*, Status*,
+                                store::Later<OtpAttemptOutcome> later) {
+  Attempt(subject, event_id, policy, std::nullopt, later());
+  return store::Answer::kLater;
+}
+
+store::Answer OtpStore::Consume(std::string_view subject, std::string_view code_hash, bool*,
+                                Status*, store::Later<bool> later) {
+  Consume(subject, code_hash, std::nullopt, later());
+  return store::Answer::kLater;
+}
+
 void OtpStore::Issue(std::string_view subject, std::string_view code_hash,
                      std::string_view event_id, const OtpPolicy& policy,
                      std::optional<int64_t> now_ms, IssueDone done) {

@@ -1,7 +1,8 @@
 // OtpStore: the OTP state of each subject on Redis: three sorted sets under
 // one hash tag, fg:otp:{subject}:codes, :issues and :attempts, each step of
 // store/otp_policy.h one call of src/redis/scripts/otp.lua (atomic on the
-// subject; every key it writes gets its expiry in the same call).
+// subject; every key it writes gets its expiry in the same call). The Redis
+// store's store::OtpStore (store/otp.h).
 //
 // Thread-safe (the Client is).
 #pragma once
@@ -15,6 +16,7 @@
 #include "absl/functional/any_invocable.h"
 #include "floodgate/status.h"
 #include "redis/client.h"
+#include "store/otp.h"
 #include "store/otp_policy.h"
 
 namespace floodgate::redis {
@@ -22,10 +24,20 @@ namespace floodgate::redis {
 // The subject's keys: codes, issues, attempts.
 std::array<std::string, 3> OtpKeys(std::string_view subject);
 
-class OtpStore {
+class OtpStore final : public store::OtpStore {
  public:
   // `client` must outlive this.
   explicit OtpStore(Client& client) : client_(client) {}
+
+  // The steps below at Redis's TIME: each always answers later.
+  store::Answer Issue(std::string_view subject, std::string_view code_hash,
+                      std::string_view event_id, const OtpPolicy& policy, OtpIssueOutcome* out,
+                      Status* status, store::Later<OtpIssueOutcome> later) override;
+  store::Answer Attempt(std::string_view subject, std::string_view event_id,
+                        const OtpPolicy& policy, OtpAttemptOutcome* out, Status* status,
+                        store::Later<OtpAttemptOutcome> later) override;
+  store::Answer Consume(std::string_view subject, std::string_view code_hash, bool* consumed,
+                        Status* status, store::Later<bool> later) override;
 
   // The steps, for a subject the caller has checked; now_ms as for SetStore.
   // Each `done` runs exactly once, on a client I/O thread (or on the

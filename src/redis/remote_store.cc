@@ -12,7 +12,7 @@
 #include "redis/alert_stream.h"
 #include "redis/control_store.h"
 #include "redis/script_call.h"
-#include "redis/sketch_board.h"
+#include "redis/redis_sketch_board.h"
 
 namespace floodgate::redis {
 namespace {
@@ -267,43 +267,6 @@ store::Answer RemoteStore::Refund(const store::RefundOp& op, core::RefundResult*
   return store::Answer::kLater;
 }
 
-store::Answer RemoteStore::Lease(const store::LeaseOp& op, store::LeaseResult*, Status*,
-                                 store::Later<store::LeaseResult> later) {
-  leases_.Run(op, op.at_ms != nullptr ? std::optional<int64_t>(*op.at_ms) : std::nullopt,
-              [this, done = later()](const Status& s, const store::LeaseResult& r) mutable {
-                if (!s.ok()) Bump(backend_errors_);
-                done(s, r);
-              });
-  return store::Answer::kLater;
-}
-
-store::Answer RemoteStore::RunSet(const SetRequest& request, int64_t max_members, SetReply*,
-                                  Status*, store::Later<SetReply> later) {
-  sets_.Run(request, max_members, std::nullopt, later());
-  return store::Answer::kLater;
-}
-
-store::Answer RemoteStore::OtpIssue(std::string_view subject, std::string_view code_hash,
-                                    std::string_view event_id, const OtpPolicy& policy,
-                                    OtpIssueOutcome*, Status*,
-                                    store::Later<OtpIssueOutcome> later) {
-  otp_.Issue(subject, code_hash, event_id, policy, std::nullopt, later());
-  return store::Answer::kLater;
-}
-
-store::Answer RemoteStore::OtpAttempt(std::string_view subject, std::string_view event_id,
-                                      const OtpPolicy& policy, OtpAttemptOutcome*, Status*,
-                                      store::Later<OtpAttemptOutcome> later) {
-  otp_.Attempt(subject, event_id, policy, std::nullopt, later());
-  return store::Answer::kLater;
-}
-
-store::Answer RemoteStore::OtpConsume(std::string_view subject, std::string_view code_hash, bool*,
-                                      Status*, store::Later<bool> later) {
-  otp_.Consume(subject, code_hash, std::nullopt, later());
-  return store::Answer::kLater;
-}
-
 Status RemoteStore::BlockingAllowed() const {
   if (!redis_->client().RunsIoHere()) return Status::Ok();
   return InternalError(
@@ -321,7 +284,7 @@ RemoteStore::Usage RemoteStore::GetUsage() const {
   const Client::Stats c = redis_->client().GetStats();
   Usage n;
   n.kind = "redis";
-  n.backend_errors = backend_errors_.load(std::memory_order_relaxed);
+  n.backend_errors = backend_errors_.load(std::memory_order_relaxed) + leases_.errors();
   n.local_cache_denials = local_cache_denials_.load(std::memory_order_relaxed);
   n.local_cache_entries = deny_cache_ != nullptr ? static_cast<int64_t>(deny_cache_->size()) : 0;
   n.open_circuits = c.open_circuits;
@@ -354,17 +317,11 @@ std::vector<store::Metric> RemoteStore::Metrics() const {
   };
 }
 
-Result<std::unique_ptr<store::ControlStore>> RemoteStore::NewControlStore(
-    const store::ControlStoreOptions&) {
-  return std::unique_ptr<store::ControlStore>(
-      std::make_unique<RedisControlStore>(redis_->client()));
-}
-
-std::vector<store::Store::NodeHealth> RemoteStore::ProbeNodes() {
-  std::vector<NodeHealth> nodes;
+std::vector<store::NodeHealth> RemoteStore::ProbeNodes() {
+  std::vector<store::NodeHealth> nodes;
   Client& client = redis_->client();
   for (const std::string& address : client.Masters()) {
-    NodeHealth n;
+    store::NodeHealth n;
     n.address = address;
     const int64_t start = clock_.MonotonicNs();
     auto reply = client.CallNode(address, {"PING"});
@@ -384,16 +341,31 @@ std::vector<store::Store::NodeHealth> RemoteStore::ProbeNodes() {
   return nodes;
 }
 
-std::unique_ptr<store::SketchBoard> RemoteStore::NewSketchBoard() {
-  return std::make_unique<RedisSketchBoard>(redis_->client(), clock_);
-}
-
-std::unique_ptr<store::AlertLog> RemoteStore::NewAlertLog(const AlertLogOptions& options) {
-  AlertStream::Options o;
-  o.consumer = options.consumer;
-  o.max_len = options.max_len;
-  o.ttl_ms = options.ttl_ms;
-  return std::make_unique<AlertStream>(redis_->client(), std::move(o));
+store::Rooms RemoteStore::RoomsOf(std::unique_ptr<RemoteStore> store) {
+  store::Rooms rooms;
+  rooms.backend = store.get();
+  rooms.leases = &store->leases_;
+  rooms.sets = &store->sets_;
+  rooms.otp = &store->otp_;
+  // Each opens on the store's client, shared by every server on this Redis.
+  Client* client = &store->client();
+  const Clock* clock = &store->clock_;
+  rooms.alert_log = [client](const store::AlertLogOptions& options) {
+    AlertStream::Options o;
+    o.consumer = options.consumer;
+    o.max_len = options.max_len;
+    o.ttl_ms = options.ttl_ms;
+    return std::unique_ptr<store::AlertLog>(std::make_unique<AlertStream>(*client, std::move(o)));
+  };
+  rooms.control =
+      [client](const store::ControlStoreOptions&) -> Result<std::unique_ptr<store::ControlStore>> {
+    return std::unique_ptr<store::ControlStore>(std::make_unique<RedisControlStore>(*client));
+  };
+  rooms.sketch_board = [client, clock] {
+    return std::unique_ptr<store::SketchBoard>(std::make_unique<RedisSketchBoard>(*client, *clock));
+  };
+  rooms.store = std::move(store);
+  return rooms;
 }
 
 }  // namespace floodgate::redis

@@ -5,6 +5,13 @@
 // answered from a local cache of subjects known to be over their limit
 // (redis.local_cache); the control plane's records to their own script
 // (RedisControlStore).
+//
+// Opened as store::Rooms (RoomsOf): the store is its own Backend (its
+// client's I/O, health and nodes); the sets, OTP and leases are its members
+// redis::SetStore, OtpStore and LeaseStore, on its client; the alert log
+// (AlertStream), the control records (RedisControlStore) and the sketch
+// board (RedisSketchBoard) open on its client too. It has no Snapshots:
+// Redis keeps the state beyond the process.
 #pragma once
 
 #include <atomic>
@@ -20,19 +27,24 @@
 #include "redis/otp_store.h"
 #include "redis/redis_store.h"
 #include "redis/set_store.h"
+#include "store/backend.h"
+#include "store/rooms.h"
 #include "store/store.h"
 
 namespace floodgate::redis {
 
 // Thread-safe.
-class RemoteStore final : public store::Store {
+class RemoteStore final : public store::Store, public store::Backend {
  public:
   // Connects (lazily) to `url` with `config`'s settings. INVALID_ARGUMENT
   // for bad settings. `clock` must outlive the store.
   static Result<std::unique_ptr<RemoteStore>> Create(const StoreUrl& url, const RedisConfig& config,
                                                      const Clock& clock);
+  // The store with its rooms (store/rooms.h), which own it.
+  static store::Rooms RoomsOf(std::unique_ptr<RemoteStore> store);
   ~RemoteStore() override;
 
+  // --- store::Store ---
   Result<std::string> Describe(const core::CompiledRule& rule, uint32_t id) override;
   store::Answer Check(const store::CheckOp& op, Decision* decision, Status* status,
                       store::CheckLater later, store::Batch* batch) override;
@@ -40,37 +52,21 @@ class RemoteStore final : public store::Store {
   std::unique_ptr<store::Batch> NewBatch(int max_calls_in_flight) override;
   store::Answer Throttle(const store::ThrottleOp& op, ThrottleResult* result, Status* status,
                          store::Later<ThrottleResult> later) override;
-  void PrefetchThrottle(std::string_view) override {}
   store::Answer Reset(const store::ResetOp& op, Status* status, store::Later<> later) override;
   // One script call of its own, sent at once; forgets the subject in the
   // local over-limit cache first.
   store::Answer Refund(const store::RefundOp& op, core::RefundResult* result, Status* status,
                        store::Later<core::RefundResult> later) override;
-  // One script call of its own (scripts/concurrency.lua), sent at once.
-  store::Answer Lease(const store::LeaseOp& op, store::LeaseResult* result, Status* status,
-                      store::Later<store::LeaseResult> later) override;
-  store::Answer RunSet(const SetRequest& request, int64_t max_members, SetReply* reply,
-                       Status* status, store::Later<SetReply> later) override;
-  store::Answer OtpIssue(std::string_view subject, std::string_view code_hash,
-                         std::string_view event_id, const OtpPolicy& policy, OtpIssueOutcome* out,
-                         Status* status, store::Later<OtpIssueOutcome> later) override;
-  store::Answer OtpAttempt(std::string_view subject, std::string_view event_id,
-                           const OtpPolicy& policy, OtpAttemptOutcome* out, Status* status,
-                           store::Later<OtpAttemptOutcome> later) override;
-  store::Answer OtpConsume(std::string_view subject, std::string_view code_hash, bool* consumed,
-                           Status* status, store::Later<bool> later) override;
+  int64_t SweepExpired(int64_t) override { return 0; }  // Redis expires its own keys
+  // Backend errors count the lease calls' too (LeaseStore::errors).
+  Usage GetUsage() const override;
+  std::vector<store::Metric> Metrics() const override;
+
+  // --- store::Backend: the client's ---
   Status BlockingAllowed() const override;
   Result<std::unique_ptr<LoopDriver>> NewLoopDriver() override;
   Status Health() const override;
-  int64_t SweepExpired(int64_t) override { return 0; }  // Redis expires its own keys
-  Usage GetUsage() const override;
-  std::vector<store::Metric> Metrics() const override;
-  std::unique_ptr<store::AlertLog> NewAlertLog(const AlertLogOptions& options) override;
-  Result<std::unique_ptr<store::ControlStore>> NewControlStore(
-      const store::ControlStoreOptions& options) override;
-
-  std::unique_ptr<store::SketchBoard> NewSketchBoard() override;
-  std::vector<NodeHealth> ProbeNodes() override;
+  std::vector<store::NodeHealth> ProbeNodes() override;
 
   Client& client() { return redis_->client(); }
 

@@ -13,6 +13,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "common/enum_table.h"
 #include "core/gcra.h"
 #include "core/int_math.h"
 #include "redis/scripts.h"
@@ -39,21 +40,13 @@ int ReplyStride(Algorithm algorithm) {
   return algorithm == Algorithm::kFixedWindow || algorithm == Algorithm::kSlidingWindow ? 7 : 5;
 }
 
-// Fields per limit in ARGV.
-int ArgvStride(Algorithm algorithm) {
-  switch (algorithm) {
-    case Algorithm::kFixedWindow:
-      return 6;
-    case Algorithm::kTokenBucket:
-      return 3;
-    case Algorithm::kSlidingWindow:
-    case Algorithm::kSlidingLog:
-    case Algorithm::kGcra:
-    case Algorithm::kConcurrency:  // never checked (scripts/concurrency.lua has leases)
-      return 2;
-  }
-  return 2;
-}
+// Fields per limit in ARGV. A concurrency rule is never checked here
+// (scripts/concurrency.lua has its leases).
+constexpr EnumRow<Algorithm, int> kArgvStrides[] = {
+    {Algorithm::kFixedWindow, 6}, {Algorithm::kTokenBucket, 3}, {Algorithm::kSlidingWindow, 2},
+    {Algorithm::kSlidingLog, 2},  {Algorithm::kGcra, 2},        {Algorithm::kConcurrency, 2}};
+
+int ArgvStride(Algorithm algorithm) { return ValueIn(kArgvStrides, algorithm, 2); }
 
 void AppendHead(ScriptCall call, Algorithm algorithm, std::span<const std::string> keys,
                 std::string_view fingerprint, std::optional<int64_t> now_ms, int num_limits,
@@ -224,6 +217,10 @@ void AppendCheckCall(ScriptCall call, const core::CompiledRule& rule, std::strin
         break;
       case Algorithm::kSlidingWindow:
       case Algorithm::kSlidingLog:
+      // A concurrency rule is never checked (the service refuses, and leases
+      // have a script of their own, redis/lease_store.h): sent as
+      // sliding_log's would be.
+      case Algorithm::kConcurrency:
         AppendNumber(l.count, argv);
         AppendNumber(l.period_ms, argv);
         break;
@@ -235,12 +232,6 @@ void AppendCheckCall(ScriptCall call, const core::CompiledRule& rule, std::strin
       case Algorithm::kGcra:
         AppendNumber(l.emission_us, argv);
         AppendNumber(l.capacity, argv);
-        break;
-      case Algorithm::kConcurrency:
-        // Never checked: the service refuses, and leases have a script of
-        // their own (redis/lease_store.h). Sent as sliding_log's would be.
-        AppendNumber(l.count, argv);
-        AppendNumber(l.period_ms, argv);
         break;
     }
   }

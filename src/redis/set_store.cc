@@ -4,6 +4,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/enum_table.h"
 #include "redis/eval.h"
 #include "redis/reply_util.h"
 #include "redis/scripts.h"
@@ -13,21 +14,13 @@ namespace {
 
 constexpr std::string_view kScript = "expiring_set";
 
-std::string_view OpArgument(SetOp op) {
-  switch (op) {
-    case SetOp::kAdd:
-      return "add";
-    case SetOp::kRemove:
-      return "rem";
-    case SetOp::kContains:
-      return "has";
-    case SetOp::kCount:
-      return "card";
-    case SetOp::kMembers:
-      return "members";
-  }
-  return "";
-}
+constexpr EnumName<SetOp> kOpArguments[] = {{SetOp::kAdd, "add"},
+                                            {SetOp::kRemove, "rem"},
+                                            {SetOp::kContains, "has"},
+                                            {SetOp::kCount, "card"},
+                                            {SetOp::kMembers, "members"}};
+
+std::string_view OpArgument(SetOp op) { return ValueIn(kOpArguments, op, ""); }
 
 // The script's reply to `op` as a SetReply (see the script's header).
 Status Decode(SetOp op, int64_t max_members, const redisReply& reply, SetReply* out) {
@@ -65,6 +58,12 @@ std::string SetKey(std::string_view key) {
   out.reserve(9 + key.size());
   out.append("fg:set:{").append(key).append("}");
   return out;
+}
+
+store::Answer SetStore::Run(const SetRequest& request, int64_t max_members, SetReply*, Status*,
+                            store::Later<SetReply> later) {
+  Run(request, max_members, std::nullopt, later());
+  return store::Answer::kLater;
 }
 
 void SetStore::Run(const SetRequest& request, int64_t max_members, std::optional<int64_t> now_ms,

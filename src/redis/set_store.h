@@ -1,6 +1,7 @@
 // SetStore: expiring sets on Redis, one sorted set per set scored by each
 // member's expiry (src/redis/scripts/expiring_set.lua), pruned and
-// re-expired by the same script call that reads or writes it.
+// re-expired by the same script call that reads or writes it. The Redis
+// store's store::SetStore (store/sets.h).
 //
 // Thread-safe (the Client is).
 #pragma once
@@ -14,6 +15,7 @@
 #include "floodgate/set_types.h"
 #include "floodgate/status.h"
 #include "redis/client.h"
+#include "store/sets.h"
 
 namespace floodgate::redis {
 
@@ -21,10 +23,14 @@ namespace floodgate::redis {
 // places it on one cluster slot by the whole key).
 std::string SetKey(std::string_view key);
 
-class SetStore {
+class SetStore final : public store::SetStore {
  public:
   // `client` must outlive this.
   explicit SetStore(Client& client) : client_(client) {}
+
+  // Run at Redis's TIME: always answers later.
+  store::Answer Run(const SetRequest& request, int64_t max_members, SetReply* reply, Status* status,
+                    store::Later<SetReply> later) override;
 
   // Runs `request` (key, member and TTL checked by the caller) in one script
   // call. now_ms: an explicit instant (tests), or nullopt for Redis's TIME.

@@ -3,7 +3,7 @@
 
 #include "common/log.h"
 #include "redis/control_store.h"
-#include "redis/sketch_board.h"
+#include "redis/redis_sketch_board.h"
 
 namespace floodgate::redis {
 namespace {
@@ -72,7 +72,7 @@ std::string_view ExpectedType(std::string_view key) {
     }
     return "";
   }
-  // The servers' top-subjects sketches (redis/sketch_board.h), before the
+  // The servers' top-subjects sketches (redis/redis_sketch_board.h), before the
   // rule states' fg:{ below, which these names also start with.
   if (key == RedisSketchBoard::kServersKey) return "zset";
   if (key == RedisSketchBoard::kBlobsKey) return "hash";

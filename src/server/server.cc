@@ -9,10 +9,10 @@
 
 #include "common/log.h"
 #include "protocol/http/response.h"
-#include "server/http_session.h"
-#include "server/http_visibility_routes.h"
-#include "server/resp_session.h"
-#include "server/visibility.h"
+#include "server/http/http_session.h"
+#include "server/http/http_visibility_routes.h"
+#include "server/http/visibility.h"
+#include "server/resp/resp_session.h"
 
 namespace floodgate::server {
 
@@ -39,9 +39,10 @@ void WarnWithoutMigration() {
         "docs/operations.md, Graceful restart"}});
 }
 
-Server::Server(const ServerOptions& options, service::LimiterCore* limiter)
+Server::Server(const ServerOptions& options, service::Services* services)
     : options_(options), metrics_(options.threads) {
-  context_.limiter = limiter;
+  context_.services = services;
+  context_.limiter = services->core.get();
   context_.metrics = &metrics_;
   context_.auth_token = options.auth_token;
   context_.admin_token = options.admin_token;
@@ -52,7 +53,7 @@ Server::Server(const ServerOptions& options, service::LimiterCore* limiter)
   context_.render_connections = [this](std::string* out) { RenderConnections(out); };
   context_.max_store_calls_in_flight = options.max_store_calls_in_flight;
   context_.connections_json = [this] { return ConnectionsJson(); };
-  visibility_ = std::make_unique<Visibility>(options.visibility, options.redact_keys, limiter,
+  visibility_ = std::make_unique<Visibility>(options.visibility, options.redact_keys, services,
                                              options.threads);
   context_.visibility = visibility_.get();
   context_.top = visibility_->recorder();
@@ -62,14 +63,14 @@ Server::Server(const ServerOptions& options, service::LimiterCore* limiter)
 }
 
 Result<std::unique_ptr<Server>> Server::Start(const ServerOptions& options,
-                                              service::LimiterCore* limiter) {
+                                              service::Services* services) {
   if (options.threads < 1 || options.threads > 256) {
     return InvalidArgumentError("threads must be between 1 and 256");
   }
   if (options.resp_address.empty() && options.http_address.empty()) {
     return InvalidArgumentError("no front to serve: both RESP and HTTP are disabled");
   }
-  std::unique_ptr<Server> server(new Server(options, limiter));
+  std::unique_ptr<Server> server(new Server(options, services));
   std::vector<LoopContext*> contexts;
   for (int i = 0; i < options.threads; ++i) {
     server->loop_contexts_.push_back(std::make_unique<LoopContext>(&server->context_, i));
@@ -139,7 +140,7 @@ Result<std::unique_ptr<Server>> Server::Start(const ServerOptions& options,
   // answer never cross threads (docs/design.md).
   std::vector<std::unique_ptr<LoopDriver>> drivers(options.threads);
   for (int i = 0; i < options.threads; ++i) {
-    auto driver = limiter->NewLoopDriver();
+    auto driver = services->rooms.backend->NewLoopDriver();
     if (!driver.ok()) {
       for (auto& loop_specs : specs) {
         for (auto& s : loop_specs) close(s.fd);

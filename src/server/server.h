@@ -10,11 +10,11 @@
 #include "floodgate/config.h"
 #include "protocol/http/request_parser.h"
 #include "protocol/resp/parser.h"
-#include "server/event_loop.h"
-#include "server/listener.h"
-#include "server/metrics.h"
-#include "server/service_context.h"
-#include "service/limiter_core.h"
+#include "server/context/service_context.h"
+#include "server/net/event_loop.h"
+#include "server/net/listener.h"
+#include "server/observability/metrics.h"
+#include "service/services.h"
 
 namespace floodgate::server {
 
@@ -26,7 +26,7 @@ struct ServerOptions {
   // they leave at least one of them free (LoopLimits::idle_polls).
   int cores = 1;
   std::string auth_token;               // empty: no authentication
-  std::string admin_token, read_token;  // server/admin_access.h
+  std::string admin_token, read_token;  // server/context/admin_access.h
   LoopLimits limits;
   // The bounds of each front's connections (timeouts, output limits).
   ConnectionPolicy resp_policy;
@@ -77,10 +77,10 @@ void WarnWithoutMigration();
 class Server {
  public:
   // Binds every socket first (so a busy port fails here, with a clear
-  // error), calls options.before_serving, then starts the loops. `limiter`
+  // error), calls options.before_serving, then starts the loops. `services`
   // must outlive the server.
   static Result<std::unique_ptr<Server>> Start(const ServerOptions& options,
-                                               service::LimiterCore* limiter);
+                                               service::Services* services);
   ~Server();  // stops and joins
 
   // The addresses actually bound (port 0 resolved), "" for a disabled front.
@@ -94,7 +94,7 @@ class Server {
   void Wait();
 
  private:
-  Server(const ServerOptions& options, service::LimiterCore* limiter);
+  Server(const ServerOptions& options, service::Services* services);
   void RenderConnections(std::string* out) const;
   std::string ConnectionsJson() const;
 

@@ -18,6 +18,8 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -68,11 +70,15 @@ class ControlStore {
   virtual Result<std::vector<std::string>> RecentLog(size_t limit) = 0;
 };
 
-// How a store opens its ControlStore (Store::NewControlStore).
+// How the control plane opens its ControlStore when it starts (store/rooms.h:
+// Rooms::control), and owns it from then on. Opening reads the embedded
+// store's file: a corrupt one fails that start.
 struct ControlStoreOptions {
   // The embedded store: a directory the records are kept in across
   // restarts ("" : in memory only). The Redis store ignores it.
   std::string data_dir;
 };
+using ControlStoreOpener =
+    std::function<Result<std::unique_ptr<ControlStore>>(const ControlStoreOptions& options)>;
 
 }  // namespace floodgate::store

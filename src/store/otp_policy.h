@@ -3,7 +3,7 @@
 // (issue, attempt, consume). Plain data, shared by engine/, redis/ and
 // service/ so that the two stores cannot drift apart in shape. In store/
 // because that is the lowest layer all three may include: the seam between
-// the OTP feature (service/otp.cc) and the stores that keep its state.
+// the OTP feature (service/otp/otp_impl.cc) and the stores that keep its state.
 //
 // Per subject a store keeps three expiring sets: the live codes (HMACs,
 // never the codes), the issue events of the last issue period and the

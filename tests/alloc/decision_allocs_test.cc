@@ -11,9 +11,9 @@
 #include <string>
 #include <vector>
 
-#include "api/open_store.h"
+#include "api/open_services.h"
 #include "floodgate/limiter.h"
-#include "service/limiter_core.h"
+#include "service/limiter/limiter_core.h"
 
 namespace {
 
@@ -113,9 +113,10 @@ TEST_F(DecisionAllocsTest, LimiterCheckAllocatesNothing) {
 }
 
 TEST_F(DecisionAllocsTest, APipelinesDecisionsAllocateNothing) {
-  auto core = api::OpenLimiterCore(config_, clock_);
-  ASSERT_TRUE(core.ok()) << core.status().ToString();
-  service::LimiterCore& limiter = **core;
+  auto core_services = api::OpenServices(config_, clock_);
+  ASSERT_TRUE(core_services.ok()) << core_services.status().ToString();
+  service::LimiterCore* const core = (*core_services)->core.get();
+  service::LimiterCore& limiter = *core;
   auto batch = limiter.NewBatch(1);
   Decision d;
   Status status;
@@ -129,7 +130,7 @@ TEST_F(DecisionAllocsTest, APipelinesDecisionsAllocateNothing) {
   const int64_t allocations = AllocationsOf([&] {
     for (int round = 0; round < 20; ++round) {
       for (const std::string& key : keys_) limiter.Prefetch("gcra", key);
-      const int64_t read_ms = limiter.NowMs();
+      const int64_t read_ms = clock_.NowMs();
       for (const std::string& key : keys_) {
         const store::Answer answer =
             limiter.Check({"gcra", key, 1, {}, nullptr, read_ms}, &d, &status, later, batch.get());

@@ -19,16 +19,17 @@
 #include <vector>
 
 #include "engine/snapshot.h"
-#include "service/limiter_core.h"
-#include "service/state_keeper.h"
+#include "service/limiter/limiter_core.h"
+#include "service/snapshots/state_keeper.h"
 #include "testing/test_config.h"
 
 namespace floodgate {
 namespace {
 
 using service::LimiterCore;
+using service::Services;
 using service::StateKeeper;
-using testing::MakeCore;
+using testing::MakeServices;
 
 constexpr int64_t kT0 = 1'700'000'000'000;  // 2023-11-14T22:13:20Z
 
@@ -75,8 +76,8 @@ class StateSnapshotTest : public ::testing::Test {
   }
 
   // Saves `core`'s state as a clean shutdown does.
-  void Save(LimiterCore& core) {
-    auto keeper = core.NewStateKeeper(dir_, 0);
+  void Save(Services& services) {
+    auto keeper = services.NewStateKeeper(dir_, 0);
     ASSERT_NE(keeper, nullptr);
     ASSERT_TRUE(keeper->Load(false).ok());
     ASSERT_TRUE(keeper->Stop().ok());
@@ -84,9 +85,9 @@ class StateSnapshotTest : public ::testing::Test {
   }
 
   // A new core on `yaml` with the saved state loaded.
-  std::unique_ptr<LimiterCore> Restart(const std::string& yaml, const Clock& clock,
-                                       store::StateFigures* figures = nullptr) {
-    auto core = MakeCore(MakeConfig(yaml), clock);
+  std::unique_ptr<Services> Restart(const std::string& yaml, const Clock& clock,
+                                    store::StateFigures* figures = nullptr) {
+    auto core = MakeServices(MakeConfig(yaml), clock);
     auto keeper = core->NewStateKeeper(dir_, 0);
     Status s = keeper->Load(false);
     EXPECT_TRUE(s.ok()) << s.ToString();
@@ -104,19 +105,21 @@ TEST_F(StateSnapshotTest, ARestartKeepsEveryKindOfState) {
   std::string code;
   std::string lease;
   {
-    auto core = MakeCore(MakeConfig(kRules), clock);
-    for (int i = 0; i < 3; ++i) ASSERT_TRUE(core->CheckAndWait("daily", "user:1")->allowed);
-    for (int i = 0; i < 3; ++i) ASSERT_TRUE(core->CheckAndWait("api", "user:1")->allowed);
-    for (int i = 0; i < 5; ++i) ASSERT_TRUE(core->CheckAndWait("api", "user:1", 1, "pro")->allowed);
-    for (int i = 0; i < 2; ++i) ASSERT_TRUE(core->CheckAndWait("exact", "user:1")->allowed);
-    ASSERT_TRUE(core->CheckAndWait("bucket", "user:1", 3)->allowed);
-    ASSERT_TRUE(core->CheckAndWait("login", "user:1")->allowed);
-    ASSERT_TRUE(core->sets().Add("seen", "a", 60'000).ok());
-    ASSERT_TRUE(core->sets().Add("seen", "b", 1'000).ok());
-    auto issued = core->otp().Issue("+15550100");
+    auto core = MakeServices(MakeConfig(kRules), clock);
+    for (int i = 0; i < 3; ++i) ASSERT_TRUE(core->core->CheckAndWait("daily", "user:1")->allowed);
+    for (int i = 0; i < 3; ++i) ASSERT_TRUE(core->core->CheckAndWait("api", "user:1")->allowed);
+    for (int i = 0; i < 5; ++i)
+      ASSERT_TRUE(core->core->CheckAndWait("api", "user:1", 1, "pro")->allowed);
+    for (int i = 0; i < 2; ++i) ASSERT_TRUE(core->core->CheckAndWait("exact", "user:1")->allowed);
+    ASSERT_TRUE(core->core->CheckAndWait("bucket", "user:1", 3)->allowed);
+    ASSERT_TRUE(core->core->CheckAndWait("login", "user:1")->allowed);
+    ASSERT_TRUE((*core->sets).Add("seen", "a", 60'000).ok());
+    ASSERT_TRUE((*core->sets).Add("seen", "b", 1'000).ok());
+    auto issued = (*core->otp).Issue("+15550100");
     ASSERT_TRUE(issued.ok() && issued->issued);
     code = issued->code;
-    auto held = core->LeaseAndWait(store::LeaseOpKind::kAcquire, {.rule = "exports", .key = "c"});
+    auto held =
+        core->leases->AndWait(store::LeaseOpKind::kAcquire, {.rule = "exports", .key = "c"});
     ASSERT_TRUE(held.ok() && held->ok);
     lease = held->lease;
     clock.AdvanceMs(500);
@@ -128,36 +131,37 @@ TEST_F(StateSnapshotTest, ARestartKeepsEveryKindOfState) {
   EXPECT_GE(loaded.entries, 9);
   EXPECT_EQ(loaded.skipped_unknown, 0);
 
-  EXPECT_EQ(Admitted(*core, "daily", "user:1"), 2);
-  EXPECT_EQ(Admitted(*core, "api", "user:1"), 1);
-  EXPECT_EQ(Admitted(*core, "api", "user:1", "pro"), 1);
-  EXPECT_EQ(Admitted(*core, "exact", "user:1"), 1);
-  EXPECT_EQ(Admitted(*core, "bucket", "user:1"), 1);  // 4 - 3, and no refill within 1.5 s
-  EXPECT_EQ(Admitted(*core, "login", "user:1"), 1);   // a burst of 2, one spent
-  EXPECT_EQ(Admitted(*core, "login", "user:2"), 2);   // other subjects are untouched
-  EXPECT_EQ(Admitted(*core, "daily", "user:2"), 5);
+  EXPECT_EQ(Admitted(*core->core, "daily", "user:1"), 2);
+  EXPECT_EQ(Admitted(*core->core, "api", "user:1"), 1);
+  EXPECT_EQ(Admitted(*core->core, "api", "user:1", "pro"), 1);
+  EXPECT_EQ(Admitted(*core->core, "exact", "user:1"), 1);
+  EXPECT_EQ(Admitted(*core->core, "bucket", "user:1"), 1);  // 4 - 3, and no refill within 1.5 s
+  EXPECT_EQ(Admitted(*core->core, "login", "user:1"), 1);   // a burst of 2, one spent
+  EXPECT_EQ(Admitted(*core->core, "login", "user:2"), 2);   // other subjects are untouched
+  EXPECT_EQ(Admitted(*core->core, "daily", "user:2"), 5);
 
-  auto members = core->sets().Members("seen");
+  auto members = (*core->sets).Members("seen");
   ASSERT_TRUE(members.ok());
   ASSERT_EQ(members->size(), 1u);
   EXPECT_EQ((*members)[0].member, "a");
   EXPECT_EQ((*members)[0].expires_at_ms, kT0 + 60'000);
 
-  auto verified = core->otp().Verify("+15550100", code);
+  auto verified = (*core->otp).Verify("+15550100", code);
   ASSERT_TRUE(verified.ok());
   EXPECT_TRUE(verified->valid);
 
   // The lease is still held: one more fits under max_in_flight 2, not two,
   // and the saved lease id still releases.
-  auto second = core->LeaseAndWait(store::LeaseOpKind::kAcquire, {.rule = "exports", .key = "c"});
+  auto second =
+      core->leases->AndWait(store::LeaseOpKind::kAcquire, {.rule = "exports", .key = "c"});
   ASSERT_TRUE(second.ok());
   EXPECT_TRUE(second->ok);
   EXPECT_EQ(second->in_flight, 2);
-  auto third = core->LeaseAndWait(store::LeaseOpKind::kAcquire, {.rule = "exports", .key = "c"});
+  auto third = core->leases->AndWait(store::LeaseOpKind::kAcquire, {.rule = "exports", .key = "c"});
   ASSERT_TRUE(third.ok());
   EXPECT_FALSE(third->ok);
-  auto released = core->LeaseAndWait(store::LeaseOpKind::kRelease,
-                                     {.rule = "exports", .key = "c", .lease = lease});
+  auto released = core->leases->AndWait(store::LeaseOpKind::kRelease,
+                                        {.rule = "exports", .key = "c", .lease = lease});
   ASSERT_TRUE(released.ok());
   EXPECT_TRUE(released->ok);
 }
@@ -165,9 +169,9 @@ TEST_F(StateSnapshotTest, ARestartKeepsEveryKindOfState) {
 TEST_F(StateSnapshotTest, RulesAreMatchedByWhatTheyAreNotByTheirOrder) {
   ManualClock clock(kT0);
   {
-    auto core = MakeCore(MakeConfig(kRules), clock);
-    for (int i = 0; i < 3; ++i) ASSERT_TRUE(core->CheckAndWait("daily", "user:1")->allowed);
-    for (int i = 0; i < 2; ++i) ASSERT_TRUE(core->CheckAndWait("exact", "user:1")->allowed);
+    auto core = MakeServices(MakeConfig(kRules), clock);
+    for (int i = 0; i < 3; ++i) ASSERT_TRUE(core->core->CheckAndWait("daily", "user:1")->allowed);
+    for (int i = 0; i < 2; ++i) ASSERT_TRUE(core->core->CheckAndWait("exact", "user:1")->allowed);
     Save(*core);
   }
   // Another rule first, `exact` before `daily`, and `daily`'s limit changed:
@@ -182,16 +186,16 @@ rules:
   auto core = Restart(edited, clock, &loaded);
   EXPECT_EQ(loaded.entries, 1);
   EXPECT_EQ(loaded.skipped_unknown, 1);
-  EXPECT_EQ(Admitted(*core, "exact", "user:1"), 1);
-  EXPECT_EQ(Admitted(*core, "daily", "user:1"), 6);
+  EXPECT_EQ(Admitted(*core->core, "exact", "user:1"), 1);
+  EXPECT_EQ(Admitted(*core->core, "daily", "user:1"), 6);
 }
 
 TEST_F(StateSnapshotTest, ExpiredStateIsSkipped) {
   ManualClock clock(kT0);
   {
-    auto core = MakeCore(MakeConfig(kRules), clock);
-    for (int i = 0; i < 3; ++i) ASSERT_TRUE(core->CheckAndWait("api", "user:1")->allowed);
-    for (int i = 0; i < 3; ++i) ASSERT_TRUE(core->CheckAndWait("exact", "user:1")->allowed);
+    auto core = MakeServices(MakeConfig(kRules), clock);
+    for (int i = 0; i < 3; ++i) ASSERT_TRUE(core->core->CheckAndWait("api", "user:1")->allowed);
+    for (int i = 0; i < 3; ++i) ASSERT_TRUE(core->core->CheckAndWait("exact", "user:1")->allowed);
     Save(*core);
   }
   clock.AdvanceMs(3 * 3'600'000);  // past the minute's and the hour's windows, not the day's
@@ -199,19 +203,19 @@ TEST_F(StateSnapshotTest, ExpiredStateIsSkipped) {
   auto core = Restart(kRules, clock, &loaded);
   EXPECT_EQ(loaded.skipped_expired, 1);  // exact's log; api's day still counts
   EXPECT_EQ(loaded.entries, 1);
-  EXPECT_EQ(Admitted(*core, "exact", "user:1"), 3);
-  auto d = core->CheckAndWait("api", "user:1", 0);
+  EXPECT_EQ(Admitted(*core->core, "exact", "user:1"), 3);
+  auto d = core->core->CheckAndWait("api", "user:1", 0);
   ASSERT_TRUE(d.ok());
   EXPECT_EQ(d->limits[1].remaining, 97);
 }
 
 TEST_F(StateSnapshotTest, NoFileIsAFirstStart) {
   ManualClock clock(kT0);
-  auto core = MakeCore(MakeConfig(kRules), clock);
+  auto core = MakeServices(MakeConfig(kRules), clock);
   auto keeper = core->NewStateKeeper(dir_, 0);
   ASSERT_TRUE(keeper->Load(false).ok());
   EXPECT_FALSE(keeper->GetStats().loaded);
-  EXPECT_EQ(Admitted(*core, "daily", "user:1"), 5);
+  EXPECT_EQ(Admitted(*core->core, "daily", "user:1"), 5);
   ASSERT_TRUE(keeper->Stop().ok());
   EXPECT_TRUE(std::filesystem::exists(Path()));
   EXPECT_FALSE(std::filesystem::exists(Path() + ".tmp"));
@@ -229,8 +233,8 @@ void WriteFile(const std::string& path, const std::string& bytes) {
 TEST_F(StateSnapshotTest, ADamagedOrForeignFileIsRefusedWholeAndKept) {
   ManualClock clock(kT0);
   {
-    auto core = MakeCore(MakeConfig(kRules), clock);
-    for (int i = 0; i < 3; ++i) ASSERT_TRUE(core->CheckAndWait("daily", "user:1")->allowed);
+    auto core = MakeServices(MakeConfig(kRules), clock);
+    for (int i = 0; i < 3; ++i) ASSERT_TRUE(core->core->CheckAndWait("daily", "user:1")->allowed);
     Save(*core);
   }
   const std::string good = ReadFile(Path());
@@ -259,7 +263,7 @@ TEST_F(StateSnapshotTest, ADamagedOrForeignFileIsRefusedWholeAndKept) {
   for (const auto& c : cases) {
     SCOPED_TRACE(c.why);
     WriteFile(Path(), c.bytes);
-    auto core = MakeCore(MakeConfig(kRules), clock);
+    auto core = MakeServices(MakeConfig(kRules), clock);
     {
       auto keeper = core->NewStateKeeper(dir_, 0);
       const Status s = keeper->Load(false);
@@ -268,7 +272,7 @@ TEST_F(StateSnapshotTest, ADamagedOrForeignFileIsRefusedWholeAndKept) {
       EXPECT_NE(s.message().find(c.why), std::string::npos) << s.message();
       EXPECT_NE(s.message().find("--start-empty"), std::string::npos) << s.message();
       // Nothing loaded, and nothing may replace the file nobody loaded.
-      EXPECT_EQ(core->GetStats().entries, 0);
+      EXPECT_EQ(core->core->GetStats().entries, 0);
       EXPECT_FALSE(keeper->SaveNow().ok());
     }
     EXPECT_EQ(ReadFile(Path()), c.bytes);  // the keeper's end wrote nothing either
@@ -276,7 +280,7 @@ TEST_F(StateSnapshotTest, ADamagedOrForeignFileIsRefusedWholeAndKept) {
     // --start-empty: starts with nothing and replaces the file at the next save.
     auto keeper = core->NewStateKeeper(dir_, 0);
     ASSERT_TRUE(keeper->Load(true).ok());
-    EXPECT_EQ(Admitted(*core, "daily", "user:1"), 5);
+    EXPECT_EQ(Admitted(*core->core, "daily", "user:1"), 5);
     ASSERT_TRUE(keeper->Stop().ok());
     EXPECT_NE(ReadFile(Path()), c.bytes);
     WriteFile(Path(), good);
@@ -285,8 +289,8 @@ TEST_F(StateSnapshotTest, ADamagedOrForeignFileIsRefusedWholeAndKept) {
 
 TEST_F(StateSnapshotTest, AFailedWriteIsCountedAndLeavesThePreviousFile) {
   ManualClock clock(kT0);
-  auto core = MakeCore(MakeConfig(kRules), clock);
-  ASSERT_TRUE(core->CheckAndWait("daily", "user:1")->allowed);
+  auto core = MakeServices(MakeConfig(kRules), clock);
+  ASSERT_TRUE(core->core->CheckAndWait("daily", "user:1")->allowed);
   // A data_dir that is a file: the write cannot even start.
   const std::string not_a_dir = dir_ + "/file";
   WriteFile(not_a_dir, "x");
@@ -302,7 +306,7 @@ TEST_F(StateSnapshotTest, AFailedWriteIsCountedAndLeavesThePreviousFile) {
 
 TEST_F(StateSnapshotTest, SavesWhileDecisionsGoOnAreConsistent) {
   SystemClock clock;
-  auto core = MakeCore(
+  auto core = MakeServices(
       MakeConfig("rules: { daily: { algorithm: fixed_window, limits: 1000/day } }\n"), clock);
   auto keeper = core->NewStateKeeper(dir_, 0);
   ASSERT_TRUE(keeper->Load(false).ok());
@@ -311,7 +315,7 @@ TEST_F(StateSnapshotTest, SavesWhileDecisionsGoOnAreConsistent) {
   for (int t = 0; t < 4; ++t) {
     threads.emplace_back([&, t] {
       for (int i = 0; i < 200; ++i) {
-        auto d = core->CheckAndWait("daily", "user:" + std::to_string(i % 50));
+        auto d = core->core->CheckAndWait("daily", "user:" + std::to_string(i % 50));
         if (d.ok() && d->allowed) admitted.fetch_add(1);
       }
       (void)t;
@@ -326,13 +330,13 @@ TEST_F(StateSnapshotTest, SavesWhileDecisionsGoOnAreConsistent) {
   ASSERT_TRUE(keeper->Stop().ok());
   EXPECT_EQ(admitted.load(), 800);
   // The final snapshot has every unit: 16 per subject.
-  auto again = MakeCore(
+  auto again = MakeServices(
       MakeConfig("rules: { daily: { algorithm: fixed_window, limits: 1000/day } }\n"), clock);
   auto loader = again->NewStateKeeper(dir_, 0);
   ASSERT_TRUE(loader->Load(false).ok());
   EXPECT_EQ(loader->GetStats().load.entries, 50);
   for (int k = 0; k < 50; ++k) {
-    auto d = again->CheckAndWait("daily", "user:" + std::to_string(k), 0);
+    auto d = again->core->CheckAndWait("daily", "user:" + std::to_string(k), 0);
     ASSERT_TRUE(d.ok());
     EXPECT_EQ(d->remaining, 1000 - 16) << k;
   }

@@ -35,7 +35,7 @@ EngineConfig TestConfig(int64_t max_entries = 1000) {
 class LeaseStoreTest : public ::testing::Test {
  protected:
   explicit LeaseStoreTest(EngineConfig config = TestConfig())
-      : memory_(config, {LeaseStore::Layout()}, clock_), leases_(memory_, kLeases) {}
+      : memory_(config, {LeaseStore::Layout()}, clock_), leases_(memory_, kLeases, clock_) {}
 
   Status Run(store::LeaseOpKind kind, std::string_view subject, std::string_view lease,
              store::LeaseResult* result, int64_t max_in_flight = 3, int64_t ttl_ms = 1000,

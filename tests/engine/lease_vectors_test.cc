@@ -1,9 +1,10 @@
 // The golden lease vectors (tests/vectors/concurrency.json) on core's
 // lease functions over an ExpiringSet (every field, `expired` included),
-// and on the embedded store through Store::Lease at each step's instant.
+// and on the embedded store through its LeaseStore at each step's instant.
 #include <gtest/gtest.h>
 
 #include <map>
+#include <memory>
 #include <string>
 #include <utility>
 
@@ -59,7 +60,8 @@ TEST(LeaseVectorsTest, EmbeddedStoreMatchesEveryStep) {
   config.sweep_interval_ms = 0;
   config.shards = 4;
   ManualClock clock;  // never read: every step has its instant
-  engine::EmbeddedStore store(config, clock);
+  store::Rooms rooms =
+      engine::EmbeddedStore::RoomsOf(std::make_unique<engine::EmbeddedStore>(config, clock));
   int steps = 0, index = 0;
   for (const auto& lc : cases) {
     SCOPED_TRACE(lc.name);
@@ -71,7 +73,7 @@ TEST(LeaseVectorsTest, EmbeddedStoreMatchesEveryStep) {
       const store::LeaseOp op = testing::LeaseOpOf(step, rule, step.key, &step.t_ms);
       store::LeaseResult result;
       Status status;
-      const store::Answer answer = store.Lease(op, &result, &status, [&]() {
+      const store::Answer answer = rooms.leases->Lease(op, &result, &status, [&]() {
         ADD_FAILURE() << "the embedded store answers now";
         return store::Done<store::LeaseResult>();
       });
@@ -85,8 +87,8 @@ TEST(LeaseVectorsTest, EmbeddedStoreMatchesEveryStep) {
   EXPECT_GE(steps, 60);
   // Every case ends with its tables gone or expiring; none leaks into the
   // next (checked above by the rule names), and a sweep far ahead frees all.
-  store.SweepExpired(int64_t{1} << 50);
-  EXPECT_EQ(store.GetUsage().entries, 0);
+  rooms.store->SweepExpired(int64_t{1} << 50);
+  EXPECT_EQ(rooms.store->GetUsage().entries, 0);
 }
 
 // The service describes every rule, a concurrency one too: it must be

@@ -40,7 +40,7 @@ OtpPolicy Policy() {
 
 class OtpStoreTest : public ::testing::Test {
  protected:
-  OtpStoreTest() : memory_(TestConfig(), {OtpStore::Layout()}, clock_), otp_(memory_, 0) {}
+  OtpStoreTest() : memory_(TestConfig(), {OtpStore::Layout()}, clock_), otp_(memory_, 0, clock_) {}
 
   OtpIssueOutcome Issue(std::string_view code, int64_t at) {
     OtpIssueOutcome out;
@@ -159,7 +159,7 @@ TEST(OtpStoreFullTest, ANewSubjectInAFullStoreIsAClearErrorThatChangesNothing) {
   EngineConfig config = TestConfig();
   config.max_entries = 1;
   MemoryStore memory(config, {OtpStore::Layout()}, clock);
-  OtpStore otp(memory, 0);
+  OtpStore otp(memory, 0, clock);
   const OtpPolicy policy = Policy();
   OtpIssueOutcome issued;
   ASSERT_TRUE(otp.Issue("+15550100", "h1", "i1", policy, kT0, &issued).ok());

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -18,7 +19,7 @@
 #include "floodgate/config.h"
 #include "floodgate/set_types.h"
 #include "store/otp_policy.h"
-#include "store/store.h"
+#include "store/rooms.h"
 #include "testing/rules.h"
 
 namespace floodgate::engine {
@@ -47,7 +48,8 @@ std::string Subject(int i) {
 class Store {
  public:
   explicit Store(int64_t max_memory, const char* limit = "50/minute")
-      : store_(Config(max_memory), clock_),
+      : rooms_(EmbeddedStore::RoomsOf(std::make_unique<EmbeddedStore>(Config(max_memory), clock_))),
+        store_(*rooms_.store),
         rule_(testing::Compile(testing::MakeRule(Algorithm::kSlidingLog, {limit}))) {
     EXPECT_TRUE(store_.Describe(rule_, store::kFirstRuleId).ok());
   }
@@ -86,15 +88,15 @@ class Store {
   Status Set(SetOp op, std::string_view key, std::string_view member, SetReply* reply = nullptr) {
     SetReply unused;
     Status s;
-    store_.RunSet(SetRequest{op, key, member, 600'000}, 1'000, reply != nullptr ? reply : &unused,
-                  &s, Never<store::Done<SetReply>>);
+    rooms_.sets->Run(SetRequest{op, key, member, 600'000}, 1'000,
+                     reply != nullptr ? reply : &unused, &s, Never<store::Done<SetReply>>);
     return s;
   }
   Status Issue(std::string_view subject, std::string_view code, std::string_view event) {
     OtpIssueOutcome out;
     Status s;
-    store_.OtpIssue(subject, code, event, OtpPolicy{}, &out, &s,
-                    Never<store::Done<OtpIssueOutcome>>);
+    rooms_.otp->Issue(subject, code, event, OtpPolicy{}, &out, &s,
+                      Never<store::Done<OtpIssueOutcome>>);
     EXPECT_TRUE(!s.ok() || out.issued);
     return s;
   }
@@ -102,7 +104,8 @@ class Store {
   std::optional<size_t> Codes(std::string_view subject, std::string_view event) {
     OtpAttemptOutcome out;
     Status s;
-    store_.OtpAttempt(subject, event, OtpPolicy{}, &out, &s, Never<store::Done<OtpAttemptOutcome>>);
+    rooms_.otp->Attempt(subject, event, OtpPolicy{}, &out, &s,
+                        Never<store::Done<OtpAttemptOutcome>>);
     if (!s.ok()) return std::nullopt;
     return out.codes.size();
   }
@@ -110,7 +113,7 @@ class Store {
     store::LeaseOp op{store::LeaseOpKind::kAcquire, "jobs", subject, lease, 600'000, 100, &now_};
     store::LeaseResult result;
     Status s;
-    store_.Lease(op, &result, &s, Never<store::Done<store::LeaseResult>>);
+    rooms_.leases->Lease(op, &result, &s, Never<store::Done<store::LeaseResult>>);
     if (in_flight != nullptr) *in_flight = result.in_flight;
     return s;
   }
@@ -129,7 +132,8 @@ class Store {
 
   ManualClock clock_{kNow};
   int64_t now_ = kNow;
-  EmbeddedStore store_;
+  store::Rooms rooms_;
+  store::Store& store_;
   core::CompiledRule rule_;
 };
 

@@ -30,7 +30,8 @@ EngineConfig TestConfig(int64_t max_entries = 1000) {
 class SetStoreTest : public ::testing::Test {
  protected:
   explicit SetStoreTest(int64_t max_entries = 1000)
-      : memory_(TestConfig(max_entries), {SetStore::Layout()}, clock_), sets_(memory_, kSets) {}
+      : memory_(TestConfig(max_entries), {SetStore::Layout()}, clock_),
+        sets_(memory_, kSets, clock_) {}
 
   SetReply Run(SetOp op, std::string_view key, std::string_view member = {}, int64_t ttl = 0,
                int64_t max_members = 100) {

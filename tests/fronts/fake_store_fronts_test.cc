@@ -18,10 +18,10 @@
 #include "config/envoy_ratelimit.h"
 #include "envoy/service/ratelimit/v3/rls.grpc.pb.h"
 #include "floodgate/config.h"
-#include "server/grpc_front.h"
-#include "server/rls_service.h"
-#include "service/envoy_rules.h"
-#include "service/limiter_core.h"
+#include "server/grpc/grpc_front.h"
+#include "server/grpc/rls_service.h"
+#include "service/envoy/envoy_rules.h"
+#include "service/services.h"
 #include "testing/fake_store.h"
 #include "testing/served_fronts.h"
 
@@ -56,13 +56,13 @@ class FakeStoreFrontsTest : public ::testing::Test {
     ASSERT_TRUE(rules.ok()) << rules.status().ToString();
     auto fake = std::make_unique<testing::FakeStore>(clock_);
     store_ = fake.get();
-    auto core = service::LimiterCore::Create(envoy::WithEnvoyRules(*config, **rules, nullptr),
-                                             clock_, std::move(fake));
-    ASSERT_TRUE(core.ok()) << core.status().ToString();
-    core_ = std::move(*core);
-    fronts_ = std::make_unique<testing::ServedFronts>(core_.get());
+    auto services = service::Services::Open(envoy::WithEnvoyRules(*config, **rules, nullptr),
+                                            clock_, testing::FakeStore::RoomsOf(std::move(fake)));
+    ASSERT_TRUE(services.ok()) << services.status().ToString();
+    services_ = std::move(*services);
+    fronts_ = std::make_unique<testing::ServedFronts>(services_.get());
     ASSERT_TRUE(fronts_->ok());
-    rls_ = std::make_unique<server::RlsService>(core_.get());
+    rls_ = std::make_unique<server::RlsService>(services_->core.get(), clock_);
     rls_->SetRules(*rules);
     server::GrpcFrontOptions options;
     options.address = "127.0.0.1:0";
@@ -100,8 +100,8 @@ class FakeStoreFrontsTest : public ::testing::Test {
   }
 
   ManualClock clock_{kNow};
-  testing::FakeStore* store_ = nullptr;  // owned by core_
-  std::unique_ptr<service::LimiterCore> core_;
+  testing::FakeStore* store_ = nullptr;  // owned by services_
+  std::unique_ptr<service::Services> services_;
   std::unique_ptr<testing::ServedFronts> fronts_;
   std::unique_ptr<server::RlsService> rls_;
   std::unique_ptr<server::GrpcFront> grpc_;

@@ -13,7 +13,8 @@
 namespace floodgate {
 namespace {
 
-std::pair<Status, store::LeaseResult> LeaseAndWait(store::Store& store, const store::LeaseOp& op,
+std::pair<Status, store::LeaseResult> LeaseAndWait(store::LeaseStore& store,
+                                                   const store::LeaseOp& op,
                                                    store::Answer* answer) {
   std::promise<std::pair<Status, store::LeaseResult>> done;
   store::LeaseResult result;

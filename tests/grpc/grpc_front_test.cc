@@ -4,7 +4,7 @@
 // metrics count every call, several threads serve one port, a second front
 // on a busy port fails cleanly, and Stop drains calls still waiting for a
 // stalled store.
-#include "server/grpc_front.h"
+#include "server/grpc/grpc_front.h"
 
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
@@ -18,8 +18,8 @@
 #include <vector>
 
 #include "envoy/service/ratelimit/v3/rls.grpc.pb.h"
-#include "server/rls_service.h"
-#include "service/limiter_core.h"
+#include "server/grpc/rls_service.h"
+#include "service/services.h"
 #include "testing/eventually.h"
 #include "testing/redis_cluster.h"
 #include "testing/redis_server.h"
@@ -120,7 +120,7 @@ class GrpcFrontTest : public ::testing::Test {
     config.engine.sweep_interval_ms = 0;
     testing::RlsLimiter rls = testing::MakeRlsLimiter(config, kDomain, clock_);
     ASSERT_NE(rls.service, nullptr);
-    limiter_ = std::move(rls.limiter);
+    services_ = std::move(rls.services);
     service_ = std::move(rls.service);
     GrpcFrontOptions options;
     options.address = "127.0.0.1:0";
@@ -135,7 +135,7 @@ class GrpcFrontTest : public ::testing::Test {
 
   SystemClock clock_;
   testing::RedisServer redis_;
-  std::unique_ptr<service::LimiterCore> limiter_;
+  std::unique_ptr<service::Services> services_;
   std::unique_ptr<RlsService> service_;
   std::unique_ptr<GrpcFront> front_;
 };

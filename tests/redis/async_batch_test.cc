@@ -18,9 +18,9 @@
 #include <thread>
 #include <vector>
 
-#include "api/open_store.h"
+#include "api/open_services.h"
 #include "redis/client.h"
-#include "service/limiter_core.h"
+#include "service/limiter/limiter_core.h"
 #include "testing/driven_loop.h"
 #include "testing/redis_cluster.h"
 #include "testing/redis_server.h"
@@ -115,13 +115,14 @@ TEST(AsyncBatchTest, StandaloneDecidesABatchInOneCallPerRule) {
   testing::RedisServer redis;
   ASSERT_TRUE(redis.Start()) << redis.error();
   ManualClock clock;
-  auto limiter = api::OpenLimiterCore(BatchConfig(redis.url()), clock);
-  ASSERT_TRUE(limiter.ok()) << limiter.status().ToString();
+  auto limiter_services = api::OpenServices(BatchConfig(redis.url()), clock);
+  ASSERT_TRUE(limiter_services.ok()) << limiter_services.status().ToString();
+  service::LimiterCore* const limiter = (*limiter_services)->core.get();
   Answers answers;
   {
-    auto batch_owner = (*limiter)->NewBatch();
+    auto batch_owner = limiter->NewBatch();
     store::Batch& batch = *batch_owner;
-    CheckThreeTimesEach(**limiter, &batch, answers);
+    CheckThreeTimesEach(*limiter, &batch, answers);
     EXPECT_FALSE((batch.size() == 0));
     EXPECT_EQ(answers.count(), 0);  // nothing sent before Flush
     testing::QueryText(redis.port(), {"CONFIG", "RESETSTAT"});
@@ -146,17 +147,18 @@ TEST(AsyncBatchTest, ClusterDecidesOneKeyPerCallWithTheSameAnswers) {
   testing::RedisCluster cluster;
   ASSERT_TRUE(cluster.Start(3)) << cluster.error();
   ManualClock clock;
-  auto limiter = api::OpenLimiterCore(BatchConfig(cluster.url()), clock);
-  ASSERT_TRUE(limiter.ok()) << limiter.status().ToString();
+  auto limiter_services = api::OpenServices(BatchConfig(cluster.url()), clock);
+  ASSERT_TRUE(limiter_services.ok()) << limiter_services.status().ToString();
+  service::LimiterCore* const limiter = (*limiter_services)->core.get();
   // Until the client has read the slot map, a request goes to a seed and
   // follows its MOVED, after requests sent later went straight to the
   // master: order per key holds once the map is known.
-  ASSERT_TRUE((*limiter)->CheckAndWait("fw", "warm").ok());
+  ASSERT_TRUE(limiter->CheckAndWait("fw", "warm").ok());
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
   Answers answers;
-  auto batch_owner = (*limiter)->NewBatch();
+  auto batch_owner = limiter->NewBatch();
   store::Batch& batch = *batch_owner;
-  CheckThreeTimesEach(**limiter, &batch, answers);
+  CheckThreeTimesEach(*limiter, &batch, answers);
   batch.Flush();
   ASSERT_TRUE(answers.WaitFor(70));
   ExpectCountdowns(answers);
@@ -166,19 +168,20 @@ TEST(AsyncBatchTest, CallsInFlightHoldDecisionsBackUntilAnAnswer) {
   testing::RedisServer redis;
   ASSERT_TRUE(redis.Start()) << redis.error();
   ManualClock clock;
-  auto limiter = api::OpenLimiterCore(BatchConfig(redis.url()), clock);
-  ASSERT_TRUE(limiter.ok()) << limiter.status().ToString();
-  ASSERT_TRUE((*limiter)->CheckAndWait("fw", "warm").ok());  // the script loaded
+  auto limiter_services = api::OpenServices(BatchConfig(redis.url()), clock);
+  ASSERT_TRUE(limiter_services.ok()) << limiter_services.status().ToString();
+  service::LimiterCore* const limiter = (*limiter_services)->core.get();
+  ASSERT_TRUE(limiter->CheckAndWait("fw", "warm").ok());  // the script loaded
   Answers answers;
-  auto batch_owner = (*limiter)->NewBatch(/*max_calls_in_flight=*/1);
+  auto batch_owner = limiter->NewBatch(/*max_calls_in_flight=*/1);
   store::Batch& batch = *batch_owner;
   // While Redis sleeps, the first call stays in flight.
   std::thread sleeper = testing::StallServer(redis.port(), 1.0);
-  (*limiter)->CheckAsync({"fw", "a", 1, ""}, answers.Callback("a"), &batch);
+  limiter->CheckAsync({"fw", "a", 1, ""}, answers.Callback("a"), &batch);
   batch.Flush();
   EXPECT_TRUE((batch.size() == 0));  // the first call goes at once
-  (*limiter)->CheckAsync({"fw", "b", 1, ""}, answers.Callback("b"), &batch);
-  (*limiter)->CheckAsync({"fw", "c", 1, ""}, answers.Callback("c"), &batch);
+  limiter->CheckAsync({"fw", "b", 1, ""}, answers.Callback("b"), &batch);
+  limiter->CheckAsync({"fw", "c", 1, ""}, answers.Callback("c"), &batch);
   batch.Flush();
   EXPECT_FALSE((batch.size() == 0));  // held: a call is in flight
   ASSERT_TRUE(answers.WaitFor(1));
@@ -190,11 +193,11 @@ TEST(AsyncBatchTest, CallsInFlightHoldDecisionsBackUntilAnAnswer) {
   // A batch destroyed while holding decisions still sends them.
   sleeper = testing::StallServer(redis.port(), 1.0);
   {
-    auto held_owner = (*limiter)->NewBatch(1);
+    auto held_owner = limiter->NewBatch(1);
     store::Batch& held = *held_owner;
-    (*limiter)->CheckAsync({"fw", "d", 1, ""}, answers.Callback("d"), &held);
+    limiter->CheckAsync({"fw", "d", 1, ""}, answers.Callback("d"), &held);
     held.Flush();
-    (*limiter)->CheckAsync({"fw", "e", 1, ""}, answers.Callback("e"), &held);
+    limiter->CheckAsync({"fw", "e", 1, ""}, answers.Callback("e"), &held);
     held.Flush();
     EXPECT_FALSE((held.size() == 0));
   }
@@ -226,11 +229,12 @@ TEST(AsyncBatchTest, ADecisionWhoseTimeoutRanOutWhileHeldIsAnsweredWithoutBeingS
   ManualClock clock;
   Config config = BatchConfig(redis.url());
   config.redis.timeout_ms = 100;
-  auto limiter = api::OpenLimiterCore(config, clock);
-  ASSERT_TRUE(limiter.ok()) << limiter.status().ToString();
-  ASSERT_TRUE((*limiter)->CheckAndWait("fw", "warm").ok());  // connected, the script loaded
+  auto limiter_services = api::OpenServices(config, clock);
+  ASSERT_TRUE(limiter_services.ok()) << limiter_services.status().ToString();
+  service::LimiterCore* const limiter = (*limiter_services)->core.get();
+  ASSERT_TRUE(limiter->CheckAndWait("fw", "warm").ok());  // connected, the script loaded
   testing::QueryText(redis.port(), {"CONFIG", "RESETSTAT"});
-  auto batch_owner = (*limiter)->NewBatch();
+  auto batch_owner = limiter->NewBatch();
   store::Batch& batch = *batch_owner;
   // The request came 100 ms ago (the loop that read it had not been reading):
   // due now. One 99 ms ago still goes to Redis.
@@ -238,14 +242,14 @@ TEST(AsyncBatchTest, ADecisionWhoseTimeoutRanOutWhileHeldIsAnsweredWithoutBeingS
   const int64_t now = clock.MonotonicNs();
   Timed late(clock), in_time(clock);
   batch.CountTimeoutFrom(now - 100'000'000);
-  (*limiter)->CheckAsync({"fw", "late", 1, ""}, late.Callback(), &batch);
+  limiter->CheckAsync({"fw", "late", 1, ""}, late.Callback(), &batch);
   batch.Flush();
   EXPECT_TRUE(late.done.load());  // answered inside Flush
   EXPECT_TRUE(late.backend_error.load());
   EXPECT_EQ(testing::ScriptCalls(redis.port()), 0);
-  EXPECT_EQ((*limiter)->GetStats().backend_timeouts, 1);
+  EXPECT_EQ(limiter->GetStats().backend_timeouts, 1);
   // Flush ended the instant's reach: the next decision counts from itself.
-  (*limiter)->CheckAsync({"fw", "in_time", 1, ""}, in_time.Callback(), &batch);
+  limiter->CheckAsync({"fw", "in_time", 1, ""}, in_time.Callback(), &batch);
   batch.Flush();
   const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10);
   while (!in_time.done.load() && std::chrono::steady_clock::now() < give_up) {
@@ -264,10 +268,11 @@ TEST(AsyncBatchTest, ADecisionHeldBehindAStalledCallIsAnsweredOneTimeoutAfterItC
   ManualClock clock;
   Config config = BatchConfig(redis.url());
   config.redis.timeout_ms = 200;
-  auto limiter = api::OpenLimiterCore(config, clock);
-  ASSERT_TRUE(limiter.ok()) << limiter.status().ToString();
-  ASSERT_TRUE((*limiter)->CheckAndWait("fw", "warm").ok());
-  auto batch_owner = (*limiter)->NewBatch(/*max_calls_in_flight=*/1);
+  auto limiter_services = api::OpenServices(config, clock);
+  ASSERT_TRUE(limiter_services.ok()) << limiter_services.status().ToString();
+  service::LimiterCore* const limiter = (*limiter_services)->core.get();
+  ASSERT_TRUE(limiter->CheckAndWait("fw", "warm").ok());
+  auto batch_owner = limiter->NewBatch(/*max_calls_in_flight=*/1);
   store::Batch& batch = *batch_owner;
   // Flushes as a server loop does, every round (here every millisecond of
   // real time), for `ms` of real time or until `until` is done.
@@ -281,11 +286,11 @@ TEST(AsyncBatchTest, ADecisionHeldBehindAStalledCallIsAnsweredOneTimeoutAfterItC
   std::thread sleeper = testing::StallServer(redis.port(), 3.0);
   Timed first(clock), held(clock);
   const int64_t first_at = clock.MonotonicNs();
-  (*limiter)->CheckAsync({"fw", "first", 1, ""}, first.Callback(), &batch);
+  limiter->CheckAsync({"fw", "first", 1, ""}, first.Callback(), &batch);
   batch.Flush();  // in flight until its timeout
   clock.AdvanceNs(100'000'000);
   const int64_t held_at = clock.MonotonicNs();
-  (*limiter)->CheckAsync({"fw", "held", 1, ""}, held.Callback(), &batch);
+  limiter->CheckAsync({"fw", "held", 1, ""}, held.Callback(), &batch);
   // `t`, which came at `came_at`, is not answered 1 ns before its deadline
   // and is answered at it, by its fallback.
   const auto expect_timed_out = [&](Timed& t, int64_t came_at) {
@@ -309,9 +314,10 @@ TEST(AsyncBatchTest, ALoopDriverDecidesOnTheLoopThread) {
   testing::RedisServer redis;
   ASSERT_TRUE(redis.Start()) << redis.error();
   ManualClock clock;
-  auto limiter = api::OpenLimiterCore(BatchConfig(redis.url()), clock);
-  ASSERT_TRUE(limiter.ok()) << limiter.status().ToString();
-  Result<std::unique_ptr<LoopDriver>> driver = (*limiter)->NewLoopDriver();
+  auto limiter_services = api::OpenServices(BatchConfig(redis.url()), clock);
+  ASSERT_TRUE(limiter_services.ok()) << limiter_services.status().ToString();
+  service::LimiterCore* const limiter = (*limiter_services)->core.get();
+  Result<std::unique_ptr<LoopDriver>> driver = (*limiter_services)->rooms.backend->NewLoopDriver();
   ASSERT_TRUE(driver.ok()) << driver.status().ToString();
   ASSERT_NE(*driver, nullptr);
   testing::DrivenLoop loop(std::move(driver).value());
@@ -319,16 +325,16 @@ TEST(AsyncBatchTest, ALoopDriverDecidesOnTheLoopThread) {
   std::atomic<int> elsewhere{0};
   Status blocking = Status::Ok();
   {
-    auto batch_owner = (*limiter)->NewBatch(/*max_calls_in_flight=*/1);
+    auto batch_owner = limiter->NewBatch(/*max_calls_in_flight=*/1);
     store::Batch& batch = *batch_owner;
     loop.RunAndWait([&] {
       // On the attached thread a blocking Check would wait for itself.
-      blocking = (*limiter)->CheckAndWait("fw", "blocked").status();
+      blocking = limiter->CheckAndWait("fw", "blocked").status();
       for (int i = 0; i < 3; ++i) {
         for (int s = 0; s < 20; ++s) {
           const std::string subject = "s" + std::to_string(s);
           auto record = answers.Callback("fw:" + subject);
-          (*limiter)->CheckAsync(
+          limiter->CheckAsync(
               {"fw", subject, 1, ""},
               [&, record](const Status& st, const Decision& d) {
                 if (std::this_thread::get_id() != loop.thread_id()) elsewhere.fetch_add(1);
@@ -358,16 +364,16 @@ TEST(AsyncBatchTest, ALoopDriverDecidesOnTheLoopThread) {
     EXPECT_EQ(values, (std::vector<int64_t>{999, 998, 997})) << subject;
   }
   // Off the loop's thread the blocking API works as ever.
-  EXPECT_TRUE((*limiter)->CheckAndWait("fw", "free").ok());
+  EXPECT_TRUE(limiter->CheckAndWait("fw", "free").ok());
 }
 
 TEST(AsyncBatchTest, TheEmbeddedStoreHasNothingToDrive) {
   ManualClock clock;
   Config config;
   config.rules.push_back(testing::MakeRule(Algorithm::kFixedWindow, {"10/hour"}));
-  auto limiter = api::OpenLimiterCore(config, clock);
-  ASSERT_TRUE(limiter.ok()) << limiter.status().ToString();
-  Result<std::unique_ptr<LoopDriver>> driver = (*limiter)->NewLoopDriver();
+  auto services = api::OpenServices(config, clock);
+  ASSERT_TRUE(services.ok()) << services.status().ToString();
+  Result<std::unique_ptr<LoopDriver>> driver = (*services)->rooms.backend->NewLoopDriver();
   ASSERT_TRUE(driver.ok());
   EXPECT_EQ(*driver, nullptr);
 }

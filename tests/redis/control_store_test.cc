@@ -49,7 +49,7 @@ using testing::QueryText;
 constexpr int64_t kNow = 1'700'000'000'000;  // a wall-clock instant, ms
 
 // One floodgate server's view of the store: its RemoteStore (its own
-// client, its own connections) and the ControlStore made from it.
+// client, its own connections) and the ControlStore on its client.
 struct Server {
   std::unique_ptr<redis::RemoteStore> remote;
   std::unique_ptr<store::ControlStore> control;
@@ -59,9 +59,7 @@ Server Open(const std::string& url, const Clock& clock, int64_t timeout_ms = 200
   Server s;
   s.remote = testing::OpenRemoteStore(url, clock, timeout_ms);
   if (s.remote == nullptr) return s;
-  auto control = s.remote->NewControlStore({});
-  EXPECT_TRUE(control.ok()) << control.status().ToString();
-  if (control.ok()) s.control = std::move(*control);
+  s.control = std::make_unique<RedisControlStore>(s.remote->client());
   return s;
 }
 

@@ -1,11 +1,9 @@
-// Leases on a real redis-server: the golden lease vectors through
-// Store::Lease at explicit instants (one server, a Redis Cluster,
-// Twemproxy), every lease key with a TTL (or gone) after every step; the
-// script's own reply, `expired` included, on the same vectors; its key
-// names; a key of the wrong type refused with nothing written; bad
-// arguments refused before any write; threads on one subject never holding
-// more than max_in_flight; real TTLs on Redis's clock; and `floodgate
-// audit` on lease keys.
+// Leases on a real redis-server: the golden lease vectors through the
+// Redis store's LeaseStore (as its Rooms hand it on) at explicit instants (one server, a Redis
+// Cluster, Twemproxy), every lease key with a TTL (or gone) after every step; the script's own
+// reply, `expired` included, on the same vectors; its key names; a key of the wrong type refused
+// with nothing written; bad arguments refused before any write; threads on one subject never
+// holding more than max_in_flight; real TTLs on Redis's clock; and `floodgate audit` on lease keys.
 #include <gtest/gtest-spi.h>
 #include <gtest/gtest.h>
 #include <hiredis/hiredis.h>
@@ -40,12 +38,25 @@ namespace {
 
 constexpr int64_t kT0 = 1'700'000'000'000;
 
-std::unique_ptr<RemoteStore> OpenStore(const std::string& url, const Clock& clock) {
-  return testing::OpenRemoteStore(url, clock, /*timeout_ms=*/5000);  // correctness, not latency
+// The store opened as the service opens it (store::Rooms), and its client
+// (null on failure).
+struct Opened {
+  store::Rooms rooms;
+  Client* client = nullptr;
+};
+
+Opened OpenStore(const std::string& url, const Clock& clock) {
+  Opened opened;
+  auto remote = testing::OpenRemoteStore(url, clock, /*timeout_ms=*/5000);  // not latency
+  if (remote == nullptr) return opened;
+  opened.client = &remote->client();
+  opened.rooms = RemoteStore::RoomsOf(std::move(remote));
+  return opened;
 }
 
-// One lease operation through the Store interface, waited for.
-std::pair<Status, store::LeaseResult> LeaseAndWait(store::Store& store, const store::LeaseOp& op) {
+// One lease operation through the LeaseStore interface, waited for.
+std::pair<Status, store::LeaseResult> LeaseAndWait(store::LeaseStore& store,
+                                                   const store::LeaseOp& op) {
   std::promise<std::pair<Status, store::LeaseResult>> done;
   store::LeaseResult result;
   Status status;
@@ -78,7 +89,7 @@ int64_t Integer(Client& client, const std::string& key, std::vector<std::string>
 // to live in real time while the next step comes at the same vector
 // instant: it is then kept for the test's duration (PEXPIRE, so it never
 // ends up without a TTL).
-void RunLeaseCase(store::Store& store, Client& peek, const testing::LeaseCase& lc,
+void RunLeaseCase(store::LeaseStore& store, Client& peek, const testing::LeaseCase& lc,
                   const std::string& prefix, int* steps) {
   for (size_t i = 0; i < lc.steps.size(); ++i) {
     SCOPED_TRACE("step " + std::to_string(i));
@@ -104,7 +115,7 @@ void RunLeaseCase(store::Store& store, Client& peek, const testing::LeaseCase& l
 // step and its stretch (a TTL of a few ms left, a stalled machine) fails its
 // first run; it is run once more from scratch under a new prefix, and only
 // a second failure counts: a real difference fails both times.
-void RunLeaseVectors(store::Store& store, Client& peek, int* steps) {
+void RunLeaseVectors(store::LeaseStore& store, Client& peek, int* steps) {
   const auto cases = testing::LoadLeaseVectors();
   ASSERT_GE(cases.size(), 8u);
   int index = 0, reruns = 0;
@@ -142,9 +153,9 @@ TEST(RedisLeaseVectorsTest, Standalone) {
   ASSERT_TRUE(redis.Start()) << redis.error();
   ManualClock clock(kT0);
   auto store = OpenStore(redis.url(), clock);
-  ASSERT_NE(store, nullptr);
+  ASSERT_NE(store.client, nullptr);
   int steps = 0;
-  RunLeaseVectors(*store, store->client(), &steps);
+  RunLeaseVectors(*store.rooms.leases, *store.client, &steps);
   EXPECT_GE(steps, 60);
   Peek peek(redis.port());
   EXPECT_EQ(peek.KeysWithoutTtl(), 0);
@@ -156,9 +167,9 @@ TEST(RedisLeaseVectorsTest, Cluster) {
   ASSERT_TRUE(cluster.Start(3)) << cluster.error();
   ManualClock clock(kT0);
   auto store = OpenStore(cluster.url(), clock);
-  ASSERT_NE(store, nullptr);
+  ASSERT_NE(store.client, nullptr);
   int steps = 0;
-  RunLeaseVectors(*store, store->client(), &steps);
+  RunLeaseVectors(*store.rooms.leases, *store.client, &steps);
   EXPECT_GE(steps, 60);
   int with_keys = 0;
   for (size_t n = 0; n < cluster.size(); ++n) {
@@ -174,9 +185,9 @@ TEST(RedisLeaseVectorsTest, BehindTwemproxy) {
   ASSERT_TRUE(proxy.Start(2)) << proxy.error();
   ManualClock clock(kT0);
   auto store = OpenStore(proxy.url(), clock);
-  ASSERT_NE(store, nullptr);
+  ASSERT_NE(store.client, nullptr);
   int steps = 0;
-  RunLeaseVectors(*store, store->client(), &steps);
+  RunLeaseVectors(*store.rooms.leases, *store.client, &steps);
   EXPECT_GE(steps, 60);
 }
 
@@ -185,10 +196,10 @@ class RedisLeaseStoreTest : public ::testing::Test {
   void SetUp() override {
     ASSERT_TRUE(redis_.Start()) << redis_.error();
     store_ = OpenStore(redis_.url(), clock_);
-    ASSERT_NE(store_, nullptr);
+    ASSERT_NE(store_.client, nullptr);
   }
   store::LeaseResult Run(const store::LeaseOp& op) {
-    auto [s, r] = LeaseAndWait(*store_, op);
+    auto [s, r] = LeaseAndWait(*store_.rooms.leases, op);
     EXPECT_TRUE(s.ok()) << s.ToString();
     return r;
   }
@@ -256,11 +267,11 @@ class RedisLeaseStoreTest : public ::testing::Test {
 
   ManualClock clock_{kT0};
   testing::RedisServer redis_;
-  std::unique_ptr<RemoteStore> store_;
+  Opened store_;
 };
 
-// The script's reply on the vectors, `expired` included (Store::Lease does
-// not report it).
+// The script's reply on the vectors, `expired` included (LeaseStore::Lease
+// does not report it).
 TEST_F(RedisLeaseStoreTest, TheScriptsReplyMatchesTheVectorsFieldByField) {
   Peek peek(redis_.port());
   const auto cases = testing::LoadLeaseVectors();
@@ -345,7 +356,7 @@ TEST_F(RedisLeaseStoreTest, AKeyOfTheWrongTypeIsRefusedAndLeftAlone) {
   ASSERT_EQ(peek.Text({"SET", key, "someone else's"}), "OK");
   for (const store::LeaseOpKind kind :
        {store::LeaseOpKind::kAcquire, store::LeaseOpKind::kRelease, store::LeaseOpKind::kRenew}) {
-    const auto [s, r] = LeaseAndWait(*store_, Op(kind, "s", "a"));
+    const auto [s, r] = LeaseAndWait(*store_.rooms.leases, Op(kind, "s", "a"));
     EXPECT_EQ(s.code(), StatusCode::kUnavailable);
     EXPECT_EQ(s.message(), "redis: WRONGTYPE floodgate: the key holds a string, not a zset");
     EXPECT_FALSE(r.ok);
@@ -354,9 +365,9 @@ TEST_F(RedisLeaseStoreTest, AKeyOfTheWrongTypeIsRefusedAndLeftAlone) {
   EXPECT_EQ(peek.Text({"GET", key}), "someone else's");
   EXPECT_EQ(peek.Pttl(key), -1);  // not even given a TTL
   EXPECT_EQ(peek.Integer({"DBSIZE"}), 1);
-  EXPECT_EQ(store_->client().GetStats().wrong_type, 3u);
-  EXPECT_EQ(store_->GetUsage().wrong_type, 3);
-  EXPECT_EQ(store_->GetUsage().backend_errors, 3);
+  EXPECT_EQ(store_.client->GetStats().wrong_type, 3u);
+  EXPECT_EQ(store_.rooms.store->GetUsage().wrong_type, 3);
+  EXPECT_EQ(store_.rooms.store->GetUsage().backend_errors, 3);
   // Other subjects are not concerned.
   EXPECT_TRUE(Run(Op(store::LeaseOpKind::kAcquire, "other", "a")).ok);
 }
@@ -402,8 +413,8 @@ TEST_F(RedisLeaseStoreTest, ThreadsOnOneSubjectNeverHoldMoreThanMaxInFlight) {
     threads.emplace_back([&, t] {
       for (int i = 0; i < kPerThread; ++i) {
         const std::string id = std::to_string(t) + ":" + std::to_string(i);
-        auto [s, r] =
-            LeaseAndWait(*store_, Op(store::LeaseOpKind::kAcquire, "shared", id, 60'000, kMax));
+        auto [s, r] = LeaseAndWait(*store_.rooms.leases,
+                                   Op(store::LeaseOpKind::kAcquire, "shared", id, 60'000, kMax));
         if (!s.ok()) {
           ++failed;
           continue;
@@ -417,7 +428,8 @@ TEST_F(RedisLeaseStoreTest, ThreadsOnOneSubjectNeverHoldMoreThanMaxInFlight) {
         EXPECT_LE(r.in_flight, kMax);
         std::this_thread::sleep_for(std::chrono::microseconds(200));  // the work it guards
         --holders;
-        auto [s2, r2] = LeaseAndWait(*store_, Op(store::LeaseOpKind::kRelease, "shared", id));
+        auto [s2, r2] =
+            LeaseAndWait(*store_.rooms.leases, Op(store::LeaseOpKind::kRelease, "shared", id));
         EXPECT_TRUE(s2.ok()) << s2.ToString();
         EXPECT_TRUE(r2.ok);
       }
@@ -464,7 +476,7 @@ TEST_F(RedisLeaseStoreTest, DescribesAConcurrencyRule) {
   jobs.limits = {ConcurrencyLimit(2, 1000)};
   auto compiled = core::CompileRule(jobs, "", jobs.limits);
   ASSERT_TRUE(compiled.ok()) << compiled.status().ToString();
-  auto tag = store_->Describe(*compiled, store::kFirstRuleId);
+  auto tag = store_.rooms.store->Describe(*compiled, store::kFirstRuleId);
   ASSERT_TRUE(tag.ok()) << tag.status().ToString();
   EXPECT_FALSE(tag->empty());
 }

@@ -20,7 +20,7 @@
 #include "floodgate/limiter.h"
 #include "redis/client.h"
 #include "redis/otp_store.h"
-#include "service/otp_codes.h"
+#include "service/otp/otp_codes.h"
 #include "testing/redis_cluster.h"
 #include "testing/redis_peek.h"
 #include "testing/redis_server.h"
@@ -69,7 +69,7 @@ TEST(RedisOtpStoreTest, AgreesWithTheEmbeddedStore) {
   EngineConfig engine_config;
   engine_config.sweep_interval_ms = 0;
   engine::MemoryStore memory(engine_config, {engine::OtpStore::Layout()}, clock);
-  engine::OtpStore local(memory, 0);
+  engine::OtpStore local(memory, 0, clock);
   const OtpPolicy policy = SmallPolicy();
   std::mt19937_64 rng(7);
   const std::vector<std::string> subjects = {"+15550100", "+15550101"};

@@ -9,9 +9,10 @@
 #include <string>
 #include <utility>
 
-#include "api/open_store.h"
+#include "api/open_services.h"
 #include "redis/script_call.h"
-#include "service/limiter_core.h"
+#include "service/limiter/blocking.h"
+#include "service/services.h"
 #include "testing/redis_cluster.h"
 #include "testing/redis_server.h"
 
@@ -29,10 +30,10 @@ Config RedisConfig(const std::string& url, const std::string& rules, bool local_
   return config;
 }
 
-std::unique_ptr<service::LimiterCore> Open(const Config& config, const Clock& clock) {
-  auto core = api::OpenLimiterCore(config, clock);
-  EXPECT_TRUE(core.ok()) << core.status().ToString();
-  return core.ok() ? std::move(*core) : nullptr;
+std::unique_ptr<service::Services> Open(const Config& config, const Clock& clock) {
+  auto services = api::OpenServices(config, clock);
+  EXPECT_TRUE(services.ok()) << services.status().ToString();
+  return services.ok() ? std::move(*services) : nullptr;
 }
 
 constexpr char kRules[] = "rules:\n  api: { algorithm: fixed_window, limits: [2/minute] }\n";
@@ -47,21 +48,21 @@ TEST(RefundRedisTest, ARefundForgetsTheLocalDenial) {
   const int64_t t = clock.NowMs() / 60'000 * 60'000;
   Decision d;
   for (int i = 0; i < 2; ++i) {
-    ASSERT_TRUE(core->CheckAndWait({"api", "k", 1, "", &t}, &d).ok());
+    ASSERT_TRUE(core->core->CheckAndWait({"api", "k", 1, "", &t}, &d).ok());
     EXPECT_TRUE(d.allowed);
   }
-  ASSERT_TRUE(core->CheckAndWait({"api", "k", 1, "", &t}, &d).ok());
+  ASSERT_TRUE(core->core->CheckAndWait({"api", "k", 1, "", &t}, &d).ok());
   EXPECT_FALSE(d.allowed);  // Redis's denial, now remembered here
-  ASSERT_TRUE(core->CheckAndWait({"api", "k", 1, "", &t}, &d).ok());
+  ASSERT_TRUE(core->core->CheckAndWait({"api", "k", 1, "", &t}, &d).ok());
   EXPECT_FALSE(d.allowed);
-  EXPECT_EQ(core->GetStats().local_cache_denials, 1);
+  EXPECT_EQ(core->core->GetStats().local_cache_denials, 1);
 
-  auto refund = core->RefundAndWait({"api", "k", 1, "", &t});
+  auto refund = service::RefundAndWait(*core->core, {"api", "k", 1, "", &t});
   ASSERT_TRUE(refund.ok()) << refund.status().ToString();
   EXPECT_EQ(refund->after.remaining, 1);
-  ASSERT_TRUE(core->CheckAndWait({"api", "k", 1, "", &t}, &d).ok());
+  ASSERT_TRUE(core->core->CheckAndWait({"api", "k", 1, "", &t}, &d).ok());
   EXPECT_TRUE(d.allowed);  // Redis decided, not the cache
-  EXPECT_EQ(core->GetStats().local_cache_denials, 1);
+  EXPECT_EQ(core->core->GetStats().local_cache_denials, 1);
 }
 
 TEST(RefundRedisTest, NoKeyIsCreatedAndAnotherDefinitionsStateIsLeftAlone) {
@@ -72,13 +73,13 @@ TEST(RefundRedisTest, NoKeyIsCreatedAndAnotherDefinitionsStateIsLeftAlone) {
   ASSERT_NE(core, nullptr);
   const std::string key = redis::StateKey("api", "", "k");
 
-  auto nobody = core->RefundAndWait("api", "k", 3);
+  auto nobody = service::RefundAndWait(*core->core, "api", "k", 3);
   ASSERT_TRUE(nobody.ok()) << nobody.status().ToString();
   EXPECT_EQ(nobody->after.remaining, 2);
   EXPECT_EQ(nobody->refunded[0], 0);
   EXPECT_EQ(testing::QueryText(redis.port(), {"EXISTS", key}), "0");
 
-  ASSERT_TRUE(core->CheckAndWait("api", "k", 2).ok());
+  ASSERT_TRUE(core->core->CheckAndWait("api", "k", 2).ok());
   const std::string before = testing::QueryText(redis.port(), {"GET", key});
   ASSERT_FALSE(before.empty());
   // Another definition of the rule: another fingerprint, so the stored
@@ -88,7 +89,7 @@ TEST(RefundRedisTest, NoKeyIsCreatedAndAnotherDefinitionsStateIsLeftAlone) {
                                        "limits: [3/minute] }\n",
                                        false))
                   .ok());
-  auto other = core->RefundAndWait("api", "k", 1);
+  auto other = service::RefundAndWait(*core->core, "api", "k", 1);
   ASSERT_TRUE(other.ok()) << other.status().ToString();
   EXPECT_EQ(other->after.remaining, 3);
   EXPECT_EQ(other->refunded[0], 0);  // nothing of its own to give back
@@ -105,8 +106,8 @@ TEST(RefundRedisTest, AWrittenBackStateLivesNoLongerThanItsWindow) {
            clock);
   ASSERT_NE(core, nullptr);
   const std::string key = redis::StateKey("api", "", "k");
-  ASSERT_TRUE(core->CheckAndWait("api", "k", 3).ok());
-  auto refund = core->RefundAndWait("api", "k", 1);
+  ASSERT_TRUE(core->core->CheckAndWait("api", "k", 3).ok());
+  auto refund = service::RefundAndWait(*core->core, "api", "k", 1);
   ASSERT_TRUE(refund.ok()) << refund.status().ToString();
   EXPECT_EQ(refund->after.remaining, 3);
   EXPECT_EQ(refund->refunded[0], 1);
@@ -114,7 +115,7 @@ TEST(RefundRedisTest, AWrittenBackStateLivesNoLongerThanItsWindow) {
   EXPECT_GT(pttl, 0);
   EXPECT_LE(pttl, refund->after.reset_after_ms);
   // Everything back: the state holds nothing, and the key goes.
-  refund = core->RefundAndWait("api", "k", 5);
+  refund = service::RefundAndWait(*core->core, "api", "k", 5);
   ASSERT_TRUE(refund.ok());
   EXPECT_EQ(refund->after.remaining, 5);
   EXPECT_EQ(refund->refunded[0], 2);  // the two still used, not the five asked
@@ -129,13 +130,13 @@ TEST(RefundRedisTest, AKeyOfAnotherTypeFailsTheRefundAndIsLeftAlone) {
   ASSERT_NE(core, nullptr);
   const std::string key = redis::StateKey("api", "", "alice");
   testing::QueryText(redis.port(), {"LPUSH", key, "x"});
-  auto refund = core->RefundAndWait("api", "alice", 1);
+  auto refund = service::RefundAndWait(*core->core, "api", "alice", 1);
   ASSERT_FALSE(refund.ok());
   EXPECT_EQ(refund.status().code(), StatusCode::kUnavailable);
   EXPECT_NE(refund.status().message().find("WRONGTYPE"), std::string::npos)
       << refund.status().message();
   EXPECT_EQ(testing::QueryText(redis.port(), {"TYPE", key}), "list");
-  EXPECT_EQ(core->GetStats().wrong_type, 1);
+  EXPECT_EQ(core->core->GetStats().wrong_type, 1);
 }
 
 }  // namespace

@@ -12,9 +12,10 @@
 #include <string>
 #include <vector>
 
-#include "api/open_store.h"
+#include "api/open_services.h"
 #include "redis/scripts.h"
-#include "service/limiter_core.h"
+#include "service/limiter/blocking.h"
+#include "service/limiter/limiter_core.h"
 #include "testing/rules.h"
 
 namespace floodgate::redis {
@@ -170,9 +171,10 @@ TEST(AppendThrottleCallTest, ArgvAndTheLimitersChecks) {
   EXPECT_EQ(argv, want);
 
   ManualClock clock;
-  auto limiter = api::OpenLimiterCore(Config{}, clock);
+  auto limiter_services = api::OpenServices(Config{}, clock);
   const int64_t t0 = 0;
-  ASSERT_TRUE(limiter.ok());
+  ASSERT_TRUE(limiter_services.ok());
+  service::LimiterCore* const limiter = (*limiter_services)->core.get();
   struct Bad {
     int64_t max_burst, count, period_s, quantity;
   };
@@ -181,8 +183,8 @@ TEST(AppendThrottleCallTest, ArgvAndTheLimitersChecks) {
     std::vector<std::string> out;
     const Status s = AppendThrottleCall(ScriptCall::kEvalSha, "k", b.max_burst, b.count, b.period_s,
                                         b.quantity, std::nullopt, &out);
-    const auto embedded =
-        (*limiter)->ThrottleAndWait({"k", b.max_burst, b.count, b.period_s, b.quantity, &t0});
+    const auto embedded = service::ThrottleAndWait(
+        *limiter, {"k", b.max_burst, b.count, b.period_s, b.quantity, &t0});
     EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << b.max_burst << " " << b.count;
     EXPECT_EQ(s, embedded.status());
     EXPECT_TRUE(out.empty());

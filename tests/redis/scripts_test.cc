@@ -27,13 +27,14 @@
 #include <utility>
 #include <vector>
 
-#include "api/open_store.h"
+#include "api/open_services.h"
 #include "core/rule_eval.h"
 #include "floodgate/limiter.h"
 #include "redis/script_call.h"
 #include "redis/scripts.h"
 #include "redis/wrong_type.h"
-#include "service/limiter_core.h"
+#include "service/limiter/blocking.h"
+#include "service/limiter/limiter_core.h"
 #include "testing/redis_server.h"
 #include "testing/rules.h"
 #include "testing/vectors.h"
@@ -967,8 +968,9 @@ TEST_F(ScriptsTest, AKeyOfAnotherTypeFailsItsDecisionAloneAndIsLeftAlone) {
 
 TEST_F(ScriptsTest, ThrottleMatchesTheEmbeddedLimiter) {
   ManualClock clock;
-  auto limiter = api::OpenLimiterCore(Config{}, clock);
-  ASSERT_TRUE(limiter.ok()) << limiter.status().ToString();
+  auto limiter_services = api::OpenServices(Config{}, clock);
+  ASSERT_TRUE(limiter_services.ok()) << limiter_services.status().ToString();
+  service::LimiterCore* const limiter = (*limiter_services)->core.get();
   std::mt19937_64 rng(7);
   int64_t t = 1'700'000'000'000;
   int limited = 0;
@@ -990,7 +992,7 @@ TEST_F(ScriptsTest, ThrottleMatchesTheEmbeddedLimiter) {
       t += static_cast<int64_t>(rng() % 10);
     }
     SCOPED_TRACE("call " + std::to_string(i));
-    auto want = (*limiter)->ThrottleAndWait({key, max_burst, count, period_s, quantity, &t});
+    auto want = service::ThrottleAndWait(*limiter, {key, max_burst, count, period_s, quantity, &t});
     ASSERT_TRUE(want.ok()) << want.status().ToString();
     ThrottleResult got;
     ASSERT_TRUE(conn_->Throttle(key, max_burst, count, period_s, quantity, t, &got).ok());

@@ -167,7 +167,7 @@ TEST_F(RedisSetStoreTest, AgreesWithTheEmbeddedStore) {
   EngineConfig engine_config;
   engine_config.sweep_interval_ms = 0;
   engine::MemoryStore memory(engine_config, {engine::SetStore::Layout()}, clock);
-  engine::SetStore local(memory, 0);
+  engine::SetStore local(memory, 0, clock);
   std::mt19937_64 rng(20240501);
   const std::vector<std::string> keys = {"a", "b"};
   const std::vector<std::string> members = {"m1", "m2", "m3", "m4", "m5", "m6"};

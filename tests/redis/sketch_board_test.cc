@@ -2,7 +2,7 @@
 // Twemproxy): two servers see each other's blobs, a blob replaces the same
 // server's last, every key has a TTL, an expired server drops out of the
 // list, and any bytes round-trip.
-#include "redis/sketch_board.h"
+#include "redis/redis_sketch_board.h"
 
 #include <gtest/gtest.h>
 
@@ -28,8 +28,12 @@ namespace {
 
 using testing::QueryText;
 
-std::unique_ptr<redis::RemoteStore> Open(const std::string& url, const Clock& clock) {
-  return testing::OpenRemoteStore(url, clock, /*timeout_ms=*/2000);
+// A server's Redis store, opened as the service opens it; rooms.store is
+// null on failure.
+store::Rooms Open(const std::string& url, const Clock& clock) {
+  auto remote = testing::OpenRemoteStore(url, clock, /*timeout_ms=*/2000);
+  if (remote == nullptr) return {};
+  return redis::RemoteStore::RoomsOf(std::move(remote));
 }
 
 using Blobs = std::vector<std::pair<std::string, std::string>>;
@@ -56,10 +60,10 @@ TEST(RedisSketchBoardTest, SharedTimedAndExpired) {
   SystemClock clock;
   auto a = Open(server.url(), clock);
   auto b = Open(server.url(), clock);
-  ASSERT_NE(a, nullptr);
-  ASSERT_NE(b, nullptr);
-  auto board_a = a->NewSketchBoard();
-  auto board_b = b->NewSketchBoard();
+  ASSERT_NE(a.store, nullptr);
+  ASSERT_NE(b.store, nullptr);
+  auto board_a = a.sketch_board();
+  auto board_b = b.sketch_board();
   ASSERT_NE(board_a, nullptr);
   ExpectShared(*board_a, *board_b);
   // Both keys have a TTL, at most the longest lifetime.
@@ -110,8 +114,8 @@ TEST(RedisSketchBoardTest, AnUnreachableRedisFailsTheCall) {
   const std::string url = server.url();
   server.Kill();
   auto a = Open(url, clock);
-  ASSERT_NE(a, nullptr);
-  auto board = a->NewSketchBoard();
+  ASSERT_NE(a.store, nullptr);
+  auto board = a.sketch_board();
   EXPECT_FALSE(board->Publish("a", "x", 1000).ok());
   auto read = board->Read();
   ASSERT_FALSE(read.ok());
@@ -125,9 +129,9 @@ TEST(RedisSketchBoardTest, TwoServersOnACluster) {
   SystemClock clock;
   auto a = Open(cluster.url(), clock);
   auto b = Open(cluster.url(), clock);
-  ASSERT_NE(a, nullptr);
-  ASSERT_NE(b, nullptr);
-  ExpectShared(*a->NewSketchBoard(), *b->NewSketchBoard());
+  ASSERT_NE(a.store, nullptr);
+  ASSERT_NE(b.store, nullptr);
+  ExpectShared(*a.sketch_board(), *b.sketch_board());
 }
 
 TEST(RedisSketchBoardTest, TwoServersBehindTwemproxy) {
@@ -136,9 +140,9 @@ TEST(RedisSketchBoardTest, TwoServersBehindTwemproxy) {
   SystemClock clock;
   auto a = Open(proxy.url(), clock);
   auto b = Open(proxy.url(), clock);
-  ASSERT_NE(a, nullptr);
-  ASSERT_NE(b, nullptr);
-  ExpectShared(*a->NewSketchBoard(), *b->NewSketchBoard());
+  ASSERT_NE(a.store, nullptr);
+  ASSERT_NE(b.store, nullptr);
+  ExpectShared(*a.sketch_board(), *b.sketch_board());
 }
 
 TEST(RedisSketchBoardTest, NodesAreProbed) {
@@ -146,14 +150,14 @@ TEST(RedisSketchBoardTest, NodesAreProbed) {
   ASSERT_TRUE(server.Start()) << server.error();
   SystemClock clock;
   auto a = Open(server.url(), clock);
-  ASSERT_NE(a, nullptr);
-  auto nodes = a->ProbeNodes();
+  ASSERT_NE(a.store, nullptr);
+  auto nodes = a.backend->ProbeNodes();
   ASSERT_EQ(nodes.size(), 1u);
   EXPECT_EQ(nodes[0].address, "127.0.0.1:" + std::to_string(server.port()));
   EXPECT_TRUE(nodes[0].up) << nodes[0].error;
   EXPECT_GT(nodes[0].latency_ms, 0);
   server.Kill();
-  nodes = a->ProbeNodes();
+  nodes = a.backend->ProbeNodes();
   ASSERT_EQ(nodes.size(), 1u);
   EXPECT_FALSE(nodes[0].up);
   EXPECT_FALSE(nodes[0].error.empty());

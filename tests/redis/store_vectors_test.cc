@@ -9,10 +9,11 @@
 #include <cstdio>
 #include <string>
 
-#include "api/open_store.h"
+#include "api/open_services.h"
 #include "redis/client.h"
 #include "redis/script_call.h"
-#include "service/limiter_core.h"
+#include "service/limiter/blocking.h"
+#include "service/limiter/limiter_core.h"
 #include "testing/http_receiver.h"
 #include "testing/nutcracker.h"
 #include "testing/redis_cluster.h"
@@ -39,10 +40,11 @@ void RunCase(const testing::VectorCase& vc, const std::string& url, const std::s
   config.rules.back().alerts.webhook = webhook->url();
   config.engine.sweep_interval_ms = 0;
   ManualClock clock;
-  auto limiter = api::OpenLimiterCore(config, clock);
-  ASSERT_TRUE(limiter.ok()) << limiter.status().ToString();
+  auto limiter_services = api::OpenServices(config, clock);
+  ASSERT_TRUE(limiter_services.ok()) << limiter_services.status().ToString();
+  service::LimiterCore* const limiter = (*limiter_services)->core.get();
   // The Redis store is the one with Redis's counters.
-  ASSERT_FALSE((*limiter)->StoreMetrics().empty());
+  ASSERT_FALSE((*limiter_services)->rooms.store->Metrics().empty());
   int64_t last_emitted = 0;
   for (size_t i = 0; i < vc.steps.size(); ++i) {
     SCOPED_TRACE("step " + std::to_string(i));
@@ -51,14 +53,14 @@ void RunCase(const testing::VectorCase& vc, const std::string& url, const std::s
     const std::string subject = prefix + step.key;
     Status s;
     if (step.refund > 0) {
-      auto r = (*limiter)->RefundAndWait({"r", subject, step.refund, step.tier, &step.t_ms});
+      auto r = service::RefundAndWait(*limiter, {"r", subject, step.refund, step.tier, &step.t_ms});
       s = r.status();
       if (r.ok()) {
         d = r->after;
         testing::ExpectRefunded(step, *r);
       }
     } else {
-      s = (*limiter)->CheckAndWait({"r", subject, step.cost, step.tier, &step.t_ms}, &d);
+      s = limiter->CheckAndWait({"r", subject, step.cost, step.tier, &step.t_ms}, &d);
     }
     ASSERT_TRUE(s.ok()) << s.ToString();
     EXPECT_EQ(d.fallback, Fallback::kNone) << "the store failed at step " << i;
@@ -66,7 +68,7 @@ void RunCase(const testing::VectorCase& vc, const std::string& url, const std::s
     // The script decided the alert bits; the Limiter emitted their events
     // before answering.
     testing::ExpectAlerts(
-        step, testing::Fired(testing::EmittedSince((*limiter)->alerts(), &last_emitted)));
+        step, testing::Fired(testing::EmittedSince(*(*limiter_services)->alerts, &last_emitted)));
     ++*steps;
     // The script sets TTLs from the vector's instants, which may leave a
     // state 1 ms to live in real time while the next step comes at the same

@@ -13,14 +13,14 @@
 #include <thread>
 #include <vector>
 
-#include "api/open_store.h"
+#include "api/open_services.h"
 #include "floodgate/limiter.h"
 #include "redis/alert_stream.h"
 #include "redis/client.h"
 #include "redis/otp_store.h"
 #include "redis/script_call.h"
 #include "redis/set_store.h"
-#include "service/limiter_core.h"
+#include "service/limiter/limiter_core.h"
 #include "testing/redis_cluster.h"
 #include "testing/redis_server.h"
 
@@ -66,13 +66,14 @@ TEST(WrongTypeRedisTest, ADecisionOnSuchAKeyFollowsOnBackendErrorAndItsBatchIsDe
   std::atomic<int> answered{0};
   std::vector<Decision> got(3);
   // The server's path: one batch, sent as it goes.
-  auto core = api::OpenLimiterCore(limiter->config(), clock);
-  ASSERT_TRUE(core.ok()) << core.status().ToString();
+  auto core_services = api::OpenServices(limiter->config(), clock);
+  ASSERT_TRUE(core_services.ok()) << core_services.status().ToString();
+  service::LimiterCore* const core = (*core_services)->core.get();
   {
-    auto batch = (*core)->NewBatch();
+    auto batch = core->NewBatch();
     int i = 0;
     for (const char* subject : {"bob", "alice", "carol"}) {
-      (*core)->CheckAsync(
+      core->CheckAsync(
           {"api", subject, 1, ""},
           [&, i](const Status& s, const Decision& d) {
             EXPECT_TRUE(s.ok()) << s.ToString();
@@ -94,7 +95,7 @@ TEST(WrongTypeRedisTest, ADecisionOnSuchAKeyFollowsOnBackendErrorAndItsBatchIsDe
   EXPECT_TRUE(got[1].allowed);  // on_backend_error: allow
   EXPECT_EQ(got[2].fallback, Fallback::kNone);
   EXPECT_EQ(got[2].remaining, 4);
-  EXPECT_EQ((*core)->GetStats().wrong_type, 1);
+  EXPECT_EQ(core->GetStats().wrong_type, 1);
 
   auto strict = limiter->Check("strict", "alice");
   ASSERT_TRUE(strict.ok()) << strict.status().ToString();

@@ -1,6 +1,6 @@
 // ConnectionTimers: each timeout at its exact edge (999 ms open, 1000 ms
 // closed), on a clock the test moves.
-#include "server/connection_timers.h"
+#include "server/net/connection_timers.h"
 
 #include <gtest/gtest.h>
 

@@ -1,5 +1,5 @@
 // LabelError: the kind counted and the HTTP status, for each operation.
-#include "server/error_labels.h"
+#include "server/context/error_labels.h"
 
 #include <gtest/gtest.h>
 

@@ -16,9 +16,9 @@
 #include <vector>
 
 #include "floodgate/clock.h"
-#include "server/event_loop.h"
-#include "server/listener.h"
-#include "server/session.h"
+#include "server/net/event_loop.h"
+#include "server/net/listener.h"
+#include "server/net/session.h"
 #include "testing/eventually.h"
 
 namespace floodgate::server {

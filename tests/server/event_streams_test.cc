@@ -1,7 +1,7 @@
 // EventStreams' ticks on a ManualClock: kTickAfterMs (20 ms) past each
 // whole second of the clock's wall time, to the millisecond, and only when
 // the clock is moved; a tick that the clock jumped past is not made up for.
-#include "server/event_streams.h"
+#include "server/http/event_streams.h"
 
 #include <gtest/gtest.h>
 

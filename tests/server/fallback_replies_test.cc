@@ -14,13 +14,13 @@
 #include <string_view>
 #include <vector>
 
-#include "api/open_store.h"
+#include "api/open_services.h"
 #include "nlohmann/json.hpp"
-#include "server/http_routes.h"
-#include "server/metrics.h"
-#include "server/resp_commands.h"
-#include "server/service_context.h"
-#include "service/limiter_core.h"
+#include "server/context/service_context.h"
+#include "server/http/http_routes.h"
+#include "server/observability/metrics.h"
+#include "server/resp/resp_commands.h"
+#include "service/services.h"
 #include "testing/served_fronts.h"
 
 namespace floodgate::server {
@@ -71,16 +71,17 @@ class FallbackRepliesTest : public ::testing::Test {
     auto config = ParseConfig(yaml, "test.yaml");
     ASSERT_TRUE(config.ok()) << config.status().ToString();
     config->store = store;
-    auto limiter = api::OpenLimiterCore(*config, clock_);
-    ASSERT_TRUE(limiter.ok()) << limiter.status().ToString();
-    limiter_ = std::move(*limiter);
-    service_.limiter = limiter_.get();
+    auto limiter_services = api::OpenServices(*config, clock_);
+    ASSERT_TRUE(limiter_services.ok()) << limiter_services.status().ToString();
+    services_ = std::move(*limiter_services);
+    service_.services = services_.get();
+    service_.limiter = services_->core.get();
     service_.metrics = &metrics_;
     loop_ = std::make_unique<LoopContext>(&service_, 0);
     client_.loop = loop_.get();
     client_.authenticated = true;
     client_.now_ms = kNow;
-    fronts_ = std::make_unique<testing::ServedFronts>(limiter_.get());
+    fronts_ = std::make_unique<testing::ServedFronts>(services_.get());
     ASSERT_TRUE(fronts_->ok());
   }
 
@@ -98,7 +99,7 @@ class FallbackRepliesTest : public ::testing::Test {
   ManualClock clock_{kNow};
   Metrics metrics_{1};
   ServiceContext service_;
-  std::unique_ptr<service::LimiterCore> limiter_;
+  std::unique_ptr<service::Services> services_;
   std::unique_ptr<LoopContext> loop_;
   std::unique_ptr<testing::ServedFronts> fronts_;
   RespClient client_;

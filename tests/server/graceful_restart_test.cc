@@ -15,13 +15,13 @@
 #include <string>
 #include <thread>
 
-#include "api/open_store.h"
+#include "api/open_services.h"
 #include "floodgate/clock.h"
 #include "floodgate/config.h"
-#include "server/event_loop.h"
-#include "server/listener.h"
+#include "server/net/event_loop.h"
+#include "server/net/listener.h"
 #include "server/server.h"
-#include "service/limiter_core.h"
+#include "service/services.h"
 #include "testing/eventually.h"
 
 namespace floodgate::server {
@@ -110,9 +110,9 @@ class GracefulRestartTest : public ::testing::Test {
     auto config =
         ParseConfig("rules:\n  api: { algorithm: fixed_window, limits: [5/minute] }\n", "test");
     ASSERT_TRUE(config.ok()) << config.status().ToString();
-    auto limiter = api::OpenLimiterCore(*config, SystemClock::Default());
-    ASSERT_TRUE(limiter.ok()) << limiter.status().ToString();
-    limiter_ = std::move(*limiter);
+    auto limiter_services = api::OpenServices(*config, SystemClock::Default());
+    ASSERT_TRUE(limiter_services.ok()) << limiter_services.status().ToString();
+    services_ = std::move(*limiter_services);
   }
 
   ServerOptions Options(const std::string& http, const std::string& resp = "") const {
@@ -124,15 +124,15 @@ class GracefulRestartTest : public ::testing::Test {
     return options;
   }
 
-  std::unique_ptr<service::LimiterCore> limiter_;
+  std::unique_ptr<service::Services> services_;
 };
 
 TEST_F(GracefulRestartTest, AHeldPortIsJoinedOnlyWithReplace) {
-  auto first = Server::Start(Options("127.0.0.1:0"), limiter_.get());
+  auto first = Server::Start(Options("127.0.0.1:0"), services_.get());
   ASSERT_TRUE(first.ok()) << first.status().ToString();
   const std::string address = (*first)->http_address();
 
-  auto refused = Server::Start(Options(address), limiter_.get());
+  auto refused = Server::Start(Options(address), services_.get());
   ASSERT_FALSE(refused.ok());
   EXPECT_NE(refused.status().message().find("in use"), std::string::npos)
       << refused.status().message();
@@ -141,7 +141,7 @@ TEST_F(GracefulRestartTest, AHeldPortIsJoinedOnlyWithReplace) {
 
   ServerOptions replace = Options(address);
   replace.replace = true;
-  auto second = Server::Start(replace, limiter_.get());
+  auto second = Server::Start(replace, services_.get());
   ASSERT_TRUE(second.ok()) << second.status().ToString();
   EXPECT_EQ((*second)->http_address(), address);
   // The first one stops; the port stays served, by the second.
@@ -176,7 +176,7 @@ TEST_F(GracefulRestartTest, BeforeServingRunsWithTheSocketsBoundAndCanStopTheSta
     EXPECT_FALSE(CheckPortFree(endpoint).ok());
     return UnavailableError("the old process's state could not be read");
   };
-  auto failed = Server::Start(options, limiter_.get());
+  auto failed = Server::Start(options, services_.get());
   ASSERT_FALSE(failed.ok());
   EXPECT_EQ(failed.status().message(), "the old process's state could not be read");
   EXPECT_EQ(calls, 1);
@@ -187,13 +187,13 @@ TEST_F(GracefulRestartTest, BeforeServingRunsWithTheSocketsBoundAndCanStopTheSta
     ++calls;
     return Status::Ok();
   };
-  auto started = Server::Start(options, limiter_.get());
+  auto started = Server::Start(options, services_.get());
   ASSERT_TRUE(started.ok()) << started.status().ToString();
   EXPECT_EQ(calls, 2);
 }
 
 TEST_F(GracefulRestartTest, TheDrainAnswersKeepAliveRequestsWithConnectionClose) {
-  auto server = Server::Start(Options("127.0.0.1:0"), limiter_.get());
+  auto server = Server::Start(Options("127.0.0.1:0"), services_.get());
   ASSERT_TRUE(server.ok()) << server.status().ToString();
   const int port = PortOf((*server)->http_address());
   const int busy = Connect(port);  // sends again soon after the drain began
@@ -234,7 +234,7 @@ TEST_F(GracefulRestartTest, TheDrainAnswersKeepAliveRequestsWithConnectionClose)
 }
 
 TEST_F(GracefulRestartTest, TheDrainClosesARespConnectionAfterItsNextReply) {
-  auto server = Server::Start(Options("", "127.0.0.1:0"), limiter_.get());
+  auto server = Server::Start(Options("", "127.0.0.1:0"), services_.get());
   ASSERT_TRUE(server.ok()) << server.status().ToString();
   const int port = PortOf((*server)->resp_address());
   const int fd = Connect(port);

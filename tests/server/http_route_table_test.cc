@@ -1,8 +1,8 @@
-// The HTTP route table (server/http_route_table.h): every route the docs
+// The HTTP route table (server/http/http_route_table.h): every route the docs
 // name is a row and every row is in the docs; the table is well formed;
 // and the dispatch answers access before anything else, 404 for a path no
 // row fits and 405 for a method no row of the path answers.
-#include "server/http_route_table.h"
+#include "server/http/http_route_table.h"
 
 #include <gtest/gtest.h>
 

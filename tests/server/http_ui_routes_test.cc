@@ -6,8 +6,8 @@
 #include <string>
 #include <string_view>
 
-#include "server/http_ui_routes.h"
-#include "server/ui_assets.h"
+#include "server/http/http_ui_routes.h"
+#include "server/http/ui_assets.h"
 #include "testing/http_exchange.h"
 
 namespace floodgate::server {

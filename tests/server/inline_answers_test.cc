@@ -12,18 +12,18 @@
 #include <string_view>
 #include <vector>
 
-#include "api/open_store.h"
+#include "api/open_services.h"
 #include "floodgate/clock.h"
 #include "floodgate/config.h"
 #include "protocol/http/request_parser.h"
 #include "protocol/resp/parser.h"
 #include "protocol/resp/writer.h"
-#include "server/answer.h"
-#include "server/http_session.h"
-#include "server/metrics.h"
-#include "server/resp_session.h"
-#include "server/service_context.h"
-#include "service/limiter_core.h"
+#include "server/context/answer.h"
+#include "server/context/service_context.h"
+#include "server/http/http_session.h"
+#include "server/observability/metrics.h"
+#include "server/resp/resp_session.h"
+#include "service/services.h"
 
 namespace floodgate::server {
 namespace {
@@ -44,10 +44,11 @@ otp: { issue_limit: 5/m, verify_limit: 5/m }
                               "test");
     ASSERT_TRUE(config.ok()) << config.status().ToString();
     config->otp.secret = "inline-answers-secret-0123";
-    auto limiter = api::OpenLimiterCore(*config, clock_);
-    ASSERT_TRUE(limiter.ok()) << limiter.status().ToString();
-    limiter_ = std::move(*limiter);
-    context_.limiter = limiter_.get();
+    auto limiter_services = api::OpenServices(*config, clock_);
+    ASSERT_TRUE(limiter_services.ok()) << limiter_services.status().ToString();
+    services_ = std::move(*limiter_services);
+    context_.services = services_.get();
+    context_.limiter = services_->core.get();
     context_.metrics = &metrics_;
     loop_ = std::make_unique<LoopContext>(&context_, 0);
   }
@@ -70,7 +71,7 @@ otp: { issue_limit: 5/m, verify_limit: 5/m }
   ManualClock clock_{kNow};
   Metrics metrics_{1};
   ServiceContext context_;
-  std::unique_ptr<service::LimiterCore> limiter_;
+  std::unique_ptr<service::Services> services_;
   std::unique_ptr<LoopContext> loop_;
 };
 

@@ -1,6 +1,6 @@
 // ReplyQueue: replies leave in request order however their completions
 // interleave; synchronous replies pass straight through when nothing waits.
-#include "server/reply_queue.h"
+#include "server/net/reply_queue.h"
 
 #include <gtest/gtest.h>
 

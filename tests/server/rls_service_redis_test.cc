@@ -15,8 +15,8 @@
 #include <string_view>
 #include <vector>
 
-#include "server/rls_service.h"
-#include "service/limiter_core.h"
+#include "server/grpc/rls_service.h"
+#include "service/services.h"
 #include "testing/redis_cluster.h"
 #include "testing/redis_server.h"
 #include "testing/rls_limiter.h"
@@ -69,7 +69,7 @@ class RlsCallRedisTest : public ::testing::Test {
     config.engine.sweep_interval_ms = 0;
     testing::RlsLimiter rls = testing::MakeRlsLimiter(config, kDomain, clock_);
     ASSERT_NE(rls.service, nullptr);
-    limiter_ = std::move(rls.limiter);
+    services_ = std::move(rls.services);
     service_ = std::move(rls.service);
     testing::QueryText(redis_.port(), {"CONFIG", "RESETSTAT"});
   }
@@ -94,7 +94,7 @@ class RlsCallRedisTest : public ::testing::Test {
 
   SystemClock clock_;
   testing::RedisServer redis_;
-  std::unique_ptr<service::LimiterCore> limiter_;
+  std::unique_ptr<service::Services> services_;
   std::unique_ptr<RlsService> service_;
   Owner owner_;
 };
@@ -102,7 +102,7 @@ class RlsCallRedisTest : public ::testing::Test {
 TEST_F(RlsCallRedisTest, OneDescriptorCallsShareOneScriptCall) {
   std::vector<std::string> values;
   const std::vector<rls::Request> requests = Requests(20, {"user"}, "u", &values);
-  auto batch_owner = limiter_->NewBatch();
+  auto batch_owner = services_->core->NewBatch();
   store::Batch& batch = *batch_owner;
   std::vector<std::unique_ptr<RlsCall>> calls;
   for (const rls::Request& request : requests) {
@@ -129,7 +129,7 @@ TEST_F(RlsCallRedisTest, OneDescriptorCallsShareOneScriptCall) {
 TEST_F(RlsCallRedisTest, CheckAndCountRoundsOfManyCallsEachShareOneScriptCall) {
   std::vector<std::string> values;
   const std::vector<rls::Request> requests = Requests(20, {"user", "user1"}, "v", &values);
-  auto batch_owner = limiter_->NewBatch();
+  auto batch_owner = services_->core->NewBatch();
   store::Batch& batch = *batch_owner;
   std::vector<std::unique_ptr<RlsCall>> calls;
   for (const rls::Request& request : requests) {

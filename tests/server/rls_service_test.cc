@@ -2,7 +2,7 @@
 // examples as tests of matching and limits, then hits_addend, windows,
 // replaces, shadow mode, response headers and floodgate rules named from a
 // descriptor. The embedded store and a manual clock: every answer is exact.
-#include "server/rls_service.h"
+#include "server/grpc/rls_service.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -15,7 +15,7 @@
 #include <utility>
 #include <vector>
 
-#include "api/open_store.h"
+#include "api/open_services.h"
 
 namespace floodgate::server {
 namespace {
@@ -65,13 +65,13 @@ class EnvoyRlsTest : public ::testing::Test {
     Result<std::shared_ptr<const Rules>> rules = Rules::Compile(config_, domains);
     ASSERT_TRUE(rules.ok()) << rules.status().message();
     rules_ = *rules;
-    if (limiter_ == nullptr) {
-      auto limiter = api::OpenLimiterCore(WithEnvoyRules(config_, *rules_, nullptr), clock_);
-      ASSERT_TRUE(limiter.ok()) << limiter.status().message();
-      limiter_ = std::move(*limiter);
-      rls_ = std::make_unique<RlsService>(limiter_.get());
+    if (services_ == nullptr) {
+      auto limiter_services = api::OpenServices(WithEnvoyRules(config_, *rules_, nullptr), clock_);
+      ASSERT_TRUE(limiter_services.ok()) << limiter_services.status().message();
+      services_ = std::move(*limiter_services);
+      rls_ = std::make_unique<RlsService>(services_->core.get(), clock_);
     } else {
-      ASSERT_TRUE(limiter_->Reload(WithEnvoyRules(config_, *rules_, rls_->rules().get())).ok());
+      ASSERT_TRUE(services_->Reload(WithEnvoyRules(config_, *rules_, rls_->rules().get())).ok());
     }
     rls_->SetRules(rules_);
   }
@@ -121,7 +121,7 @@ class EnvoyRlsTest : public ::testing::Test {
   ManualClock clock_{kStartMs};
   Config config_;
   std::shared_ptr<const Rules> rules_;
-  std::unique_ptr<service::LimiterCore> limiter_;
+  std::unique_ptr<service::Services> services_;
   std::unique_ptr<RlsService> rls_;
   RlsCall call_{nullptr};
   std::vector<std::string> outcomes_;
@@ -570,7 +570,7 @@ TEST_F(EnvoyRlsTest, AFullStoreDeniesANewDescriptorMarkedWithoutFigures) {
   ASSERT_EQ(r->response_headers.size(), 1u);
   EXPECT_EQ(r->response_headers[0].key, "floodgate-fallback");
   EXPECT_EQ(r->response_headers[0].value, "store_full");
-  EXPECT_EQ(limiter_->GetStats().fallback_store_full, 1);
+  EXPECT_EQ(services_->core->GetStats().fallback_store_full, 1);
 
   // A request with a real descriptor and a fallback one: still no figures.
   r = Call("api", {{alice, {}}, {{{"path", "/x"}}, {}}});

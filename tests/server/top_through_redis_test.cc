@@ -12,8 +12,8 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "floodgate/clock.h"
-#include "server/visibility.h"
-#include "service/top_subjects.h"
+#include "server/http/visibility.h"
+#include "service/top/top_subjects.h"
 #include "testing/redis_server.h"
 #include "testing/test_config.h"
 #include "testing/zipf.h"
@@ -32,8 +32,8 @@ TEST(TopThroughRedisTest, TwoServersMergedMatchOneSeeingBoth) {
   const Config config = testing::MakeConfig("store: " + redis.url() +
                                             "\nredis: { timeout_ms: 5000 }\n"
                                             "rules: { api: { limits: [1/second] } }\n");
-  auto core_a = testing::MakeCore(config, clock);
-  auto core_b = testing::MakeCore(config, clock);
+  auto core_a = testing::MakeServices(config, clock);
+  auto core_b = testing::MakeServices(config, clock);
   ASSERT_NE(core_a, nullptr);
   ASSERT_NE(core_b, nullptr);
   Visibility a(config.visibility, false, core_a.get(), 2);

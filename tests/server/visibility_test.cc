@@ -8,10 +8,10 @@
 #include <vector>
 
 #include "floodgate/clock.h"
-#include "server/denied_log.h"
-#include "server/redact_key.h"
-#include "server/rule_series.h"
-#include "server/visibility.h"
+#include "server/http/visibility.h"
+#include "server/observability/denied_log.h"
+#include "server/observability/redact_key.h"
+#include "server/observability/rule_series.h"
 #include "testing/test_config.h"
 
 namespace floodgate::server {
@@ -132,7 +132,7 @@ class VisibilityBlobTest : public ::testing::Test {
  protected:
   ManualClock clock{1'700'000'000'000};
   Config config = testing::MakeConfig("rules: { api: { limits: [1/second] } }\n");
-  std::unique_ptr<service::LimiterCore> core = testing::MakeCore(config, clock);
+  std::unique_ptr<service::Services> core = testing::MakeServices(config, clock);
 };
 
 TEST_F(VisibilityBlobTest, RoundTrip) {

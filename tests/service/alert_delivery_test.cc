@@ -2,7 +2,7 @@
 // with backoff while the receiver is down, giving up after retry_for, the
 // queue bound, and what Stop hands back; on a ManualClock, the retry
 // schedule try by try and the give-up instant, as the clock decides.
-#include "service/alert_delivery.h"
+#include "service/alerts/alert_delivery.h"
 
 #include <gtest/gtest.h>
 

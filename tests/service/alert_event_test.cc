@@ -1,5 +1,5 @@
 // Alert event ids, bodies and signatures.
-#include "service/alert_event.h"
+#include "service/alerts/alert_event.h"
 
 #include <gtest/gtest.h>
 

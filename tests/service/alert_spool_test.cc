@@ -1,6 +1,6 @@
 // The alert spool file: round trips of any bytes, atomic replacement,
 // damaged files, and a directory that cannot be written.
-#include "service/alert_spool.h"
+#include "service/alerts/alert_spool.h"
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>

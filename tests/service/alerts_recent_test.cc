@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "service/alerts_impl.h"
+#include "service/alerts/alerts_impl.h"
 
 namespace floodgate {
 namespace {

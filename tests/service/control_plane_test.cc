@@ -2,7 +2,7 @@
 // runtime rules in force for checks, validation that changes nothing, and
 // the records kept in data_dir across a new limiter; and the poll of a
 // shared store's records, which a ManualClock drives.
-#include "service/control_plane.h"
+#include "service/control/control_plane.h"
 
 #include <gtest/gtest.h>
 #include <stdlib.h>
@@ -17,9 +17,9 @@
 #include <thread>
 #include <vector>
 
-#include "api/open_store.h"
+#include "api/open_services.h"
 #include "floodgate/clock.h"
-#include "service/limiter_core.h"
+#include "service/limiter/limiter_core.h"
 #include "testing/eventually.h"
 #include "testing/fake_store.h"
 
@@ -49,9 +49,9 @@ class ControlPlaneTest : public ::testing::Test {
     core_.reset();
     auto config = ParseConfig(std::string("data_dir: ") + dir_ + "\n" + kRules, "test");
     ASSERT_TRUE(config.ok()) << config.status().message();
-    auto core = api::OpenLimiterCore(*config, clock_);
-    ASSERT_TRUE(core.ok()) << core.status().message();
-    core_ = std::move(*core);
+    auto services = api::OpenServices(*config, clock_);
+    ASSERT_TRUE(services.ok()) << services.status().message();
+    core_ = std::move(*services);
   }
   // Runs a change and waits for its answer.
   Status Wait(const std::function<void(ControlPlane::Done)>& change) {
@@ -60,35 +60,35 @@ class ControlPlaneTest : public ::testing::Test {
     return done.get_future().get();
   }
   Decision Check(const std::string& rule, const std::string& key) {
-    auto d = core_->CheckAndWait(rule, key);
+    auto d = core_->core->CheckAndWait(rule, key);
     EXPECT_TRUE(d.ok()) << d.status().message();
     return d.ok() ? *d : Decision{};
   }
 
   ManualClock clock_;
   std::string dir_;
-  std::unique_ptr<LimiterCore> core_;
+  std::unique_ptr<service::Services> core_;
   const Actor who_{"admin", "test"};
 };
 
 TEST_F(ControlPlaneTest, AnOverrideIsInForceForItsSubjectOnly) {
-  ControlPlane& cp = core_->control();
+  ControlPlane& cp = (*core_->control);
   ASSERT_TRUE(Wait([&](auto done) {
                 cp.SetOverride(who_, "api", "vip", {"5/hour"}, 60'000, "launch", done);
               }).ok());
-  EXPECT_TRUE(core_->HasOverride("api", "vip"));
+  EXPECT_TRUE(core_->rules->HasOverride("api", "vip", core_->clock.NowMs()));
   int admitted = 0;
   for (int i = 0; i < 7; ++i) admitted += Check("api", "vip").allowed ? 1 : 0;
   EXPECT_EQ(admitted, 5);
   EXPECT_EQ(Check("api", "other").limit, 3);
   // It expires with its ttl: the subject is back on the rule's own count.
   clock_.AdvanceMs(60'000);
-  EXPECT_FALSE(core_->HasOverride("api", "vip"));
+  EXPECT_FALSE(core_->rules->HasOverride("api", "vip", core_->clock.NowMs()));
   EXPECT_EQ(Check("api", "vip").limit, 3);
 }
 
 TEST_F(ControlPlaneTest, ABlockDeniesWithTheTimeLeftAndTheReason) {
-  ControlPlane& cp = core_->control();
+  ControlPlane& cp = (*core_->control);
   ASSERT_TRUE(Wait([&](auto done) { cp.Block(who_, "m", "", 10'000, "spam", done); }).ok());
   Decision d = Check("api", "m");
   EXPECT_FALSE(d.allowed);
@@ -105,7 +105,7 @@ TEST_F(ControlPlaneTest, ABlockDeniesWithTheTimeLeftAndTheReason) {
   peek.cost = 0;
   peek.ignore_blocks = true;
   Decision s;
-  ASSERT_TRUE(core_->CheckAndWait(peek, &s).ok());
+  ASSERT_TRUE(core_->core->CheckAndWait(peek, &s).ok());
   EXPECT_FALSE(s.blocked);
   EXPECT_EQ(s.remaining, 3);
   clock_.AdvanceMs(6'000);
@@ -137,7 +137,7 @@ TEST_F(ControlPlaneTest, BlockForBlocksADeniedSubjectOnItsRule) {
 }
 
 TEST_F(ControlPlaneTest, ABlockForIsListedAsSoonAsItsDenialIsAnswered) {
-  ControlPlane& cp = core_->control();
+  ControlPlane& cp = (*core_->control);
   EXPECT_TRUE(Check("login", "p").allowed);
   EXPECT_TRUE(Check("login", "p").blocked);
   // Listed now, without waiting for the store: marked pending until stored.
@@ -163,11 +163,11 @@ TEST_F(ControlPlaneTest, ABlockForIsListedAsSoonAsItsDenialIsAnswered) {
   // And it survives a new limiter, as any block does.
   Open();
   EXPECT_TRUE(Check("login", "p").blocked);
-  EXPECT_EQ(core_->control().ListBlocks().size(), 1u);
+  EXPECT_EQ((*core_->control).ListBlocks().size(), 1u);
 }
 
 TEST_F(ControlPlaneTest, ABlockForStillPendingIsKeptThroughAReloadAndCanBeLifted) {
-  ControlPlane& cp = core_->control();
+  ControlPlane& cp = (*core_->control);
   // Hold the control thread: the change queued next reloads the records
   // before the block_for made meanwhile reaches the store.
   std::promise<void> release;
@@ -193,14 +193,14 @@ TEST_F(ControlPlaneTest, ABlockForStillPendingIsKeptThroughAReloadAndCanBeLifted
   // the limit, and blocked again).
   ASSERT_TRUE(Wait([&](auto done) { cp.Unblock(who_, "p", "login", done); }).ok());
   EXPECT_TRUE(cp.BlocksOf("p").empty());
-  auto peek = core_->CheckAndWait("login", "p", 0);
+  auto peek = core_->core->CheckAndWait("login", "p", 0);
   ASSERT_TRUE(peek.ok());
   EXPECT_FALSE(peek->blocked);
   EXPECT_EQ(peek->remaining, 0);
 }
 
 TEST_F(ControlPlaneTest, BadChangesAreRefusedAndChangeNothing) {
-  ControlPlane& cp = core_->control();
+  ControlPlane& cp = (*core_->control);
   auto set = [&](std::string rule, std::vector<std::string> limits, int64_t ttl = 0) {
     return Wait([&](auto done) { cp.SetOverride(who_, rule, "k", limits, ttl, "", done); });
   };
@@ -230,7 +230,7 @@ TEST_F(ControlPlaneTest, BadChangesAreRefusedAndChangeNothing) {
 }
 
 TEST_F(ControlPlaneTest, RecordsSurviveANewLimiterAndARuntimeRuleAReload) {
-  ControlPlane& cp = core_->control();
+  ControlPlane& cp = (*core_->control);
   ASSERT_TRUE(Wait([&](auto done) {
                 cp.PutRule(who_, "rt", "{\"algorithm\":\"token_bucket\",\"limits\":[\"2/hour\"]}",
                            done);
@@ -248,7 +248,7 @@ TEST_F(ControlPlaneTest, RecordsSurviveANewLimiterAndARuntimeRuleAReload) {
   EXPECT_EQ(Check("rt", "z").limit, 2);
   // The change log lists each change, newest first.
   std::promise<std::vector<std::string>> log;
-  core_->control().RecentLog(10, [&](const Status&, std::vector<std::string> entries) {
+  (*core_->control).RecentLog(10, [&](const Status&, std::vector<std::string> entries) {
     log.set_value(std::move(entries));
   });
   const auto entries = log.get_future().get();
@@ -295,13 +295,14 @@ ControlPlane::Hooks NoRules(std::atomic<int>* applied) {
 // test is what makes it come, to the nanosecond, never real time passing.
 TEST(ControlPlanePollTest, TheClockDrivesThePollAndANewVersionReloads) {
   ManualClock clock(1'800'000'000'000);
-  testing::FakeStore store(clock);
+  auto fake = std::make_unique<testing::FakeStore>(clock);
   auto shared = std::make_unique<SharedControlStore>();
   SharedControlStore& records = *shared;
-  store.GiveControlStore(std::move(shared));
+  fake->GiveControlStore(std::move(shared));
+  const store::Rooms rooms = testing::FakeStore::RoomsOf(std::move(fake));
   std::atomic<int> applied{0};
   ControlPlane cp(clock, NoRules(&applied));
-  ASSERT_TRUE(cp.Start(store, {}).ok());
+  ASSERT_TRUE(cp.Start(rooms.control, {}).ok());
   EXPECT_EQ(records.loads.load(), 1);  // Start loads the records once
   EXPECT_EQ(applied.load(), 1);
   // The first poll comes at once; the version is the one loaded.
@@ -329,14 +330,15 @@ TEST(ControlPlanePollTest, EachControlPlaneLogsItsOwnUnreachableStore) {
   ManualClock clock(1'800'000'000'000);
   ::testing::internal::CaptureStderr();
   for (int i = 0; i < 2; ++i) {
-    testing::FakeStore store(clock);
+    auto fake = std::make_unique<testing::FakeStore>(clock);
     auto shared = std::make_unique<SharedControlStore>();
     shared->down = true;
     SharedControlStore& records = *shared;
-    store.GiveControlStore(std::move(shared));
+    fake->GiveControlStore(std::move(shared));
+    const store::Rooms rooms = testing::FakeStore::RoomsOf(std::move(fake));
     std::atomic<int> applied{0};
     ControlPlane cp(clock, NoRules(&applied));
-    ASSERT_TRUE(cp.Start(store, {}).ok());
+    ASSERT_TRUE(cp.Start(rooms.control, {}).ok());
     ASSERT_TRUE(testing::Eventually([&] { return records.version_reads.load() == 1; }));
   }  // each control plane's thread has ended: its lines are written
   const std::string log = ::testing::internal::GetCapturedStderr();

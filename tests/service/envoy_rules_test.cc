@@ -1,7 +1,7 @@
 // The Envoy rules' subject keys: escaped so that no two descriptors share
 // one, bounded by a hash. (Matching and answers are tested through the
 // server's RlsCall, tests/server/rls_service_test.cc.)
-#include "service/envoy_rules.h"
+#include "service/envoy/envoy_rules.h"
 
 #include <gtest/gtest.h>
 

@@ -12,19 +12,21 @@
 #include <thread>
 #include <utility>
 
-#include "api/open_store.h"
-#include "service/limiter_core.h"
+#include "api/open_services.h"
+#include "service/services.h"
 #include "testing/test_config.h"
 
 namespace floodgate {
 namespace {
 
+using service::Leases;
 using service::LimiterCore;
+using service::Waiting;
 using LeaseKind = store::LeaseOpKind;
 
 using testing::MakeConfig;
 
-using testing::MakeCore;
+using testing::MakeServices;
 
 const char* kRules = R"(
 rules:
@@ -32,98 +34,100 @@ rules:
   api: { algorithm: gcra, limits: [10/s], max_waiters: 2 }
 )";
 
-LimiterCore::LeaseAnswer Must(Result<LimiterCore::LeaseAnswer> r) {
+Leases::LeaseAnswer Must(Result<Leases::LeaseAnswer> r) {
   EXPECT_TRUE(r.ok()) << r.status().ToString();
-  return r.ok() ? *r : LimiterCore::LeaseAnswer{};
+  return r.ok() ? *r : Leases::LeaseAnswer{};
 }
 
 TEST(LeasesTest, AtMostMaxInFlightLiveLeasesEachWithItsTtl) {
   ManualClock clock(1'000'000);
-  auto core = MakeCore(MakeConfig(kRules), clock);
-  const auto a = Must(core->LeaseAndWait(LeaseKind::kAcquire, {"exports", "k"}));
+  auto core = MakeServices(MakeConfig(kRules), clock);
+  const auto a = Must(core->leases->AndWait(LeaseKind::kAcquire, {"exports", "k"}));
   EXPECT_TRUE(a.ok);
   EXPECT_EQ(a.lease.size(), 32u);
   EXPECT_EQ(a.in_flight, 1);
   EXPECT_EQ(a.limit, 2);
   EXPECT_EQ(a.ms, 10'000);  // the rule's lease_ttl
   clock.AdvanceMs(4000);
-  const auto b = Must(core->LeaseAndWait(LeaseKind::kAcquire, {"exports", "k", {}, {}, 2000}));
+  const auto b = Must(core->leases->AndWait(LeaseKind::kAcquire, {"exports", "k", {}, {}, 2000}));
   EXPECT_TRUE(b.ok);
   EXPECT_EQ(b.ms, 2000);
   EXPECT_NE(a.lease, b.lease);
-  const auto full = Must(core->LeaseAndWait(LeaseKind::kAcquire, {"exports", "k"}));
+  const auto full = Must(core->leases->AndWait(LeaseKind::kAcquire, {"exports", "k"}));
   EXPECT_FALSE(full.ok);
   EXPECT_TRUE(full.lease.empty());
   EXPECT_EQ(full.in_flight, 2);
   EXPECT_EQ(full.ms, 2000);  // b expires first
   // Another subject is apart; the tier allows three.
-  EXPECT_TRUE(Must(core->LeaseAndWait(LeaseKind::kAcquire, {"exports", "other"})).ok);
+  EXPECT_TRUE(Must(core->leases->AndWait(LeaseKind::kAcquire, {"exports", "other"})).ok);
   for (int i = 0; i < 3; ++i) {
-    EXPECT_TRUE(Must(core->LeaseAndWait(LeaseKind::kAcquire, {"exports", "p", "pro"})).ok);
+    EXPECT_TRUE(Must(core->leases->AndWait(LeaseKind::kAcquire, {"exports", "p", "pro"})).ok);
   }
-  EXPECT_FALSE(Must(core->LeaseAndWait(LeaseKind::kAcquire, {"exports", "p", "pro"})).ok);
+  EXPECT_FALSE(Must(core->leases->AndWait(LeaseKind::kAcquire, {"exports", "p", "pro"})).ok);
   // b's TTL ends at +6000: live at 5999, gone at 6000.
   clock.AdvanceMs(1999);
-  EXPECT_FALSE(Must(core->LeaseAndWait(LeaseKind::kAcquire, {"exports", "k"})).ok);
+  EXPECT_FALSE(Must(core->leases->AndWait(LeaseKind::kAcquire, {"exports", "k"})).ok);
   clock.AdvanceMs(1);
-  EXPECT_TRUE(Must(core->LeaseAndWait(LeaseKind::kAcquire, {"exports", "k"})).ok);
+  EXPECT_TRUE(Must(core->leases->AndWait(LeaseKind::kAcquire, {"exports", "k"})).ok);
 }
 
 TEST(LeasesTest, ReleaseAndRenewOnlyALiveLeaseOfTheSubject) {
   ManualClock clock(1'000'000);
-  auto core = MakeCore(MakeConfig(kRules), clock);
-  const auto a = Must(core->LeaseAndWait(LeaseKind::kAcquire, {"exports", "k", {}, {}, 1000}));
+  auto core = MakeServices(MakeConfig(kRules), clock);
+  const auto a = Must(core->leases->AndWait(LeaseKind::kAcquire, {"exports", "k", {}, {}, 1000}));
   ASSERT_TRUE(a.ok);
-  EXPECT_FALSE(Must(core->LeaseAndWait(LeaseKind::kRelease, {"exports", "other", {}, a.lease})).ok);
-  EXPECT_FALSE(Must(core->LeaseAndWait(LeaseKind::kRelease, {"exports", "k", {}, "made-up"})).ok);
-  EXPECT_FALSE(Must(core->LeaseAndWait(LeaseKind::kRelease, {"exports", "k", {}, ""})).ok);
+  EXPECT_FALSE(
+      Must(core->leases->AndWait(LeaseKind::kRelease, {"exports", "other", {}, a.lease})).ok);
+  EXPECT_FALSE(
+      Must(core->leases->AndWait(LeaseKind::kRelease, {"exports", "k", {}, "made-up"})).ok);
+  EXPECT_FALSE(Must(core->leases->AndWait(LeaseKind::kRelease, {"exports", "k", {}, ""})).ok);
   const auto renewed =
-      Must(core->LeaseAndWait(LeaseKind::kRenew, {"exports", "k", {}, a.lease, 5000}));
+      Must(core->leases->AndWait(LeaseKind::kRenew, {"exports", "k", {}, a.lease, 5000}));
   EXPECT_TRUE(renewed.ok);
   EXPECT_EQ(renewed.ms, 5000);
   clock.AdvanceMs(4999);
   const auto released =
-      Must(core->LeaseAndWait(LeaseKind::kRelease, {"exports", "k", {}, a.lease}));
+      Must(core->leases->AndWait(LeaseKind::kRelease, {"exports", "k", {}, a.lease}));
   EXPECT_TRUE(released.ok);
   EXPECT_EQ(released.in_flight, 0);
-  EXPECT_FALSE(Must(core->LeaseAndWait(LeaseKind::kRelease, {"exports", "k", {}, a.lease})).ok);
+  EXPECT_FALSE(Must(core->leases->AndWait(LeaseKind::kRelease, {"exports", "k", {}, a.lease})).ok);
   // An expired lease is neither renewed nor released.
-  const auto b = Must(core->LeaseAndWait(LeaseKind::kAcquire, {"exports", "k", {}, {}, 100}));
+  const auto b = Must(core->leases->AndWait(LeaseKind::kAcquire, {"exports", "k", {}, {}, 100}));
   clock.AdvanceMs(100);
-  EXPECT_FALSE(Must(core->LeaseAndWait(LeaseKind::kRenew, {"exports", "k", {}, b.lease})).ok);
-  EXPECT_FALSE(Must(core->LeaseAndWait(LeaseKind::kRelease, {"exports", "k", {}, b.lease})).ok);
+  EXPECT_FALSE(Must(core->leases->AndWait(LeaseKind::kRenew, {"exports", "k", {}, b.lease})).ok);
+  EXPECT_FALSE(Must(core->leases->AndWait(LeaseKind::kRelease, {"exports", "k", {}, b.lease})).ok);
 }
 
 TEST(LeasesTest, ClearErrors) {
   ManualClock clock(0);
-  auto core = MakeCore(MakeConfig(kRules), clock);
-  auto r = core->LeaseAndWait(LeaseKind::kAcquire, {"api", "k"});
+  auto core = MakeServices(MakeConfig(kRules), clock);
+  auto r = core->leases->AndWait(LeaseKind::kAcquire, {"api", "k"});
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
   EXPECT_NE(r.status().message().find("not a concurrency rule"), std::string::npos);
-  r = core->LeaseAndWait(LeaseKind::kAcquire, {"nope", "k"});
+  r = core->leases->AndWait(LeaseKind::kAcquire, {"nope", "k"});
   EXPECT_EQ(r.status().code(), StatusCode::kNotFound);
-  r = core->LeaseAndWait(LeaseKind::kAcquire, {"exports", "k", "gold"});
+  r = core->leases->AndWait(LeaseKind::kAcquire, {"exports", "k", "gold"});
   EXPECT_EQ(r.status().code(), StatusCode::kNotFound);
-  r = core->LeaseAndWait(LeaseKind::kAcquire, {"exports", std::string(600, 'k')});
+  r = core->leases->AndWait(LeaseKind::kAcquire, {"exports", std::string(600, 'k')});
   EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
-  r = core->LeaseAndWait(LeaseKind::kAcquire, {"exports", "k", {}, {}, kMaxLeaseTtlMs + 1});
+  r = core->leases->AndWait(LeaseKind::kAcquire, {"exports", "k", {}, {}, kMaxLeaseTtlMs + 1});
   EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
-  auto check = core->CheckAndWait("exports", "k");
+  auto check = core->core->CheckAndWait("exports", "k");
   ASSERT_FALSE(check.ok());
   EXPECT_NE(check.status().message().find("is a concurrency rule"), std::string::npos);
 }
 
 TEST(LeasesTest, IdsAreUnguessable) {
   ManualClock clock(0);
-  auto core = MakeCore(MakeConfig(R"(
+  auto core = MakeServices(MakeConfig(R"(
 rules:
   many: { algorithm: concurrency, max_in_flight: 1000 }
 )"),
-                       clock);
+                           clock);
   std::set<std::string> ids;
   for (int i = 0; i < 1000; ++i) {
-    const auto a = Must(core->LeaseAndWait(LeaseKind::kAcquire, {"many", "k"}));
+    const auto a = Must(core->leases->AndWait(LeaseKind::kAcquire, {"many", "k"}));
     ASSERT_TRUE(a.ok);
     ASSERT_EQ(a.lease.find_first_not_of("0123456789abcdef"), std::string::npos);
     ids.insert(a.lease);
@@ -133,12 +137,12 @@ rules:
 
 TEST(LeasesTest, TheLedgerCountsGrantsReleasesAndExpirations) {
   ManualClock clock(1'000'000);
-  auto core = MakeCore(MakeConfig(kRules), clock);
-  const auto a = Must(core->LeaseAndWait(LeaseKind::kAcquire, {"exports", "k", {}, {}, 100}));
-  const auto b = Must(core->LeaseAndWait(LeaseKind::kAcquire, {"exports", "k", {}, {}, 100}));
-  EXPECT_FALSE(Must(core->LeaseAndWait(LeaseKind::kAcquire, {"exports", "k"})).ok);
-  EXPECT_TRUE(Must(core->LeaseAndWait(LeaseKind::kRelease, {"exports", "k", {}, a.lease})).ok);
-  auto stats = core->LeaseStats();
+  auto core = MakeServices(MakeConfig(kRules), clock);
+  const auto a = Must(core->leases->AndWait(LeaseKind::kAcquire, {"exports", "k", {}, {}, 100}));
+  const auto b = Must(core->leases->AndWait(LeaseKind::kAcquire, {"exports", "k", {}, {}, 100}));
+  EXPECT_FALSE(Must(core->leases->AndWait(LeaseKind::kAcquire, {"exports", "k"})).ok);
+  EXPECT_TRUE(Must(core->leases->AndWait(LeaseKind::kRelease, {"exports", "k", {}, a.lease})).ok);
+  auto stats = core->leases->Stats();
   ASSERT_EQ(stats.size(), 1u);
   EXPECT_EQ(stats[0].first, "exports");
   EXPECT_EQ(stats[0].second.acquired, 2);
@@ -146,10 +150,10 @@ TEST(LeasesTest, TheLedgerCountsGrantsReleasesAndExpirations) {
   EXPECT_EQ(stats[0].second.released, 1);
   EXPECT_EQ(stats[0].second.held, 1);
   clock.AdvanceMs(200);  // b was never released: the room's tick counts it
-  for (int i = 0; i < 200 && core->LeaseStats()[0].second.expired == 0; ++i) {
+  for (int i = 0; i < 200 && core->leases->Stats()[0].second.expired == 0; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
-  stats = core->LeaseStats();
+  stats = core->leases->Stats();
   EXPECT_EQ(stats[0].second.expired, 1);
   EXPECT_EQ(stats[0].second.held, 0);
   (void)b;
@@ -157,15 +161,15 @@ TEST(LeasesTest, TheLedgerCountsGrantsReleasesAndExpirations) {
 
 TEST(WaitingTest, HeldUntilItCanBeAdmitted) {
   SystemClock clock;
-  auto core = MakeCore(MakeConfig(kRules), clock);
+  auto core = MakeServices(MakeConfig(kRules), clock);
   // gcra 10/s with a burst of 10: spend it, then the next one waits for
   // the emission interval, 100 ms after the first (measured from there, so
   // that a slow burst does not shorten the wait below the bound).
   const auto start = std::chrono::steady_clock::now();
-  for (int i = 0; i < 10; ++i) ASSERT_TRUE(core->CheckAndWait("api", "w")->allowed);
+  for (int i = 0; i < 10; ++i) ASSERT_TRUE(core->core->CheckAndWait("api", "w")->allowed);
   std::promise<Decision> answered;
-  core->CheckWaiting({"api", "w"}, {1000, 1},
-                     [&](const Status& s, const Decision& d) { answered.set_value(d); });
+  core->waiting->Check({"api", "w"}, {1000, 1},
+                       [&](const Status& s, const Decision& d) { answered.set_value(d); });
   auto future = answered.get_future();
   ASSERT_EQ(future.wait_for(std::chrono::seconds(5)), std::future_status::ready);
   const auto waited = std::chrono::steady_clock::now() - start;
@@ -173,10 +177,10 @@ TEST(WaitingTest, HeldUntilItCanBeAdmitted) {
   EXPECT_TRUE(future.get().allowed);
   EXPECT_GE(waited, std::chrono::milliseconds(90));
   // The room counts the outcome just after the answer went out.
-  auto stats = core->WaitStats();
+  auto stats = core->waiting->Stats();
   for (int i = 0; i < 100 && (stats.empty() || stats[0].second.waiting != 0); ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    stats = core->WaitStats();
+    stats = core->waiting->Stats();
   }
   ASSERT_EQ(stats.size(), 1u);
   EXPECT_EQ(stats[0].second.admitted, 1);
@@ -185,45 +189,45 @@ TEST(WaitingTest, HeldUntilItCanBeAdmitted) {
 
 TEST(WaitingTest, ATooShortWaitFullRoomAndCancelAnswerOrDrop) {
   SystemClock clock;
-  auto core = MakeCore(MakeConfig(kRules), clock);
-  for (int i = 0; i < 10; ++i) ASSERT_TRUE(core->CheckAndWait("api", "x")->allowed);
+  auto core = MakeServices(MakeConfig(kRules), clock);
+  for (int i = 0; i < 10; ++i) ASSERT_TRUE(core->core->CheckAndWait("api", "x")->allowed);
   // 10 ms cannot cover the ~100 ms retry: answered at once, denied.
   std::promise<Decision> at_once;
-  core->CheckWaiting({"api", "x"}, {10, 1},
-                     [&](const Status&, const Decision& d) { at_once.set_value(d); });
+  core->waiting->Check({"api", "x"}, {10, 1},
+                       [&](const Status&, const Decision& d) { at_once.set_value(d); });
   auto f = at_once.get_future();
   ASSERT_EQ(f.wait_for(std::chrono::milliseconds(50)), std::future_status::ready);
   EXPECT_FALSE(f.get().allowed);
   // max_waiters 2: two held, the third answered at once.
   std::atomic<int> answers{0};
   for (int i = 0; i < 3; ++i) {
-    core->CheckWaiting({"api", "x", 10}, {5000, 7},
-                       [&](const Status&, const Decision&) { answers.fetch_add(1); });
+    core->waiting->Check({"api", "x", 10}, {5000, 7},
+                         [&](const Status&, const Decision&) { answers.fetch_add(1); });
   }
   EXPECT_EQ(answers.load(), 1);
-  core->CancelWaits(7);  // their client went away
+  core->waiting->Cancel(7);  // their client went away
   std::this_thread::sleep_for(std::chrono::milliseconds(1200));
   EXPECT_EQ(answers.load(), 1);  // never answered, never decided
-  const auto stats = core->WaitStats();
+  const auto stats = core->waiting->Stats();
   EXPECT_EQ(stats[0].second.full, 1);
   EXPECT_EQ(stats[0].second.cancelled, 2);
   EXPECT_EQ(stats[0].second.waiting, 0);
   // Nothing was spent for them: a full burst of 10 is back after 1 s.
-  EXPECT_EQ(core->CheckAndWait("api", "x", 0)->remaining, 10);
+  EXPECT_EQ(core->core->CheckAndWait("api", "x", 0)->remaining, 10);
 }
 
 TEST(WaitingTest, AnAcquireWaitsForARelease) {
   SystemClock clock;
-  auto core = MakeCore(MakeConfig(kRules), clock);
-  const auto a = Must(core->LeaseAndWait(LeaseKind::kAcquire, {"exports", "r"}));
-  ASSERT_TRUE(Must(core->LeaseAndWait(LeaseKind::kAcquire, {"exports", "r"})).ok);
-  std::promise<LimiterCore::LeaseAnswer> got;
-  core->AcquireWaiting({"exports", "r"}, {5000, 3},
-                       [&](const Status&, const LimiterCore::LeaseAnswer& x) { got.set_value(x); });
+  auto core = MakeServices(MakeConfig(kRules), clock);
+  const auto a = Must(core->leases->AndWait(LeaseKind::kAcquire, {"exports", "r"}));
+  ASSERT_TRUE(Must(core->leases->AndWait(LeaseKind::kAcquire, {"exports", "r"})).ok);
+  std::promise<Leases::LeaseAnswer> got;
+  core->waiting->Acquire({"exports", "r"}, {5000, 3},
+                         [&](const Status&, const Leases::LeaseAnswer& x) { got.set_value(x); });
   auto f = got.get_future();
   EXPECT_EQ(f.wait_for(std::chrono::milliseconds(150)), std::future_status::timeout);
   const auto start = std::chrono::steady_clock::now();
-  ASSERT_TRUE(Must(core->LeaseAndWait(LeaseKind::kRelease, {"exports", "r", {}, a.lease})).ok);
+  ASSERT_TRUE(Must(core->leases->AndWait(LeaseKind::kRelease, {"exports", "r", {}, a.lease})).ok);
   ASSERT_EQ(f.wait_for(std::chrono::seconds(2)), std::future_status::ready);
   // Woken by the release itself: otherwise only the lease's expiry (10 s,
   // past the 5 s deadline) would have let it in.
@@ -235,17 +239,17 @@ TEST(WaitingTest, AnAcquireWaitsForARelease) {
 
 TEST(WaitingTest, AWaitingAcquireIsRefusedAtItsDeadlineNotAPollBefore) {
   SystemClock clock;
-  auto core = MakeCore(MakeConfig(kRules), clock);
+  auto core = MakeServices(MakeConfig(kRules), clock);
   for (int i = 0; i < 2; ++i) {
-    ASSERT_TRUE(Must(core->LeaseAndWait(LeaseKind::kAcquire, {"exports", "d"})).ok);
+    ASSERT_TRUE(Must(core->leases->AndWait(LeaseKind::kAcquire, {"exports", "d"})).ok);
   }
   // Both leases outlive the wait, and nobody releases one: refused, at the
   // 500 ms deadline (the room polls every 100 ms; it used to give up at
   // the last poll whose next one would pass the deadline, ~400 ms).
-  std::promise<LimiterCore::LeaseAnswer> got;
+  std::promise<Leases::LeaseAnswer> got;
   const auto start = std::chrono::steady_clock::now();
-  core->AcquireWaiting({"exports", "d"}, {500, 3},
-                       [&](const Status&, const LimiterCore::LeaseAnswer& x) { got.set_value(x); });
+  core->waiting->Acquire({"exports", "d"}, {500, 3},
+                         [&](const Status&, const Leases::LeaseAnswer& x) { got.set_value(x); });
   auto f = got.get_future();
   ASSERT_EQ(f.wait_for(std::chrono::seconds(5)), std::future_status::ready);
   const auto waited = std::chrono::steady_clock::now() - start;

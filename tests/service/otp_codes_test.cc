@@ -2,7 +2,7 @@
 // and an even spread of digits, the HMAC against an independent computation
 // (Python's hmac module), event ids, constant-time equality, well-formed
 // codes and subjects.
-#include "service/otp_codes.h"
+#include "service/otp/otp_codes.h"
 
 #include <gtest/gtest.h>
 

@@ -2,7 +2,7 @@
 // error bound on a Zipf stream (one sketch and two merged), merging sides
 // full or not, and the binary form: round trips, and a table of broken
 // inputs that Parse must refuse by name.
-#include "service/space_saving.h"
+#include "service/top/space_saving.h"
 
 #include <gtest/gtest.h>
 

@@ -3,7 +3,7 @@
 // bucket levels, the bound on a Zipf stream (one server, and two merged
 // through their serialized snapshots), the memory bound, the rule cap, and
 // threads recording while another queries (for TSan).
-#include "service/top_subjects.h"
+#include "service/top/top_subjects.h"
 
 #include <gtest/gtest.h>
 

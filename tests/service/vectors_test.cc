@@ -2,8 +2,9 @@
 // public Limiter wraps (it has the refunds some steps make).
 #include <gtest/gtest.h>
 
-#include "api/open_store.h"
-#include "service/limiter_core.h"
+#include "api/open_services.h"
+#include "service/limiter/blocking.h"
+#include "service/limiter/limiter_core.h"
 #include "testing/http_receiver.h"
 #include "testing/vectors.h"
 
@@ -23,27 +24,28 @@ TEST(GoldenVectorsTest, EmbeddedStoreMatchesEveryStep) {
     config.alert_delivery.spool = "off";
     config.engine.sweep_interval_ms = 0;
     ManualClock clock;
-    auto limiter = api::OpenLimiterCore(config, clock);
-    ASSERT_TRUE(limiter.ok()) << limiter.status().ToString();
+    auto limiter_services = api::OpenServices(config, clock);
+    ASSERT_TRUE(limiter_services.ok()) << limiter_services.status().ToString();
+    service::LimiterCore* const limiter = (*limiter_services)->core.get();
     int64_t emitted = 0;
     for (size_t i = 0; i < vc.steps.size(); ++i) {
       SCOPED_TRACE("step " + std::to_string(i));
       const auto& step = vc.steps[i];
       clock.SetMs(step.t_ms);
       if (step.refund > 0) {
-        auto r = (*limiter)->RefundAndWait("r", step.key, step.refund, step.tier);
+        auto r = service::RefundAndWait(*limiter, "r", step.key, step.refund, step.tier);
         ASSERT_TRUE(r.ok()) << r.status().ToString();
         ++refund_steps;
         testing::ExpectMatches(step, r->after);
         testing::ExpectRefunded(step, *r);
       } else {
-        auto d = (*limiter)->CheckAndWait("r", step.key, step.cost, step.tier);
+        auto d = limiter->CheckAndWait("r", step.key, step.cost, step.tier);
         ASSERT_TRUE(d.ok()) << d.status().ToString();
         testing::ExpectMatches(step, *d);
       }
       // The events this step emitted, as the alerts' recent list has them.
-      testing::ExpectAlerts(step,
-                            testing::Fired(testing::EmittedSince((*limiter)->alerts(), &emitted)));
+      testing::ExpectAlerts(
+          step, testing::Fired(testing::EmittedSince(*(*limiter_services)->alerts, &emitted)));
       ++steps;
       if (step.expect.contains("alerts")) ++alert_steps;
     }

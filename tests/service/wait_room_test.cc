@@ -2,7 +2,7 @@
 // order per subject, given up at their deadline, bounded per rule, dropped
 // unanswered when their owner goes, all ended by a time when the server
 // stops, with attempts answered now or later on another thread.
-#include "service/wait_room.h"
+#include "service/waiting/wait_room.h"
 
 #include <gtest/gtest.h>
 

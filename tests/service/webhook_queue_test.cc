@@ -3,7 +3,7 @@
 // refused connections, a silent receiver bounded by the timeout (on the
 // clock given: real time on SystemClock, only when moved on a
 // ManualClock), the queue's bound, and what shutdown drops.
-#include "service/webhook_queue.h"
+#include "service/delivery/webhook_queue.h"
 
 #include <gtest/gtest.h>
 
@@ -13,7 +13,7 @@
 #include <thread>
 
 #include "floodgate/clock.h"
-#include "service/http_post.h"
+#include "service/delivery/http_post.h"
 #include "testing/http_receiver.h"
 #include "testing/redis_server.h"
 

@@ -1,7 +1,8 @@
 // FakeStore: a store::Store (store/store.h) with neither the engine nor
 // Redis behind it, for tests that prove a layer works on the store
-// interface alone. Decisions run the real algorithms (core::EvaluateRule)
-// on states kept in a map under one mutex, so their figures are exact.
+// interfaces alone; opened as store::Rooms (RoomsOf) as the real stores
+// are. Decisions run the real algorithms (core::EvaluateRule) on states
+// kept in a map under one mutex, so their figures are exact.
 //
 // A subject that holds "later:" is answered later, from the fake's
 // own thread (as a remote store's I/O thread answers): the fronts' path for
@@ -9,7 +10,8 @@
 // Every other operation answers now. Leases run core/concurrency.h on a
 // table of their own per (rule, subject). Expiring sets and OTP are not
 // kept: they answer UNAVAILABLE; so do control records, unless a test gives
-// a control store of its own (GiveControlStore).
+// a control store of its own (GiveControlStore). No alert log, no sketch
+// board, no snapshots.
 #pragma once
 
 #include <algorithm>
@@ -27,13 +29,30 @@
 #include "core/concurrency.h"
 #include "core/rule_eval.h"
 #include "floodgate/clock.h"
-#include "store/store.h"
+#include "store/rooms.h"
 
 namespace floodgate::testing {
 
-class FakeStore final : public store::Store {
+class FakeStore final : public store::Store,
+                        public store::Backend,
+                        public store::LeaseStore,
+                        public store::SetStore,
+                        public store::OtpStore {
  public:
-  explicit FakeStore(const Clock& clock) : clock_(clock), worker_([this] { Run(); }) {}
+  explicit FakeStore(const Clock& clock) : clock_(clock), worker_([this] { AnswerLater(); }) {}
+
+  // The fake with its rooms, which own it (keep a pointer to reach it).
+  static store::Rooms RoomsOf(std::unique_ptr<FakeStore> fake) {
+    store::Rooms rooms;
+    rooms.backend = fake.get();
+    rooms.leases = fake.get();
+    rooms.sets = fake.get();
+    rooms.otp = fake.get();
+    FakeStore* raw = fake.get();
+    rooms.control = [raw](const store::ControlStoreOptions&) { return raw->OpenControlStore(); };
+    rooms.store = std::move(fake);
+    return rooms;
+  }
   ~FakeStore() override {
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -88,7 +107,6 @@ class FakeStore final : public store::Store {
                          store::Later<ThrottleResult>) override {
     return Unavailable(status);
   }
-  void PrefetchThrottle(std::string_view) override {}
   store::Answer Reset(const store::ResetOp& op, Status* status, store::Later<>) override {
     std::lock_guard<std::mutex> lock(mu_);
     for (const uint32_t id : op.ids) {
@@ -167,20 +185,20 @@ class FakeStore final : public store::Store {
     return leases_made_;
   }
 
-  store::Answer RunSet(const SetRequest&, int64_t, SetReply*, Status* status,
-                       store::Later<SetReply>) override {
+  store::Answer Run(const SetRequest&, int64_t, SetReply*, Status* status,
+                    store::Later<SetReply>) override {
     return Unavailable(status);
   }
-  store::Answer OtpIssue(std::string_view, std::string_view, std::string_view, const OtpPolicy&,
-                         OtpIssueOutcome*, Status* status, store::Later<OtpIssueOutcome>) override {
+  store::Answer Issue(std::string_view, std::string_view, std::string_view, const OtpPolicy&,
+                      OtpIssueOutcome*, Status* status, store::Later<OtpIssueOutcome>) override {
     return Unavailable(status);
   }
-  store::Answer OtpAttempt(std::string_view, std::string_view, const OtpPolicy&, OtpAttemptOutcome*,
-                           Status* status, store::Later<OtpAttemptOutcome>) override {
+  store::Answer Attempt(std::string_view, std::string_view, const OtpPolicy&, OtpAttemptOutcome*,
+                        Status* status, store::Later<OtpAttemptOutcome>) override {
     return Unavailable(status);
   }
-  store::Answer OtpConsume(std::string_view, std::string_view, bool*, Status* status,
-                           store::Later<bool>) override {
+  store::Answer Consume(std::string_view, std::string_view, bool*, Status* status,
+                        store::Later<bool>) override {
     return Unavailable(status);
   }
 
@@ -193,6 +211,7 @@ class FakeStore final : public store::Store {
     return std::unique_ptr<LoopDriver>();
   }
   Status Health() const override { return Status::Ok(); }
+  std::vector<store::NodeHealth> ProbeNodes() override { return {}; }
   int64_t SweepExpired(int64_t) override { return 0; }
   Usage GetUsage() const override {
     std::lock_guard<std::mutex> lock(mu_);
@@ -205,27 +224,27 @@ class FakeStore final : public store::Store {
     return {{"floodgate_fake_store_checks_total", "counter", "Decisions the fake store made.",
              checks()}};
   }
-  std::unique_ptr<store::AlertLog> NewAlertLog(const AlertLogOptions&) override { return nullptr; }
-  Result<std::unique_ptr<store::ControlStore>> NewControlStore(
-      const store::ControlStoreOptions&) override {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (control_ != nullptr) return std::move(control_);
-    return UnavailableError("the fake store keeps no control records");
-  }
-  // The control store the next NewControlStore hands out (a test's own,
-  // to drive the control plane); without one it answers UNAVAILABLE.
+  // The control store the next open (Rooms::control) hands out (a test's
+  // own, to drive the control plane); without one it answers UNAVAILABLE.
   void GiveControlStore(std::unique_ptr<store::ControlStore> control) {
     std::lock_guard<std::mutex> lock(mu_);
     control_ = std::move(control);
   }
 
  private:
+  Result<std::unique_ptr<store::ControlStore>> OpenControlStore() {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (control_ != nullptr) return std::move(control_);
+    return UnavailableError("the fake store keeps no control records");
+  }
+
   static store::Answer Unavailable(Status* status) {
     *status = Status(StatusCode::kUnavailable, "the fake store keeps decisions only");
     return store::Answer::kNow;
   }
 
-  void Run() {
+  // The fake's thread: gives the answers that come later, in order.
+  void AnswerLater() {
     std::unique_lock<std::mutex> lock(mu_);
     for (;;) {
       wake_.wait(lock, [this] { return stopping_ || !queue_.empty(); });

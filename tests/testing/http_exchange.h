@@ -1,5 +1,5 @@
 // HTTP requests answered as a session asks them (HandleHttp), without a
-// socket: a loop on an embedded-store LimiterCore, a ManualClock, and the
+// socket: a loop on embedded-store services, a ManualClock, and the
 // response cut into status, header fields and body. The connection is
 // none, so its peer is no loopback address.
 #pragma once
@@ -14,9 +14,9 @@
 
 #include "floodgate/clock.h"
 #include "protocol/http/request_parser.h"
-#include "server/http_routes.h"
-#include "server/metrics.h"
-#include "server/service_context.h"
+#include "server/context/service_context.h"
+#include "server/http/http_routes.h"
+#include "server/observability/metrics.h"
 #include "testing/test_config.h"
 
 namespace floodgate::testing {
@@ -64,9 +64,10 @@ class HttpExchangeTest : public ::testing::Test {
  protected:
   void SetUp() override {
     config_ = MakeConfig("rules:\n  api: { algorithm: fixed_window, limits: [2/minute] }\n");
-    limiter_ = MakeCore(config_, clock_);
-    ASSERT_NE(limiter_, nullptr);
-    context_.limiter = limiter_.get();
+    services_ = MakeServices(config_, clock_);
+    ASSERT_NE(services_, nullptr);
+    context_.services = services_.get();
+    context_.limiter = services_->core.get();
     context_.metrics = &metrics_;
     loop_ = std::make_unique<server::LoopContext>(&context_, 0);
   }
@@ -90,7 +91,7 @@ class HttpExchangeTest : public ::testing::Test {
   server::Metrics metrics_{1};
   Config config_;
   server::ServiceContext context_;
-  std::unique_ptr<service::LimiterCore> limiter_;
+  std::unique_ptr<service::Services> services_;
   std::unique_ptr<server::LoopContext> loop_;
 };
 

@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "nlohmann/json.hpp"
-#include "store/store.h"
+#include "store/lease_ops.h"
 #include "testing/vectors.h"
 
 namespace floodgate::testing {

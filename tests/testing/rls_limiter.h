@@ -1,4 +1,4 @@
-// A LimiterCore serving the Envoy rules of one envoyproxy/ratelimit file,
+// The rooms (service::Services) serving the Envoy rules of one envoyproxy/ratelimit file,
 // and the RlsService on it: what the gRPC front's and the RLS calls' tests
 // stand on.
 #pragma once
@@ -8,18 +8,18 @@
 #include <memory>
 #include <string>
 
-#include "api/open_store.h"
+#include "api/open_services.h"
 #include "config/envoy_ratelimit.h"
 #include "floodgate/clock.h"
 #include "floodgate/config.h"
-#include "server/rls_service.h"
-#include "service/envoy_rules.h"
-#include "service/limiter_core.h"
+#include "server/grpc/rls_service.h"
+#include "service/envoy/envoy_rules.h"
+#include "service/services.h"
 
 namespace floodgate::testing {
 
 struct RlsLimiter {
-  std::unique_ptr<service::LimiterCore> limiter;
+  std::unique_ptr<service::Services> services;
   std::unique_ptr<server::RlsService> service;  // null when something did not compile
 };
 
@@ -35,11 +35,11 @@ inline RlsLimiter MakeRlsLimiter(const Config& config, const std::string& domain
   Result<std::shared_ptr<const envoy::Rules>> rules = envoy::Rules::Compile(config, {*domain});
   EXPECT_TRUE(rules.ok()) << rules.status().message();
   if (!rules.ok()) return out;
-  auto limiter = api::OpenLimiterCore(envoy::WithEnvoyRules(config, **rules, nullptr), clock);
-  EXPECT_TRUE(limiter.ok()) << limiter.status().message();
-  if (!limiter.ok()) return out;
-  out.limiter = std::move(*limiter);
-  out.service = std::make_unique<server::RlsService>(out.limiter.get());
+  auto services = api::OpenServices(envoy::WithEnvoyRules(config, **rules, nullptr), clock);
+  EXPECT_TRUE(services.ok()) << services.status().message();
+  if (!services.ok()) return out;
+  out.services = std::move(*services);
+  out.service = std::make_unique<server::RlsService>(out.services->core.get(), clock);
   out.service->SetRules(*rules);
   return out;
 }

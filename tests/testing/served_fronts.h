@@ -1,5 +1,5 @@
 // ServedFronts: the RESP and HTTP fronts of a real Server on 127.0.0.1
-// (ports chosen by the kernel) over a LimiterCore, with one blocking
+// (ports chosen by the kernel) over service::Services, with one blocking
 // request at a time over real sockets: for unit tests that drive a request
 // through a front end to end, whatever the store behind it.
 #pragma once
@@ -24,12 +24,12 @@ namespace floodgate::testing {
 
 class ServedFronts {
  public:
-  explicit ServedFronts(service::LimiterCore* limiter) {
+  explicit ServedFronts(service::Services* services) {
     server::ServerOptions options;
     options.resp_address = "127.0.0.1:0";
     options.http_address = "127.0.0.1:0";
     options.threads = 1;
-    auto server = server::Server::Start(options, limiter);
+    auto server = server::Server::Start(options, services);
     EXPECT_TRUE(server.ok()) << server.status().ToString();
     if (server.ok()) server_ = std::move(*server);
   }

@@ -1,6 +1,7 @@
 // Configs and limiters for tests: a YAML text parsed (a failure is a test
 // failure) with the background sweep off, so that only the test moves
-// time and frees entries; and the LimiterCore on the store it names.
+// time and frees entries; and every room (service::Services) on the store
+// it names.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -9,9 +10,9 @@
 #include <string>
 #include <utility>
 
-#include "api/open_store.h"
+#include "api/open_services.h"
 #include "floodgate/config.h"
-#include "service/limiter_core.h"
+#include "service/services.h"
 
 namespace floodgate::testing {
 
@@ -23,10 +24,10 @@ inline Config MakeConfig(const std::string& yaml) {
   return config;
 }
 
-inline std::unique_ptr<service::LimiterCore> MakeCore(const Config& config, const Clock& clock) {
-  auto core = api::OpenLimiterCore(config, clock);
-  EXPECT_TRUE(core.ok()) << core.status().ToString();
-  return core.ok() ? std::move(*core) : nullptr;
+inline std::unique_ptr<service::Services> MakeServices(const Config& config, const Clock& clock) {
+  auto services = api::OpenServices(config, clock);
+  EXPECT_TRUE(services.ok()) << services.status().ToString();
+  return services.ok() ? std::move(*services) : nullptr;
 }
 
 }  // namespace floodgate::testing

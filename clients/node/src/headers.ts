@@ -1,5 +1,5 @@
 // The response header fields floodgate's HTTP front sends with a decision
-// (src/server/http_routes.cc AppendCheckResponse), built from FG.CHECK's
+// (src/server/http/http_routes.cc AppendCheckResponse), built from FG.CHECK's
 // answer: IETF RateLimit-Policy and RateLimit, Retry-After on a denial.
 
 import type { CheckResult } from './client';

@@ -1,7 +1,7 @@
 // Envoy's RateLimitService messages as plain structs: what a
 // ShouldRateLimit request asks and what its answer says, without protobuf.
 // The codec (rls_codec.h) converts them from and to the wire messages; the
-// server decides them (server/rls_service.h).
+// server decides them (server/grpc/rls_service.h).
 #pragma once
 
 #include <cstdint>

@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/enum_table.h"
 #include "protocol/http/json_error.h"
 #include "protocol/http/query.h"
 #include "protocol/http/response.h"
@@ -29,25 +30,11 @@ Field FieldNamed(std::string_view name) {
   return Field::kNone;
 }
 
-const char* FieldName(Field f) {
-  switch (f) {
-    case Field::kRule:
-      return "rule";
-    case Field::kKey:
-      return "key";
-    case Field::kCost:
-      return "cost";
-    case Field::kTier:
-      return "tier";
-    case Field::kWait:
-      return "wait_ms";
-    case Field::kDenyStatus:
-      return "deny_status";
-    case Field::kNone:
-      break;
-  }
-  return "";
-}
+constexpr EnumRow<Field, const char*> kFieldNames[] = {
+    {Field::kRule, "rule"}, {Field::kKey, "key"},      {Field::kCost, "cost"},
+    {Field::kTier, "tier"}, {Field::kWait, "wait_ms"}, {Field::kDenyStatus, "deny_status"}};
+
+const char* FieldName(Field f) { return ValueIn(kFieldNames, f, ""); }
 
 constexpr const char* kDenyStatusError = "\"deny_status\" must be 401, 403 or 429";
 

@@ -1,5 +1,5 @@
 -- top_board: where the floodgate servers sharing this Redis leave each
--- other their top-subjects sketches (src/redis/sketch_board.h). Both keys
+-- other their top-subjects sketches (src/redis/redis_sketch_board.h). Both keys
 -- share the hash tag {top}: each call is one atomic step on one node (one
 -- server, a Cluster or behind Twemproxy alike), one round trip. Both keys
 -- always have a TTL: that of the longest-lived server listed.

@@ -1,0 +1,41 @@
+#include "server/context/admin_access.h"
+
+#include <sys/socket.h>
+
+namespace floodgate::server {
+
+bool IsLoopback(const PeerAddress& peer) {
+  if (peer.family == AF_INET) return peer.ip[0] == 127;
+  if (peer.family == AF_INET6) {
+    static constexpr std::array<uint8_t, 16> kLoopback6 = {0, 0, 0, 0, 0, 0, 0, 0,
+                                                           0, 0, 0, 0, 0, 0, 0, 1};
+    if (peer.ip == kLoopback6) return true;
+    // ::ffff:127.x.y.z, an IPv4 loopback client on a dual-stack socket.
+    for (int i = 0; i < 10; ++i) {
+      if (peer.ip[i] != 0) return false;
+    }
+    return peer.ip[10] == 0xff && peer.ip[11] == 0xff && peer.ip[12] == 127;
+  }
+  return false;
+}
+
+AdminAccess AdminAccessOf(const ServiceContext& service, std::string_view token,
+                          const PeerAddress& peer) {
+  if (service.admin_token.empty()) {
+    return IsLoopback(peer) ? AdminAccess::kWrite : AdminAccess::kNone;
+  }
+  if (token.empty()) return AdminAccess::kNone;
+  // Both compared whatever the first gives, so the time says nothing of which matched.
+  const bool admin = ConstantTimeEquals(token, service.admin_token);
+  const bool read = !service.read_token.empty() && ConstantTimeEquals(token, service.read_token);
+  if (admin) return AdminAccess::kWrite;
+  if (read) return AdminAccess::kRead;
+  return AdminAccess::kNone;
+}
+
+std::string_view AdminActorKind(const ServiceContext& service, AdminAccess access) {
+  if (service.admin_token.empty()) return "loopback";
+  return access == AdminAccess::kWrite ? "admin" : "read";
+}
+
+}  // namespace floodgate::server

@@ -1,0 +1,29 @@
+// Who may use the control plane (docs/control-plane.md): the admin token
+// reads and writes, the read token reads; with no admin token set, only
+// loopback clients may (like Redis's protected mode). Tokens compare in
+// constant time.
+#pragma once
+
+#include <string_view>
+
+#include "server/context/service_context.h"
+#include "server/net/peer_address.h"
+
+namespace floodgate::server {
+
+enum class AdminAccess {
+  kNone,   // no credentials that count here: 401
+  kRead,   // the read token: GETs and FG.STATE / FG.OVERRIDE GET only
+  kWrite,  // the admin token, or a loopback client when no admin token is set
+};
+
+// Access of a client that presents `token` ("" : none) from `peer`.
+AdminAccess AdminAccessOf(const ServiceContext& service, std::string_view token,
+                          const PeerAddress& peer);
+
+// The change log's word for it: "admin", "read" or "loopback".
+std::string_view AdminActorKind(const ServiceContext& service, AdminAccess access);
+
+bool IsLoopback(const PeerAddress& peer);
+
+}  // namespace floodgate::server

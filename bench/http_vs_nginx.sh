@@ -12,6 +12,7 @@
 # wrk's p50/p99 latency, and floodgate/nginx.
 #
 # usage: bench/http_vs_nginx.sh [--threads N] [--duration S] [--rounds R]
+#                               [--server-cpus LIST] [--client-cpus LIST] (bench/lib.sh, "CPU placement")
 #   --threads   floodgate event-loop threads and nginx worker processes (default 1)
 #   --duration  seconds per wrk run (default 10)
 #   --rounds    rounds (default 3)
@@ -27,6 +28,7 @@ while (($#)); do
     --threads) threads=${2:?--threads needs a value}; shift 2 ;;
     --duration) duration=${2:?--duration needs a value}; shift 2 ;;
     --rounds) rounds=${2:?--rounds needs a value}; shift 2 ;;
+    --server-cpus | --client-cpus) bench_cpu_arg "$1" "${2:-}"; shift 2 ;;
     -h | --help) bench_usage 0 ;;
     *) echo "unknown argument: $1" >&2; bench_usage 2 ;;
   esac

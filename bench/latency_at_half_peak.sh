@@ -13,6 +13,7 @@
 # (coordinated omission corrected). Keys are uniform over 100000.
 #
 # usage: bench/latency_at_half_peak.sh [--threads N] [--duration S] [--fraction F]
+#                                      [--server-cpus LIST] [--client-cpus LIST] (bench/lib.sh, "CPU placement")
 #   --threads   floodgate event-loop threads and nginx worker processes (default 1)
 #   --duration  seconds of each fixed-rate run (default 10, at most 120)
 #   --fraction  share of the peak to offer (default 0.5)
@@ -29,6 +30,7 @@ while (($#)); do
     --threads) threads=${2:?--threads needs a value}; shift 2 ;;
     --duration) duration=${2:?--duration needs a value}; shift 2 ;;
     --fraction) fraction=${2:?--fraction needs a value}; shift 2 ;;
+    --server-cpus | --client-cpus) bench_cpu_arg "$1" "${2:-}"; shift 2 ;;
     -h | --help) bench_usage 0 ;;
     *) echo "unknown argument: $1" >&2; bench_usage 2 ;;
   esac
@@ -47,7 +49,7 @@ bench_init
 started=$SECONDS
 facts=$(bench_machine_facts)
 
-bench_start_redis
+bench_start_redis server
 bench_start_floodgate "$threads"
 bench_start_nginx "$threads"
 

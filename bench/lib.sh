@@ -20,6 +20,11 @@ LOADGEN_BIN=${LOADGEN_BIN:-$REPO_ROOT/build/bench/bench/loadgen}
 RLS_LOADGEN_BIN=${RLS_LOADGEN_BIN:-$REPO_ROOT/build/bench/bench/rls_loadgen}
 BENCH_BUILD_CMD='cmake -S . -B build/bench -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -g -DNDEBUG" -DFLOODGATE_BUILD_TESTS=OFF && ninja -C build/bench -j2 floodgate_cli loadgen rls_loadgen'
 
+# Where processes run (--server-cpus, --client-cpus; see "CPU placement"
+# below). Empty: anywhere, as the scheduler likes.
+BENCH_SERVER_CPUS=${BENCH_SERVER_CPUS:-}
+BENCH_CLIENT_CPUS=${BENCH_CLIENT_CPUS:-}
+
 BENCH_TMP=""
 _BENCH_PORTS=()      # ports handed out by bench_free_port
 _BENCH_WATCHDOG=""
@@ -178,13 +183,17 @@ bench_stop_all() {
 # stops everything in order) and not the servers directly. (setsid execs in
 # place here: a background job of a shell without job control is not a
 # process group leader, so the pid stays the server's.)
+#
+# BENCH_SPAWN_ROLE=server|client (default server) picks the CPU list the
+# process is pinned to (bench_pin).
 bench_spawn() {
   local log=$1
   shift
+  bench_pin "${BENCH_SPAWN_ROLE:-server}"
   if command -v setsid >/dev/null 2>&1; then
-    setsid "$@" </dev/null >"$log" 2>&1 &
+    setsid "${BENCH_PIN[@]}" "$@" </dev/null >"$log" 2>&1 &
   else
-    "$@" </dev/null >"$log" 2>&1 &
+    "${BENCH_PIN[@]}" "$@" </dev/null >"$log" 2>&1 &
   fi
   BENCH_SPAWNED_PID=$!
   _bench_register "$BENCH_SPAWNED_PID"
@@ -193,13 +202,15 @@ bench_spawn() {
 # bench_run SECONDS OUT CMD...: runs a load tool, killed after SECONDS, with
 # stdout to OUT. Its stderr is shown afterwards, less the lines matching the
 # extended regex in BENCH_RUN_QUIET if set. Waits for it in a way that lets
-# Ctrl-C and SIGTERM reach the traps at once. Returns its exit status.
+# Ctrl-C and SIGTERM reach the traps at once. Returns its exit status. The
+# tool runs on the client CPUs (bench_pin).
 bench_run() {
   local limit=$1 out=$2 pid rc=0
   shift 2
+  bench_pin client
   # timeout puts the tool in a process group of its own: a Ctrl-C reaches
   # the script, whose trap stops the tool.
-  timeout -k 5 "$limit" "$@" </dev/null >"$out" 2>"$out.stderr" &
+  timeout -k 5 "$limit" "${BENCH_PIN[@]}" "$@" </dev/null >"$out" 2>"$out.stderr" &
   pid=$!
   _bench_register "$pid"
   wait "$pid" || rc=$?
@@ -280,10 +291,83 @@ bench_wait_tcp() {
 }
 
 # ---------------------------------------------------------------------------
-# redis-server. Sets REDIS_PID, REDIS_PORT, REDIS_CMD.
+# CPU placement, and what a process spent.
+#
+# Every script takes --server-cpus LIST and --client-cpus LIST (taskset
+# lists, "0" or "2-3"; or BENCH_SERVER_CPUS / BENCH_CLIENT_CPUS). The
+# servers measured (floodgate, and a server it is compared with: nginx, a
+# redis-server answering INCR) run on the server list; the load tools, and a
+# redis-server that is only floodgate's store, on the client list. On a
+# 2-core host: --server-cpus 0 --client-cpus 1, so that the load never
+# takes the server's core and the server's CPU time is its own.
+#
+# What a server spent is its CPU time over a run, all threads, read before
+# and after (bench_cpu_ns: /proc/PID/task/*/schedstat, nanoseconds;
+# bench_redis_cpu_us: redis-server's INFO cpu, all its threads), divided by
+# the decisions it made: CPU per decision holds where a shared host moves
+# throughput by 10-30 % between runs.
+
+# bench_cpu_arg ARG VALUE: in a script's argument loop, takes --server-cpus
+# or --client-cpus with its value; false for any other ARG.
+bench_cpu_arg() {
+  case $1 in
+    --server-cpus) BENCH_SERVER_CPUS=${2:?--server-cpus needs a CPU list} ;;
+    --client-cpus) BENCH_CLIENT_CPUS=${2:?--client-cpus needs a CPU list} ;;
+    *) return 1 ;;
+  esac
+  [[ $2 =~ ^[0-9]+([-,][0-9]+)*$ ]] || bench_die "$1 takes a CPU list such as 0, 0-1 or 0,2"
+}
+
+# bench_pin ROLE (server|client): sets BENCH_PIN to the command words that
+# pin a process to ROLE's CPUs (taskset -c LIST), or to none.
+bench_pin() {
+  local list
+  case $1 in
+    server) list=$BENCH_SERVER_CPUS ;;
+    client) list=$BENCH_CLIENT_CPUS ;;
+    *) bench_die "bench_pin: no role $1" ;;
+  esac
+  BENCH_PIN=()
+  if [[ -n $list ]]; then
+    bench_require taskset
+    BENCH_PIN=(taskset -c "$list")
+  fi
+}
+
+# bench_cpu_placement: one line for the report, saying where each side ran.
+bench_cpu_placement() {
+  echo "server CPUs: ${BENCH_SERVER_CPUS:-any}, client CPUs (load tools, a store's redis-server): ${BENCH_CLIENT_CPUS:-any}"
+}
+
+# bench_cpu_ns PID: nanoseconds of CPU the process's threads have run, all
+# of them (a thread that has exited is no longer counted: the servers here
+# keep theirs for their lifetime).
+bench_cpu_ns() {
+  cat /proc/"$1"/task/*/schedstat 2>/dev/null | awk '{ t += $1 } END { printf "%.0f\n", t }'
+}
+
+# bench_redis_cpu_us PORT: microseconds of CPU the redis-server on PORT has
+# spent, user and system, all threads (INFO cpu).
+bench_redis_cpu_us() {
+  timeout 10 redis-cli -h 127.0.0.1 -p "$1" INFO cpu | tr -d '\r' | awk -F: '
+    $1 == "used_cpu_sys" || $1 == "used_cpu_user" { t += $2 } END { printf "%.0f\n", t * 1e6 }'
+}
+
+# bench_per ns|us TOTAL N: TOTAL (nanoseconds or microseconds) over N, in
+# microseconds with two decimals ("n/a" when N is 0).
+bench_per() {
+  awk -v unit="$1" -v t="$2" -v n="$3" 'BEGIN {
+    if (n + 0 == 0) { print "n/a"; exit }
+    printf "%.2f\n", (unit == "ns" ? t / 1000 : t) / n }'
+}
+
+# ---------------------------------------------------------------------------
+# redis-server. Sets REDIS_PID, REDIS_PORT, REDIS_CMD. bench_start_redis
+# [server|client]: the CPUs it runs on (default client: floodgate's store;
+# server where redis-server is the server compared).
 bench_start_redis() {
   bench_require redis-server redis-cli
-  local attempt port log
+  local role=${1:-client} attempt port log
   for attempt in 1 2 3; do
     bench_free_port
     port=$BENCH_FREE_PORT
@@ -291,7 +375,7 @@ bench_start_redis() {
     local -a argv=(redis-server --save "" --appendonly no --port "$port" --bind 127.0.0.1
       --daemonize no --logfile "$log" --dir "$BENCH_TMP")
     REDIS_CMD=$(bench_quote "${argv[@]}")
-    bench_spawn "$BENCH_TMP/redis-$port.out" "${argv[@]}"
+    BENCH_SPAWN_ROLE=$role bench_spawn "$BENCH_TMP/redis-$port.out" "${argv[@]}"
     REDIS_PID=$BENCH_SPAWNED_PID
     _BENCH_LOGS+=("$log")
     local i
@@ -470,9 +554,10 @@ bench_median() {
           else printf "%.2f\n", (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
 }
 
-# bench_ratio A B: A/B with two decimals ("n/a" if B is 0 or not a number).
+# bench_ratio A B [DECIMALS]: A/B with two decimals, or DECIMALS ("n/a" if B
+# is 0 or not a number).
 bench_ratio() {
-  awk -v a="$1" -v b="$2" 'BEGIN { if (b + 0 == 0) print "n/a"; else printf "%.2f\n", a / b }'
+  awk -v a="$1" -v b="$2" -v d="${3:-2}" 'BEGIN { if (b + 0 == 0) print "n/a"; else printf "%." d "f\n", a / b }'
 }
 
 # bench_fmt_int V: rounds to an integer.

@@ -12,7 +12,9 @@
 # each with -P 1 and -P 16, for several rounds alternating the cells; prints
 # the median requests/s per cell, floodgate's ratio to the seed script, and
 # what each request cost inside Redis (INFO commandstats) and in CPU time of
-# redis-server and floodgate (from /proc/<pid>/stat), as markdown.
+# redis-server (INFO cpu) and floodgate (every thread, from
+# /proc/<pid>/task/*/schedstat), as markdown. Redis CPU per decision is the
+# figure the store is judged on (bench/lib.sh, "CPU placement").
 #
 # The keyspace is emptied (FLUSHALL) before every run, so every run starts
 # with new subjects on both sides. A floodgate run counts only if every
@@ -23,11 +25,15 @@
 # that a scheduling stall on a small machine is waited for.
 #
 # usage: bench/redis_store_vs_script.sh [--threads N] [--requests N] [--rounds R] [--no-script]
+#                                       [--server-cpus LIST] [--client-cpus LIST]
 #   --threads    floodgate event-loop threads (default 1: redis-server runs
 #                commands on one thread)
 #   --requests   redis-benchmark -n (default 1000000)
 #   --rounds     rounds (default 3)
 #   --no-script  leave out the reference cell (floodgate's script run directly)
+#   --server-cpus, --client-cpus  where floodgate, and redis-server (the
+#                store) with redis-benchmark, run (on a 2-core host:
+#                --server-cpus 0 --client-cpus 1)
 set -euo pipefail
 # shellcheck source=bench/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -42,6 +48,7 @@ while (($#)); do
     --requests) requests=${2:?--requests needs a value}; shift 2 ;;
     --rounds) rounds=${2:?--rounds needs a value}; shift 2 ;;
     --no-script) with_script=0; shift ;;
+    --server-cpus | --client-cpus) bench_cpu_arg "$1" "${2:-}"; shift 2 ;;
     -h | --help) bench_usage 0 ;;
     *) echo "unknown argument: $1" >&2; bench_usage 2 ;;
   esac
@@ -107,10 +114,6 @@ pipelines=(1 16)
 
 port_of() { if [[ $1 == redis ]]; then echo "$REDIS_PORT"; else echo "$FLOODGATE_RESP_PORT"; fi; }
 
-# CPU seconds (user + system) used so far by pid $1 and its threads.
-cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
-clk_tck=$(getconf CLK_TCK)
-
 # floodgate's backend errors so far, from /metrics.
 backend_errors() {
   curl -s --max-time 5 "http://127.0.0.1:$FLOODGATE_HTTP_PORT/metrics" |
@@ -149,17 +152,17 @@ run_cell() {
   if [[ $server == floodgate ]]; then
     before=$(bench_floodgate_decisions bench)
     errors_before=$(backend_errors)
-    f0=$(cpu_ticks "$FLOODGATE_PID")
+    f0=$(bench_cpu_ns "$FLOODGATE_PID")
   fi
-  r0=$(cpu_ticks "$REDIS_PID")
+  r0=$(bench_redis_cpu_us "$REDIS_PORT")
   # Bounded: at least 10k requests/s or it is killed.
   local limit=$((requests / 10000 + 30))
   if ! BENCH_RUN_QUIET='^WARNING: Could not fetch server CONFIG$' bench_run "$limit" "$out" "${argv[@]}"; then
     bench_die "redis-benchmark failed: ${argv[*]}"
   fi
   local r1 f1=0
-  r1=$(cpu_ticks "$REDIS_PID")
-  [[ $server == floodgate ]] && f1=$(cpu_ticks "$FLOODGATE_PID")
+  r1=$(bench_redis_cpu_us "$REDIS_PORT")
+  [[ $server == floodgate ]] && f1=$(bench_cpu_ns "$FLOODGATE_PID")
   line=$(grep -E '^"(EVALSHA|FG\.CHECK)' "$out" | tail -n 1)
   rps=$(awk -F'","' '{ print $2 }' <<<"$line")
   [[ $rps =~ ^[0-9.]+$ ]] || bench_die "no requests/s in redis-benchmark's output: $(cat "$out")"
@@ -178,8 +181,8 @@ run_cell() {
   read -r calls usec <<<"$(script_stats)"
   calls_per_req[$key]+="$(awk -v c="$calls" -v n="$requests" 'BEGIN { printf "%.3f", c / n }') "
   redis_us_per_req[$key]+="$(awk -v u="$usec" -v n="$requests" 'BEGIN { printf "%.2f", u / n }') "
-  redis_cpu_us[$key]+="$(awk -v t=$((r1 - r0)) -v h="$clk_tck" -v n="$requests" 'BEGIN { printf "%.2f", t / h * 1e6 / n }') "
-  fg_cpu_us[$key]+="$(awk -v t=$((f1 - f0)) -v h="$clk_tck" -v n="$requests" 'BEGIN { printf "%.2f", t / h * 1e6 / n }') "
+  redis_cpu_us[$key]+="$(bench_per us $((r1 - r0)) "$requests") "
+  fg_cpu_us[$key]+="$(bench_per ns $((f1 - f0)) "$requests") "
   rps_runs[$key]+="$rps "
   bench_log "round $round/$rounds: $label -P $p: $(bench_fmt_int "$rps") requests/s; $calls script calls in Redis"
 }
@@ -231,12 +234,14 @@ echo "## floodgate on the Redis store vs the seed script on redis-server ($(date
 echo
 echo "$facts"
 echo "- load average after the run: $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "- $(bench_cpu_placement)"
 echo "- floodgate threads: $threads, store $store; redis-benchmark: -c 50 -r 100000 -n $requests; $rounds rounds, medians shown"
 echo
-echo "| cell | -P | median rps | vs seed script | rounds (rps) | script calls / request | Redis script us / request | redis-server CPU us / request | floodgate CPU us / request |"
-echo "|---|---:|---:|---:|---|---:|---:|---:|---:|"
+echo "| cell | -P | median rps | vs seed script | rounds (rps) | script calls / request | Redis script us / request | redis-server CPU us / request | Redis CPU vs seed | floodgate CPU us / request |"
+echo "|---|---:|---:|---:|---|---:|---:|---:|---:|---:|"
 for p in "${pipelines[@]}"; do
   seed_med=$(med "${rps_runs["seed script|$p"]}")
+  seed_cpu=$(med "${redis_cpu_us["seed script|$p"]}")
   for cell in "${cells[@]}"; do
     IFS='|' read -r label server cmd <<<"$cell"
     key="$label|$p"
@@ -245,13 +250,14 @@ for p in "${pipelines[@]}"; do
     for v in ${rps_runs[$key]}; do runs+="$(bench_fmt_int "$v") "; done
     fg="-"
     [[ $server == floodgate ]] && fg=$(med "${fg_cpu_us[$key]}")
-    echo "| $label | $p | $(bench_fmt_int "$m") | $(bench_ratio "$m" "$seed_med") | ${runs% } | $(med "${calls_per_req[$key]}") | $(med "${redis_us_per_req[$key]}") | $(med "${redis_cpu_us[$key]}") | $fg |"
+    echo "| $label | $p | $(bench_fmt_int "$m") | $(bench_ratio "$m" "$seed_med") | ${runs% } | $(med "${calls_per_req[$key]}") | $(med "${redis_us_per_req[$key]}") | $(med "${redis_cpu_us[$key]}") | $(bench_ratio "$(med "${redis_cpu_us[$key]}")" "$seed_cpu") | $fg |"
   done
 done
 echo
 echo "Script calls and Redis script us per request: EVALSHA and EVAL calls and their time from"
 echo "INFO commandstats (usec), divided by the requests redis-benchmark sent. CPU us per request:"
-echo "user + system time of the process over the run (/proc/<pid>/stat), divided by the requests."
+echo "the process's CPU time over the run, all threads (redis-server: INFO cpu; floodgate:"
+echo "/proc/<pid>/task/*/schedstat), divided by the requests."
 echo
 echo "Commands:"
 echo

@@ -9,14 +9,20 @@
 #   floodgate     CL.THROTTLE key:__rand_int__ 100 1000 60   (redis-cell compatible GCRA)
 #
 # each with -P 1 and -P 16, for several rounds alternating the servers;
-# prints the median requests/s per cell as a markdown table.
+# prints the median requests/s per cell and the server's CPU time per
+# request (all its threads; bench/lib.sh, "CPU placement") as a markdown
+# table.
 #
 # usage: bench/resp_vs_redis.sh [--threads N] [--requests N] [--rounds R]
+#                               [--server-cpus LIST] [--client-cpus LIST]
 #   --threads   floodgate event-loop threads (default 1: redis-server runs
 #               commands on one thread), or 'default' for floodgate's own
 #               choice (what a user who sets nothing gets)
 #   --requests  redis-benchmark -n (default 1000000)
 #   --rounds    rounds (default 3)
+#   --server-cpus, --client-cpus  where floodgate and redis-server (both
+#               servers here), and redis-benchmark, run: taskset lists (on a
+#               2-core host: --server-cpus 0 --client-cpus 1)
 set -euo pipefail
 # shellcheck source=bench/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -29,6 +35,7 @@ while (($#)); do
     --threads) threads=${2:?--threads needs a value}; shift 2 ;;
     --requests) requests=${2:?--requests needs a value}; shift 2 ;;
     --rounds) rounds=${2:?--rounds needs a value}; shift 2 ;;
+    --server-cpus | --client-cpus) bench_cpu_arg "$1" "${2:-}"; shift 2 ;;
     -h | --help) bench_usage 0 ;;
     *) echo "unknown argument: $1" >&2; bench_usage 2 ;;
   esac
@@ -45,7 +52,7 @@ bench_init
 started=$SECONDS
 facts=$(bench_machine_facts)
 
-bench_start_redis
+bench_start_redis server
 bench_start_floodgate "$threads"
 
 # Seed 004's fixed-window script.
@@ -78,6 +85,7 @@ for cell in "${cells[@]}"; do
 done
 
 declare -A rps_runs  # "label|P" -> space-separated rps of each round
+declare -A cpu_runs  # "label|P" -> the server's CPU us per request of each round
 declare -A denied_total allowed_total  # per cell, over all rounds
 commands_used=()
 
@@ -105,12 +113,17 @@ run_cell() {
     timeout 10 redis-cli -h 127.0.0.1 -p "$REDIS_PORT" FLUSHALL >/dev/null
   fi
   # Bounded: at least 20k requests/s or it is killed.
-  local limit=$((requests / 20000 + 30))
+  local limit=$((requests / 20000 + 30)) cpu0 cpu1 unit
+  if [[ $server == redis ]]; then unit=us; cpu0=$(bench_redis_cpu_us "$REDIS_PORT")
+  else unit=ns; cpu0=$(bench_cpu_ns "$FLOODGATE_PID"); fi
   # floodgate answers CONFIG GET with an empty list, which redis-benchmark
   # reports on every run.
   if ! BENCH_RUN_QUIET='^WARNING: Could not fetch server CONFIG$' bench_run "$limit" "$out" "${argv[@]}"; then
     bench_die "redis-benchmark failed: ${argv[*]}"
   fi
+  if [[ $server == redis ]]; then cpu1=$(bench_redis_cpu_us "$REDIS_PORT")
+  else cpu1=$(bench_cpu_ns "$FLOODGATE_PID"); fi
+  cpu_runs["$label|$p"]+="$(bench_per "$unit" $((cpu1 - cpu0)) "$requests") "
   line=$(grep -F "\"$cmd\"" "$out" | tail -n 1)
   rps=$(awk -F'","' '{ print $2 }' <<<"$line")
   [[ $rps =~ ^[0-9.]+$ ]] || bench_die "no requests/s in redis-benchmark's output: $(cat "$out")"
@@ -150,15 +163,18 @@ done
 echo "## floodgate RESP vs redis-server ($(date -u +%Y-%m-%d))"
 echo
 echo "$facts"
+echo "- $(bench_cpu_placement)"
 echo "- floodgate threads: $( ((threads > 0)) && echo "$threads" || echo "default ($(grep -m1 -o 'threads=[0-9]*' "$BENCH_TMP/floodgate.log"))"); redis-benchmark: -c 50 -r 100000 -n $requests, single-threaded client; $rounds rounds, median shown"
 echo
-echo "| command | -P | median rps | vs redis INCR | vs seed script | rounds (rps) | denied |"
-echo "|---|---:|---:|---:|---:|---|---:|"
+echo "| command | -P | median rps | vs redis INCR | vs seed script | rounds (rps) | server CPU us/req | CPU vs INCR | denied |"
+echo "|---|---:|---:|---:|---:|---|---:|---:|---:|"
 for p in "${pipelines[@]}"; do
   # shellcheck disable=SC2086
   incr=$(bench_median ${rps_runs["redis INCR|$p"]})
   # shellcheck disable=SC2086
   seed=$(bench_median ${rps_runs["redis EVALSHA seed script|$p"]})
+  # shellcheck disable=SC2086
+  incr_cpu=$(bench_median ${cpu_runs["redis INCR|$p"]})
   for cell in "${cells[@]}"; do
     IFS='|' read -r label server cmd <<<"$cell"
     key="$label|$p"
@@ -171,10 +187,13 @@ for p in "${pipelines[@]}"; do
       total=$((allowed_total[$key] + denied_total[$key]))
       denied=$(awk -v d="${denied_total[$key]}" -v t="$total" 'BEGIN { if (t == 0) print "n/a"; else printf "%.0f%%\n", 100 * d / t }')
     fi
-    echo "| ${server/redis/redis-server} \`${cmd/$sha/<sha>}\` | $p | $(bench_fmt_int "$med") | $(bench_ratio "$med" "$incr") | $(bench_ratio "$med" "$seed") | ${runs% } | $denied |"
+    # shellcheck disable=SC2086
+    cpu=$(bench_median ${cpu_runs[$key]})
+    echo "| ${server/redis/redis-server} \`${cmd/$sha/<sha>}\` | $p | $(bench_fmt_int "$med") | $(bench_ratio "$med" "$incr") | $(bench_ratio "$med" "$seed") | ${runs% } | $cpu | $(bench_ratio "$cpu" "$incr_cpu") | $denied |"
   done
 done
 echo
+echo "server CPU us/req: the answering server's CPU time over the run (floodgate: every thread, /proc/<pid>/task/*/schedstat; redis-server: INFO cpu), divided by the requests."
 echo "\"denied\": share of floodgate's decisions that were denials during the timed runs (from its /metrics)."
 echo "With -P 16 the single-threaded redis-benchmark client itself can be the bottleneck: compare -P 16 rows with care."
 echo

@@ -14,6 +14,7 @@
 # also have no backend error (an on_backend_error answer), or the script fails.
 #
 # usage: bench/rlflex_vs_floodgate.sh [--requests N] [--rounds R] [--concurrency C]
+#                                     [--server-cpus LIST] [--client-cpus LIST] (bench/lib.sh, "CPU placement")
 #                                     [--procs P] [--threads N]
 #   --requests     requests per run (default 300000)
 #   --rounds       rounds (default 3)
@@ -38,6 +39,7 @@ while (($#)); do
     --concurrency) concurrency=${2:?--concurrency needs a value}; shift 2 ;;
     --procs) procs=${2:?--procs needs a value}; shift 2 ;;
     --threads) threads=${2:?--threads needs a value}; shift 2 ;;
+    --server-cpus | --client-cpus) bench_cpu_arg "$1" "${2:-}"; shift 2 ;;
     -h | --help) bench_usage 0 ;;
     *) echo "unknown argument: $1" >&2; bench_usage 2 ;;
   esac

@@ -16,7 +16,8 @@
 # All closed loop with C calls in flight (C connections of one call each
 # for redis-benchmark; C calls over 2 HTTP/2 connections for gRPC, as Envoy
 # multiplexes), keys uniform over 100,000; several rounds alternating the
-# cells; prints a markdown table of medians (requests/s and p99).
+# cells; prints a markdown table of medians (requests/s, p99, and
+# floodgate's CPU time per call: every thread, bench/lib.sh "CPU placement").
 #
 # With --store redis, the state lives in a redis-server this script starts,
 # and each cell also shows how many decisions one script call carried:
@@ -25,7 +26,7 @@
 # and EVAL calls Redis counted (INFO commandstats, reset before each run).
 #
 # usage: bench/rls_vs_resp.sh [--threads N] [--duration S] [--rounds R] [--concurrency C]
-#                             [--store memory|redis]
+#                             [--store memory|redis] [--server-cpus LIST] [--client-cpus LIST]
 #   --threads      floodgate event-loop threads, and as many gRPC threads
 #                  (default 0: floodgate's own default, as a user gets it)
 #   --duration     seconds per gRPC run (default 10); RESP runs send as many
@@ -33,6 +34,9 @@
 #   --rounds       rounds (default 3)
 #   --concurrency  calls in flight (default 50)
 #   --store        memory (default) or redis
+#   --server-cpus, --client-cpus  where floodgate, and the load tools (with
+#                  a redis-server store), run (on a 2-core host:
+#                  --server-cpus 0 --client-cpus 1)
 set -euo pipefail
 # shellcheck source=bench/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -49,6 +53,7 @@ while (($#)); do
     --rounds) rounds=${2:?--rounds needs a value}; shift 2 ;;
     --concurrency) concurrency=${2:?--concurrency needs a value}; shift 2 ;;
     --store) store=${2:?--store needs a value}; shift 2 ;;
+    --server-cpus | --client-cpus) bench_cpu_arg "$1" "${2:-}"; shift 2 ;;
     -h | --help) bench_usage 0 ;;
     *) echo "unknown argument: $1" >&2; bench_usage 2 ;;
   esac
@@ -94,7 +99,7 @@ resp_cmd=(FG.CHECK "$rule" 'bench|user=key:__rand_int__')
 probe=$(timeout 10 redis-cli -p "$FLOODGATE_RESP_PORT" FG.CHECK "$rule" 'bench|user=key:probe' | sed -n 3p)
 [[ $probe == 999999999 ]] || bench_die "FG.CHECK probe answered remaining=$probe"
 
-declare -A rps_runs p99_runs per_call_runs  # cell -> space-separated values per round
+declare -A rps_runs p99_runs per_call_runs cpu_runs  # cell -> space-separated values per round
 commands_used=()
 grpc_answered=300000
 
@@ -118,8 +123,13 @@ run_grpc() {
     --channels 2 --duration "$duration" --descriptors "$descriptors")
   if [[ $round == 1 ]]; then commands_used+=("$(bench_quote "${argv[@]}")"); fi
   reset_script_calls
+  local cpu0 cpu1 completed
+  cpu0=$(bench_cpu_ns "$FLOODGATE_PID")
   bench_run $((duration + 30)) "$out" "${argv[@]}" || bench_die "rls_loadgen failed: $(cat "$out")"
+  cpu1=$(bench_cpu_ns "$FLOODGATE_PID")
   line=$(tail -n 1 "$out")
+  completed=$(sed -n 's/.*completed=\([0-9]*\).*/\1/p' <<<"$line")
+  cpu_runs[$cell]+="$(bench_per ns $((cpu1 - cpu0)) "${completed:-0}") "
   note_script_calls "$cell" "$(sed -n 's/.*completed=\([0-9]*\).*/\1/p' <<<"$line" |
     awk -v d="$descriptors" '{ print $1 * (d == 1 ? 1 : 2 * d) }')"
   rps=$(sed -n 's/.*achieved_rps=\([0-9.]*\).*/\1/p' <<<"$line")
@@ -139,9 +149,13 @@ run_resp() {
     -r 100000 -n "$grpc_answered" --csv "${resp_cmd[@]}")
   if [[ $round == 1 ]]; then commands_used+=("$(bench_quote "${argv[@]}")   # -n: the gRPC run's count"); fi
   reset_script_calls
+  local cpu0 cpu1
+  cpu0=$(bench_cpu_ns "$FLOODGATE_PID")
   BENCH_RUN_QUIET='^WARNING: Could not fetch server CONFIG$' \
     bench_run $((grpc_answered / 20000 + 30)) "$out" "${argv[@]}" ||
     bench_die "redis-benchmark failed"
+  cpu1=$(bench_cpu_ns "$FLOODGATE_PID")
+  cpu_runs[$cell]+="$(bench_per ns $((cpu1 - cpu0)) "$grpc_answered") "
   note_script_calls "$cell" "$grpc_answered"
   line=$(grep -F '"FG.CHECK' "$out" | tail -n 1)
   rps=$(awk -F'","' '{ print $2 }' <<<"$line")
@@ -170,6 +184,7 @@ done
 echo "## Envoy RateLimitService (gRPC) vs RESP, same decisions ($(date -u +%Y-%m-%d))"
 echo
 echo "$facts"
+echo "- $(bench_cpu_placement)"
 echo "- store: $store; floodgate event-loop threads: ${threads_used:-?} (--threads $threads), and as many gRPC threads; $concurrency calls in flight; $rounds rounds, medians"
 echo
 per_call_head="" per_call_rule=""
@@ -177,10 +192,12 @@ if [[ $store == redis ]]; then
   per_call_head=" decisions per script call (rounds) |"
   per_call_rule="---|"
 fi
-echo "| front | median calls/s | vs RESP | median p99 (us) | rounds (calls/s) | rounds (p99 us) |$per_call_head"
-echo "|---|---:|---:|---:|---|---|$per_call_rule"
+echo "| front | floodgate CPU us / call | CPU vs RESP | rounds (CPU us) | median calls/s | vs RESP | median p99 (us) | rounds (calls/s) | rounds (p99 us) |$per_call_head"
+echo "|---|---:|---:|---|---:|---:|---:|---|---|$per_call_rule"
 # shellcheck disable=SC2086
 resp_med=$(bench_median ${rps_runs[${cells[1]}]})
+# shellcheck disable=SC2086
+resp_cpu=$(bench_median ${cpu_runs[${cells[1]}]})
 for cell in "${cells[@]}"; do
   # shellcheck disable=SC2086
   med=$(bench_median ${rps_runs[$cell]})
@@ -190,7 +207,9 @@ for cell in "${cells[@]}"; do
   for v in ${rps_runs[$cell]}; do runs+="$(bench_fmt_int "$v") "; done
   per_call=""
   if [[ $store == redis ]]; then per_call=" ${per_call_runs[$cell]% } |"; fi
-  echo "| $cell | $(bench_fmt_int "$med") | $(bench_ratio "$med" "$resp_med") | $(bench_fmt_int "$p99") | ${runs% } | ${p99_runs[$cell]% } |$per_call"
+  # shellcheck disable=SC2086
+  cpu=$(bench_median ${cpu_runs[$cell]})
+  echo "| $cell | $cpu | $(bench_ratio "$cpu" "$resp_cpu") | ${cpu_runs[$cell]% } | $(bench_fmt_int "$med") | $(bench_ratio "$med" "$resp_med") | $(bench_fmt_int "$p99") | ${runs% } | ${p99_runs[$cell]% } |$per_call"
 done
 echo
 echo "Commands:"

@@ -153,7 +153,13 @@ def test_stats_count_each_second_of_each_rule(start_server):
     assert stats["store"] == {"kind": "memory", "healthy": True}
     assert stats["connections"]["http"]["open"] >= 1
     assert stats["connections"]["resp"]["open"] == 0
-    assert stats["top"] == {"enabled": True, "servers": 1, "dropped": 0, "untracked": 0}
+    assert stats["top"] == {
+        "enabled": True,
+        "servers": 1,
+        "dropped": 0,
+        "sampled_out": 0,
+        "untracked": 0,
+    }
     assert stats["redact_keys"] is False
 
 

@@ -99,7 +99,8 @@ Visibility::Visibility(const VisibilityConfig& config, bool redact_keys,
     top_ = std::make_unique<service::TopSubjects>(options);
     recorder_ = std::make_unique<TopRecorder>(top_.get(), loops);
   }
-  if (top_ != nullptr) board_ = services_->rooms.sketch_board ? services_->rooms.sketch_board() : nullptr;
+  if (top_ != nullptr)
+    board_ = services_->rooms.sketch_board ? services_->rooms.sketch_board() : nullptr;
   // A name unique among the servers sharing the store, for this run.
   std::random_device random;
   char name[17];
@@ -509,6 +510,10 @@ void Visibility::AppendStatsJson(int64_t now_ms, std::string* out) const {
     // was past the rules tracked (TopSubjectsOptions::max_rules).
     *out += ",\"dropped\":";
     AppendInt(out, recorder_->dropped());
+    // Decisions made under load that the sketch's sample left out (each
+    // stood for by one it counted: docs/visibility.md, "Under load").
+    *out += ",\"sampled_out\":";
+    AppendInt(out, recorder_->skipped());
     *out += ",\"untracked\":";
     AppendInt(out, top_->ignored());
   }

@@ -6,7 +6,9 @@
 namespace floodgate::server {
 
 TopRecorder::TopRecorder(service::TopSubjects* top, int loops) : top_(top) {
-  for (int i = 0; i < std::max(1, loops); ++i) queues_.push_back(std::make_unique<Queue>());
+  for (int i = 0; i < std::max(1, loops); ++i) {
+    queues_.push_back(std::make_unique<Queue>(static_cast<uint64_t>(i) + 1));
+  }
   thread_ = std::thread([this] { Run(); });
 }
 
@@ -63,6 +65,12 @@ void TopRecorder::Drain() {
     drained_events_.clear();
     drained_bytes_.clear();
   }
+}
+
+int64_t TopRecorder::skipped() const {
+  int64_t n = 0;
+  for (const auto& q : queues_) n += q->skipped.load(std::memory_order_relaxed);
+  return n;
 }
 
 int64_t TopRecorder::dropped() const {

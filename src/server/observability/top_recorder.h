@@ -4,7 +4,10 @@
 // a thread of the recorder's moves the queues into TopSubjects when one
 // holds kWakeAt decisions, or every kDrainEveryMs (an idle server's thread
 // sleeps), where the sketch's work (a hash lookup, often an eviction
-// and a heap step: ~125 ns on a key of the long tail) is done.
+// and a heap step: ~125 ns on a key of the long tail) is done. Under load a
+// loop queues a sample of its decisions, each weighted by the decisions it
+// stands for (top_sampler.h): the sketch's cost stops growing with the
+// load, and so does its share of a decision's.
 #pragma once
 
 #include <atomic>
@@ -18,6 +21,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "server/observability/top_sampler.h"
 #include "service/top/top_subjects.h"
 
 namespace floodgate::server {
@@ -43,6 +47,12 @@ class TopRecorder {
   void Record(int loop, std::string_view rule, std::string_view key, int64_t units, bool denied,
               int64_t now_ms) {
     Queue& q = *queues_[static_cast<size_t>(loop)];
+    const int64_t weight = q.sampler.Weigh(now_ms);
+    if (weight == 0) {
+      q.skipped.store(q.sampler.skipped(), std::memory_order_relaxed);
+      return;
+    }
+    if (weight > 1) units = units > INT64_MAX / weight ? INT64_MAX : units * weight;
     std::lock_guard<std::mutex> lock(q.mu);
     if (q.events.size() >= kMaxQueued || q.bytes.size() >= kMaxQueuedBytes) {
       ++q.dropped;
@@ -64,6 +74,9 @@ class TopRecorder {
   int64_t dropped() const;
   // Decisions moved into the sketch so far.
   int64_t recorded() const { return recorded_.load(std::memory_order_relaxed); }
+  // Decisions the loops made under load that no sample counted: each is
+  // stood for by one that was (top_sampler.h).
+  int64_t skipped() const;
 
  private:
   struct Event {
@@ -72,6 +85,9 @@ class TopRecorder {
     bool denied;
   };
   struct alignas(64) Queue {
+    explicit Queue(uint64_t seed) : sampler(seed) {}
+    TopSampler sampler;               // the loop's thread alone
+    std::atomic<int64_t> skipped{0};  // sampler.skipped(), for any thread
     std::mutex mu;
     std::vector<Event> events ABSL_GUARDED_BY(mu);
     std::string bytes ABSL_GUARDED_BY(mu);  // each event's rule then key, in order

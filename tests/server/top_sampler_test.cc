@@ -29,7 +29,7 @@ std::pair<int64_t, int64_t> Feed(TopSampler& s, int64_t from_ms, int ticks, int6
   int64_t weights = 0, counted = 0;
   for (int t = 0; t < ticks; ++t) {
     for (int64_t i = 0; i < per_tick; ++i) {
-      const int64_t now = from_ms + t * TopSampler::kTickMs + i * TopSampler::kTickMs / per_tick;
+      const int64_t now = from_ms + t * kTopSampleTickMs + i * kTopSampleTickMs / per_tick;
       const int64_t w = s.Weigh(now);
       EXPECT_GE(w, 0);
       weights += w;
@@ -41,8 +41,8 @@ std::pair<int64_t, int64_t> Feed(TopSampler& s, int64_t from_ms, int ticks, int6
 
 TEST(TopSamplerTest, UnderTheThresholdEveryDecisionCountsOnce) {
   TopSampler s(1);
-  const auto [weights, counted] = Feed(s, kT0, 20, TopSampler::kExactPerTick);
-  EXPECT_EQ(counted, 20 * TopSampler::kExactPerTick);
+  const auto [weights, counted] = Feed(s, kT0, 20, kTopExactPerTick);
+  EXPECT_EQ(counted, 20 * kTopExactPerTick);
   EXPECT_EQ(weights, counted);
   EXPECT_EQ(s.stride(), 1);
   EXPECT_EQ(s.skipped(), 0);
@@ -51,9 +51,9 @@ TEST(TopSamplerTest, UnderTheThresholdEveryDecisionCountsOnce) {
 TEST(TopSamplerTest, PastTheThresholdASampleStandsForEveryDecision) {
   TopSampler s(2);
   // The first tick is counted whole (nothing said the load was high yet).
-  const int64_t per_tick = 10 * TopSampler::kExactPerTick;
+  const int64_t per_tick = 10 * kTopExactPerTick;
   Feed(s, kT0, 1, per_tick);
-  const auto [weights, counted] = Feed(s, kT0 + TopSampler::kTickMs, 50, per_tick);
+  const auto [weights, counted] = Feed(s, kT0 + kTopSampleTickMs, 50, per_tick);
   EXPECT_EQ(s.stride(), 10);
   const double made = 50.0 * static_cast<double>(per_tick);
   // A binomial sample of 1/10: its weights add up to the decisions within
@@ -65,7 +65,7 @@ TEST(TopSamplerTest, PastTheThresholdASampleStandsForEveryDecision) {
 
 TEST(TopSamplerTest, AnIdleSpellBringsBackExactCounts) {
   TopSampler s(3);
-  Feed(s, kT0, 3, 20 * TopSampler::kExactPerTick);
+  Feed(s, kT0, 3, 20 * kTopExactPerTick);
   EXPECT_GT(s.stride(), 1);
   // Ten seconds later a few decisions: counted each.
   int64_t weights = 0;
@@ -76,7 +76,7 @@ TEST(TopSamplerTest, AnIdleSpellBringsBackExactCounts) {
 
 TEST(TopSamplerTest, AClockStepBackStartsANewTick) {
   TopSampler s(4);
-  Feed(s, kT0, 2, 30 * TopSampler::kExactPerTick);
+  Feed(s, kT0, 2, 30 * kTopExactPerTick);
   EXPECT_EQ(s.stride(), 30);
   // A step back ends the tick; its rate (the decisions seen) carries over.
   EXPECT_GE(s.Weigh(kT0 - 60'000), 0);
@@ -94,13 +94,13 @@ void ExpectTopWithinBound(const std::vector<uint32_t>& stream, int64_t per_tick,
   for (size_t i = 0; i < stream.size(); ++i) {
     const std::string key = "subject:" + std::to_string(stream[i]);
     ++truth[key];
-    const int64_t now = kT0 + static_cast<int64_t>(i) * TopSampler::kTickMs / per_tick;
+    const int64_t now = kT0 + static_cast<int64_t>(i) * kTopSampleTickMs / per_tick;
     const int64_t w = sampler.Weigh(now);
     stride = std::max(stride, sampler.stride());
     if (w > 0) top.Record("r", key, w, true, now);
   }
   ASSERT_GT(stride, 1) << "the stream must run past the threshold";
-  const int64_t end = kT0 + static_cast<int64_t>(stream.size()) * TopSampler::kTickMs / per_tick;
+  const int64_t end = kT0 + static_cast<int64_t>(stream.size()) * kTopSampleTickMs / per_tick;
   const service::SpaceSaving sketch =
       top.Snapshot("r", service::TopBy::kDenied, service::TopWindow::k15m, end);
   std::vector<std::pair<int64_t, std::string>> all;

@@ -7,11 +7,11 @@
 // CPU, as much as a fifth of a pipelined decision on a long-tail key. The
 // sketch is for the heavy subjects, and those a sample finds as well.
 //
-// How: time is cut into ticks of kTickMs. While a loop makes at most
-// kExactPerTick decisions a tick (20,000 a second), every decision is
+// How: time is cut into ticks of kTopSampleTickMs. While a loop makes at most
+// kTopExactPerTick decisions a tick (20,000 a second), every decision is
 // counted, with weight 1: the counts are what the sketch's own bound says.
 // Past that, the next tick counts each decision with probability 1/stride,
-// where stride is the last tick's decisions over kExactPerTick rounded up,
+// where stride is the last tick's decisions over kTopExactPerTick rounded up,
 // and a decision counted stands for `stride` decisions (its units times
 // stride). The count of every subject is then an unbiased estimate
 // (Horvitz-Thompson) whose standard deviation is about
@@ -30,17 +30,19 @@
 
 namespace floodgate::server {
 
+// A tick's length, and the decisions in one that are all counted (20,000
+// a second).
+inline constexpr int64_t kTopSampleTickMs = 100;
+inline constexpr int64_t kTopExactPerTick = 2000;
+
 class TopSampler {
  public:
-  static constexpr int64_t kTickMs = 100;
-  static constexpr int64_t kExactPerTick = 2000;
-
   explicit TopSampler(uint64_t seed) : random_(seed * 0x9E3779B97F4A7C15ull | 1) {}
 
   // The weight of a decision made at `now_ms`: 0 when it is not counted,
   // else how many decisions it stands for (1 under the threshold).
   int64_t Weigh(int64_t now_ms) {
-    if (now_ms >= tick_start_ms_ + kTickMs || now_ms < tick_start_ms_) NextTick(now_ms);
+    if (now_ms >= tick_start_ms_ + kTopSampleTickMs || now_ms < tick_start_ms_) NextTick(now_ms);
     ++seen_;
     if (stride_ == 1) return 1;
     // 1 in stride_: the draw's top 32 bits scaled to [0, stride_).
@@ -63,8 +65,9 @@ class TopSampler {
   void NextTick(int64_t now_ms) {
     const int64_t elapsed = now_ms - tick_start_ms_;
     int64_t per_tick = seen_;
-    if (elapsed > kTickMs) per_tick = seen_ * kTickMs / elapsed;
-    stride_ = per_tick > kExactPerTick ? (per_tick + kExactPerTick - 1) / kExactPerTick : 1;
+    if (elapsed > kTopSampleTickMs) per_tick = seen_ * kTopSampleTickMs / elapsed;
+    stride_ =
+        per_tick > kTopExactPerTick ? (per_tick + kTopExactPerTick - 1) / kTopExactPerTick : 1;
     tick_start_ms_ = now_ms;
     seen_ = 0;
   }

@@ -14,6 +14,7 @@ import argparse
 import os
 import re
 import statistics
+import struct
 import sys
 
 import redis
@@ -58,18 +59,22 @@ def main():
     seed = ('local c = redis.call("INCR", KEYS[1]) if c == 1 then '
             'redis.call("EXPIRE", KEYS[1], ARGV[1]) end return c')
 
-    def prefill():  # every key holds this window's fixed_window state
-        sha = r.script_load(fw)
+    def prefill(script, args):  # every key holds the script's state for now
+        sha = r.script_load(script)
         for i in range(0, nkeys, K):
-            r.evalsha(sha, len(names[i:i + K]), *names[i:i + K], *argv)
+            reply = r.evalsha(sha, len(names[i:i + K]), *names[i:i + K], *args)
+            # Each element packs its decision as doubles, `admitted` first:
+            # a run that denies or errs measures something else.
+            if not all(isinstance(e, bytes) and struct.unpack_from('<d', e)[0] == 1 for e in reply[1:]):
+                sys.exit('redis_script_costs: a prefill decision was not an admission: %r' % reply[1:3])
 
-    def run(script, keys_of, args, k, fill):
+    def run(script, keys_of, args, k, fill, fill_with=None):
         sha = r.script_load(script)
         got = []
         for _ in range(a.repeats):
             r.flushall()
             if fill:
-                prefill()
+                prefill(*(fill_with or (fw, argv)))
             r.config_resetstat()
             p = r.pipeline(transaction=False)
             for c in range(a.calls):
@@ -109,6 +114,32 @@ def main():
         print('| %s | %.0f | %s |' % (name, ns, '-' if ns is base else '%.0f' % (ns - base)))
     seed_ns = run(seed, lambda c: [names[(c * 7919) % nkeys]], ['60'], 1, False)
     print('| the seed script, one decision per EVALSHA | %.0f | - |' % seed_ns)
+
+    # Every algorithm, one limit and three, on keys holding their state (a
+    # count no run reaches, so every decision is an admission and a write).
+    minute, hour, day = 60000, 3600000, 86400000
+    shapes = {  # ARGV fields per limit, for a limit of `count` per `period`
+        'fixed_window': lambda count, period: [count, period, 0, 0, 0, 0],
+        'sliding_window': lambda count, period: [count, period],
+        'sliding_log': lambda count, period: [count, period],
+        'token_bucket': lambda count, period: [count, period, count],
+        'gcra': lambda count, period: [period * 1000 // count, count],
+    }
+    print()
+    print('| script (%d decisions per call, keys holding state) | 1 limit, ns / decision | '
+          '3 limits (minute, hour, day), ns / decision | vs the seed script, 1 limit |' % K)
+    print('|---|---:|---:|---:|')
+    for name, fields in shapes.items():
+        script = load_script(name)
+        cells = []
+        for periods in ([minute], [minute, hour, day]):
+            count = 10 ** 6
+            args = ['0123456789abcdef', '', str(len(periods))]
+            for period in periods:
+                args += [str(f) for f in fields(count * period // minute, period)]
+            args.append('1')
+            cells.append(run(script, batch, args, K, True, (script, args)))
+        print('| %s | %.0f | %.0f | %.2f |' % (name, cells[0], cells[1], cells[0] / seed_ns))
     return 0
 
 

@@ -215,6 +215,27 @@ void BM_FlatHashMapBaselineHotKey(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations());
 }
 
+// The parts of a decision that cost time beyond their instruction count,
+// each alone on this host, beside the baseline (docs/benchmarks.md, "The
+// engine's hot key"): the clock a decision reads (through the Clock
+// interface, as LimiterCore reads it), and a shard's lock and unlock with
+// no other thread about (engine/shard.h: std::mutex).
+void BM_PartClockNowMs(benchmark::State& state) {
+  const floodgate::Clock& clock = Clock();  // the benches' SystemClock
+  for (auto _ : state) benchmark::DoNotOptimize(clock.NowMs());
+  state.SetItemsProcessed(state.iterations());
+}
+
+void BM_PartShardLock(benchmark::State& state) {
+  std::mutex mu;
+  int64_t n = 0;
+  for (auto _ : state) {
+    std::lock_guard<std::mutex> lock(mu);
+    benchmark::DoNotOptimize(++n);
+  }
+  state.SetItemsProcessed(state.iterations());
+}
+
 void BM_FlatHashMapBaselineDistinctKeys(benchmark::State& state) {
   static absl::flat_hash_map<std::string, int64_t> map;
   const auto& keys = Keys();
@@ -308,6 +329,8 @@ BENCHMARK(BM_CheckHotKeyControlled<kGcra, Controlled::kOther>)
 FLOODGATE_PIPELINED_BENCH(kFixedWindow);
 FLOODGATE_PIPELINED_BENCH(kGcra);
 BENCHMARK(BM_FlatHashMapBaselineHotKey)->Threads(1);
+BENCHMARK(BM_PartClockNowMs);
+BENCHMARK(BM_PartShardLock);
 BENCHMARK(BM_FlatHashMapBaselineDistinctKeys)->Threads(1)->UseRealTime();
 BENCHMARK(BM_MemoryPerEntryFixedWindow)->Iterations(1)->Unit(benchmark::kMillisecond);
 

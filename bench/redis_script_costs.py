@@ -38,6 +38,7 @@ def loop(body):
 
 
 REPLY = "struct.pack('<dddddddd', 1, 1, 1e9, 5, 0, 5, 0, 6)"  # one decision's packed reply
+FP = '0123456789abcdef'  # the rule's definition fingerprint (ARGV[1])
 
 
 def main():
@@ -55,7 +56,7 @@ def main():
     batch = lambda c: [names[(c * 7919 + j * 211) % nkeys] for j in range(K)]
     fresh = lambda c: ['fg:{bench:new:%d:%d}' % (c, j) for j in range(K)]
     fw = load_script('fixed_window')
-    argv = ['0123456789abcdef', '', '1', '1000000000', '60000', '0', '0', '0', '0', '1']
+    argv = [FP, '', '1', '1000000000', '60000', '0', '0', '0', '0', '1']
     seed = ('local c = redis.call("INCR", KEYS[1]) if c == 1 then '
             'redis.call("EXPIRE", KEYS[1], ARGV[1]) end return c')
 
@@ -68,13 +69,16 @@ def main():
             if not all(isinstance(e, bytes) and struct.unpack_from('<d', e)[0] == 1 for e in reply[1:]):
                 sys.exit('redis_script_costs: a prefill decision was not an admission: %r' % reply[1:3])
 
-    def run(script, keys_of, args, k, fill, fill_with=None):
+    # Median ns per decision of `script` over `keys_of(c)` (k keys) and
+    # `args`; `state`: the (script, args) whose states the keys hold first,
+    # or None for an empty keyspace.
+    def run(script, keys_of, args, k, state):
         sha = r.script_load(script)
         got = []
         for _ in range(a.repeats):
             r.flushall()
-            if fill:
-                prefill(*(fill_with or (fw, argv)))
+            if state:
+                prefill(*state)
             r.config_resetstat()
             p = r.pipeline(transaction=False)
             for c in range(a.calls):
@@ -86,33 +90,34 @@ def main():
             got.append(st['usec'] * 1000.0 / (st['calls'] * k))
         return statistics.median(got)
 
-    rows = [
-        ('keys passed, nothing done (`return r`)', loop(''), False),
-        ('+ a 64-byte packed reply per decision', loop('for j = 1, k do r[j] = %s end' % REPLY), False),
-        ("+ GET of the key's state", loop("for j = 1, k do local v = redis.call('GET', KEYS[j]) end"), True),
+    held = (fw, argv)  # keys holding this window's fixed_window state
+    rows = [  # (name, script, the keys' state first: held or None)
+        ('+ a 64-byte packed reply per decision', loop('for j = 1, k do r[j] = %s end' % REPLY), None),
+        ("+ GET of the key's state", loop("for j = 1, k do local v = redis.call('GET', KEYS[j]) end"), held),
         ("+ GET by redis.pcall (how the scripts read since 265eb53: a wrong-type key answered)",
-         loop("for j = 1, k do local v = redis.pcall('GET', KEYS[j]) end"), True),
-        ('+ MGET of all keys, once per call', loop("local v = redis.call('MGET', unpack(KEYS))"), True),
+         loop("for j = 1, k do local v = redis.pcall('GET', KEYS[j]) end"), held),
+        ('+ MGET of all keys, once per call', loop("local v = redis.call('MGET', unpack(KEYS))"), held),
         ('+ SETRANGE of 24 bytes (same window: the common write)',
-         loop("for j = 1, k do redis.call('SETRANGE', KEYS[j], '18', 'abcdefghabcdefghabcdefgh') end"), True),
+         loop("for j = 1, k do redis.call('SETRANGE', KEYS[j], '18', 'abcdefghabcdefghabcdefgh') end"), held),
         ('+ SET PX of the state (a new window)',
-         loop("for j = 1, k do redis.call('SET', KEYS[j], 'abcdefghabcdefghabcdefghabcdefghabcdefghab', 'PX', '60000') end"), True),
-        ('+ INCR (the seed\'s command)', loop("for j = 1, k do redis.call('INCR', 'c' .. KEYS[j]) end"), False),
+         loop("for j = 1, k do redis.call('SET', KEYS[j], 'abcdefghabcdefghabcdefghabcdefghabcdefghab', 'PX', '60000') end"),
+         held),
+        ('+ INCR (the seed\'s command)', loop("for j = 1, k do redis.call('INCR', 'c' .. KEYS[j]) end"), None),
         ('+ the state unpacked and packed (Lua only)',
          loop("local s = struct.pack('<ddd', 1, 2, 3) for j = 1, k do local x, y, z = struct.unpack('<ddd', s, 1) "
-              "local v = struct.pack('<ddd', x, y, z + 1) end"), False),
-        ('floodgate fixed_window, keys holding this window', fw, True),
-        ('floodgate fixed_window, new keys', fw, None),
+              "local v = struct.pack('<ddd', x, y, z + 1) end"), None),
+        ('floodgate fixed_window, keys holding this window', fw, held),
     ]
     print('| step (%d decisions per call) | ns / decision | alone |' % K)
     print('|---|---:|---:|')
-    base = None
-    for name, script, fill in rows:
-        ns = run(script, fresh if fill is None else batch, argv, K, bool(fill))
-        if base is None:
-            base = ns
-        print('| %s | %.0f | %s |' % (name, ns, '-' if ns is base else '%.0f' % (ns - base)))
-    seed_ns = run(seed, lambda c: [names[(c * 7919) % nkeys]], ['60'], 1, False)
+    base = run(loop(''), batch, argv, K, None)
+    print('| keys passed, nothing done (`return r`) | %.0f | - |' % base)
+    for name, script, state in rows:
+        ns = run(script, batch, argv, K, state)
+        print('| %s | %.0f | %.0f |' % (name, ns, ns - base))
+    ns = run(fw, fresh, argv, K, None)
+    print('| floodgate fixed_window, new keys | %.0f | %.0f |' % (ns, ns - base))
+    seed_ns = run(seed, lambda c: [names[(c * 7919) % nkeys]], ['60'], 1, None)
     print('| the seed script, one decision per EVALSHA | %.0f | - |' % seed_ns)
 
     # Every algorithm, one limit and three, on keys holding their state (a
@@ -134,11 +139,11 @@ def main():
         cells = []
         for periods in ([minute], [minute, hour, day]):
             count = 10 ** 6
-            args = ['0123456789abcdef', '', str(len(periods))]
+            args = [FP, '', str(len(periods))]
             for period in periods:
                 args += [str(f) for f in fields(count * period // minute, period)]
             args.append('1')
-            cells.append(run(script, batch, args, K, True, (script, args)))
+            cells.append(run(script, batch, args, K, (script, args)))
         print('| %s | %.0f | %.0f | %.2f |' % (name, cells[0], cells[1], cells[0] / seed_ns))
     return 0
 

@@ -250,6 +250,58 @@ void BM_FlatHashMapBaselineDistinctKeys(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations());
 }
 
+// The least a thread-safe fixed_window limiter does per decision, beside
+// the flat_hash_map baseline: read the clock (through Clock, as floodgate
+// does), take a lock, find the key's (window, count), decide one limit and
+// say how many are left. No rules, no expiry, no result beyond that: the
+// floor floodgate's own decision is compared with in docs/benchmarks.md
+// ("The engine's hot key"), because the baseline alone reads no clock and
+// takes no lock, which a limiter cannot skip.
+struct MinimalWindow {
+  int64_t start_ms = 0;
+  int64_t used = 0;
+};
+
+inline int64_t MinimalDecide(MinimalWindow& w, int64_t now_ms) {
+  constexpr int64_t kWindowMs = 60'000;
+  constexpr int64_t kLimit = 1'000'000'000;
+  const int64_t start = now_ms - now_ms % kWindowMs;
+  if (w.start_ms != start) w = {start, 0};
+  if (w.used + 1 > kLimit) return -1;
+  return kLimit - ++w.used;
+}
+
+void BM_MinimalLimiterBaselineHotKey(benchmark::State& state) {
+  absl::flat_hash_map<std::string, MinimalWindow> map;
+  std::mutex mu;
+  const floodgate::Clock& clock = Clock();
+  const std::string key = "user:hot-key-01";
+  for (auto _ : state) {
+    const int64_t now_ms = clock.NowMs();
+    std::lock_guard<std::mutex> lock(mu);
+    benchmark::DoNotOptimize(MinimalDecide(map[key], now_ms));
+  }
+  state.SetItemsProcessed(state.iterations());
+}
+
+void BM_MinimalLimiterBaselineDistinctKeys(benchmark::State& state) {
+  static absl::flat_hash_map<std::string, MinimalWindow> map;
+  static std::mutex mu;
+  const floodgate::Clock& clock = Clock();
+  const auto& keys = Keys();
+  if (map.empty()) {
+    for (const auto& key : keys) map[key] = {};
+  }
+  size_t i = 0;
+  for (auto _ : state) {
+    const int64_t now_ms = clock.NowMs();
+    std::lock_guard<std::mutex> lock(mu);
+    benchmark::DoNotOptimize(MinimalDecide(map[keys[i]], now_ms));
+    i = (i + 1) % keys.size();
+  }
+  state.SetItemsProcessed(state.iterations());
+}
+
 // Heap bytes per live entry: 1M subjects with 16-byte keys on a one-limit
 // fixed_window rule, measured as the glibc heap growth (chunk overhead and
 // hash tables included). Reported as the counter bytes_per_entry.
@@ -332,6 +384,8 @@ BENCHMARK(BM_FlatHashMapBaselineHotKey)->Threads(1);
 BENCHMARK(BM_PartClockNowMs);
 BENCHMARK(BM_PartShardLock);
 BENCHMARK(BM_FlatHashMapBaselineDistinctKeys)->Threads(1)->UseRealTime();
+BENCHMARK(BM_MinimalLimiterBaselineHotKey)->Threads(1);
+BENCHMARK(BM_MinimalLimiterBaselineDistinctKeys)->Threads(1)->UseRealTime();
 BENCHMARK(BM_MemoryPerEntryFixedWindow)->Iterations(1)->Unit(benchmark::kMillisecond);
 
 }  // namespace

@@ -131,7 +131,8 @@ int main(int argc, char** argv) {
                     "YAML config file (default: examples/floodgate.yaml if present)");
   serve->add_option("--store", serve_flags.store,
                     "store (overrides the config): memory, redis://[user:pass@]host:port, "
-                    "rediss://…, redis+cluster://h1:p1,h2:p2, redis+proxy://host:port");
+                    "rediss://…, redis+cluster://h1:p1,h2:p2, redis+proxy://host:port, "
+                    "redis-sentinel://s1:p1,s2:p2/master");
   serve->add_option("--http", serve_flags.http, "HTTP listen address host:port, or off");
   serve->add_option("--resp", serve_flags.resp, "Redis-protocol listen address host:port, or off");
   serve->add_option("--grpc", serve_flags.grpc,

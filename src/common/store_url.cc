@@ -27,6 +27,7 @@ constexpr Scheme kSchemes[] = {
     {"redis", StoreMode::kStandalone, false},      {"rediss", StoreMode::kStandalone, true},
     {"redis+cluster", StoreMode::kCluster, false}, {"rediss+cluster", StoreMode::kCluster, true},
     {"redis+proxy", StoreMode::kProxy, false},     {"rediss+proxy", StoreMode::kProxy, true},
+    {"redis-sentinel", StoreMode::kSentinel, false}, {"rediss-sentinel", StoreMode::kSentinel, true},
 };
 
 std::string_view SchemeName(StoreMode mode, bool tls) {
@@ -60,6 +61,10 @@ bool IsHostChar(char c) {
          c == '.' || c == '_';
 }
 
+// A sentinel's master name: what `sentinel monitor` accepts and a URL path
+// carries without escapes.
+bool IsMasterNameChar(char c) { return IsHostChar(c) || c == ':' || c == '+'; }
+
 bool IsV6Char(char c) { return text::HexDigitValue(c) >= 0 || c == ':' || c == '.'; }
 
 bool ParseYesNo(std::string_view v, bool& out) {
@@ -79,7 +84,8 @@ bool ParseYesNo(std::string_view v, bool& out) {
 constexpr EnumRow<StoreMode, const char*> kStoreModeNames[] = {
     {StoreMode::kStandalone, "standalone"},
     {StoreMode::kCluster, "cluster"},
-    {StoreMode::kProxy, "proxy"}};
+    {StoreMode::kProxy, "proxy"},
+    {StoreMode::kSentinel, "sentinel"}};
 
 const char* StoreModeName(StoreMode mode) { return ValueIn(kStoreModeNames, mode, "standalone"); }
 
@@ -154,7 +160,6 @@ std::string StoreUrl::Redacted() const {
     if (i > 0) out += ',';
     out += nodes[i].ToString();
   }
-  if (db >= 0) out += "/" + std::to_string(db);
   std::string query;
   auto add = [&](std::string_view key, const std::string& value) {
     if (value.empty()) return;
@@ -163,6 +168,14 @@ std::string StoreUrl::Redacted() const {
     query += '=';
     query += value;
   };
+  if (mode == StoreMode::kSentinel) {
+    out += "/" + master_name;
+    if (db >= 0) add("db", std::to_string(db));
+    add("sentinel_user", sentinel_user);
+    if (!sentinel_password.empty()) add("sentinel_password", "***");
+  } else if (db >= 0) {
+    out += "/" + std::to_string(db);
+  }
   add("tls_ca_file", tls_options.ca_file);
   add("tls_cert_file", tls_options.cert_file);
   add("tls_key_file", tls_options.key_file);
@@ -189,8 +202,8 @@ Result<StoreUrl> ParseStoreUrl(std::string_view url) {
   }
   if (!known) {
     return UrlError("unknown scheme " + Quoted(scheme) +
-                    " (expected redis, rediss, redis+cluster, rediss+cluster, redis+proxy or "
-                    "rediss+proxy)");
+                    " (expected redis, rediss, redis+cluster, rediss+cluster, redis+proxy, "
+                    "rediss+proxy, redis-sentinel or rediss-sentinel)");
   }
   std::string_view rest = url.substr(sep + 3);
 
@@ -229,7 +242,8 @@ Result<StoreUrl> ParseStoreUrl(std::string_view url) {
     if (comma == std::string_view::npos) break;
     start = comma + 1;
   }
-  if (out.mode != StoreMode::kCluster && out.nodes.size() > 1) {
+  const bool sentinel = out.mode == StoreMode::kSentinel;
+  if (out.mode != StoreMode::kCluster && !sentinel && out.nodes.size() > 1) {
     return UrlError(std::string(SchemeName(out.mode, out.tls)) +
                     ":// takes one host:port; several seeds need redis+cluster://, got " +
                     Quoted(authority));
@@ -243,7 +257,19 @@ Result<StoreUrl> ParseStoreUrl(std::string_view url) {
   if (path.find('#') != std::string_view::npos || query.find('#') != std::string_view::npos) {
     return UrlError("unexpected '#' fragment in " + Quoted(tail));
   }
-  if (path.size() > 1) {
+  if (sentinel) {
+    // The path is the master's name, as sentinel.conf's `sentinel monitor`.
+    const std::string_view name = path.empty() ? path : path.substr(1);
+    if (name.empty()) {
+      return UrlError(std::string(SchemeName(out.mode, out.tls)) +
+                      ":// needs the master's name after the sentinels, e.g. "
+                      "redis-sentinel://127.0.0.1:26379/mymaster");
+    }
+    for (char c : name) {
+      if (!IsMasterNameChar(c)) return UrlError("bad character in the master name " + Quoted(name));
+    }
+    out.master_name = std::string(name);
+  } else if (path.size() > 1) {
     if (out.mode != StoreMode::kStandalone) {
       return UrlError("a database number (" + Quoted(path) + ") is not supported with " +
                       std::string(SchemeName(out.mode, out.tls)) +
@@ -260,6 +286,8 @@ Result<StoreUrl> ParseStoreUrl(std::string_view url) {
   }
 
   bool seen_ca = false, seen_cert = false, seen_key = false, seen_name = false, seen_verify = false;
+  bool seen_db = false, seen_tls = false, seen_suser = false, seen_spass = false;
+  std::string tls_option;  // the first tls_* option given, for the error without TLS
   start = 0;
   while (!query.empty() && start <= query.size()) {
     const size_t amp = query.find('&', start);
@@ -275,6 +303,39 @@ Result<StoreUrl> ParseStoreUrl(std::string_view url) {
     }
     bool* seen = nullptr;
     std::string* field = nullptr;
+    if (key == "db" || key == "tls" || key == "sentinel_user" || key == "sentinel_password") {
+      // Sentinel URLs' own: their path is the master's name.
+      if (!sentinel) {
+        return UrlError("option " + Quoted(key) + " is for redis-sentinel:// URLs" +
+                        (key == "db" ? std::string(" (write the database as /N)") : ""));
+      }
+      bool& once = key == "db"    ? seen_db
+                   : key == "tls" ? seen_tls
+                   : key == "sentinel_user" ? seen_suser
+                                            : seen_spass;
+      if (once) return UrlError("option " + Quoted(key) + " given twice");
+      once = true;
+      if (key == "db") {
+        int db = -1;
+        const auto [ptr, ec] = std::from_chars(value.data(), value.data() + value.size(), db);
+        if (value.empty() || ec != std::errc() || ptr != value.data() + value.size() || db < 0 ||
+            value.front() == '+') {
+          return UrlError("bad database number " + Quoted(value) + " (expected db=0, db=1, ...)");
+        }
+        out.db = db;
+      } else if (key == "tls") {
+        bool tls = false;
+        if (!ParseYesNo(value, tls)) return UrlError("tls must be yes or no, got " + Quoted(value));
+        out.tls = out.tls || tls;
+      } else if (value.empty()) {
+        return UrlError("option " + Quoted(key) + " needs a value");
+      } else if (key == "sentinel_user") {
+        out.sentinel_user = std::move(value);
+      } else {
+        out.sentinel_password = std::move(value);
+      }
+      continue;
+    }
     if (key == "tls_ca_file") {
       seen = &seen_ca;
       field = &out.tls_options.ca_file;
@@ -292,11 +353,12 @@ Result<StoreUrl> ParseStoreUrl(std::string_view url) {
     } else {
       return UrlError("unknown option " + Quoted(key) +
                       " (known: tls_ca_file, tls_cert_file, tls_key_file, tls_server_name, "
-                      "tls_verify)");
+                      "tls_verify" +
+                      (sentinel ? std::string(", db, tls, sentinel_user, sentinel_password")
+                                : std::string()) +
+                      ")");
     }
-    if (!out.tls) {
-      return UrlError("option " + Quoted(key) + " needs a TLS scheme (rediss://...)");
-    }
+    if (tls_option.empty()) tls_option = std::string(key);
     if (*seen) return UrlError("option " + Quoted(key) + " given twice");
     *seen = true;
     if (field != nullptr) {
@@ -305,6 +367,13 @@ Result<StoreUrl> ParseStoreUrl(std::string_view url) {
     } else if (!ParseYesNo(value, out.tls_options.verify)) {
       return UrlError("tls_verify must be yes or no, got " + Quoted(value));
     }
+  }
+  // After every option: a sentinel URL may turn TLS on with tls=yes.
+  if (!tls_option.empty() && !out.tls) {
+    return UrlError("option " + Quoted(tls_option) + " needs a TLS scheme (rediss://...)");
+  }
+  if (!out.sentinel_user.empty() && out.sentinel_password.empty()) {
+    return UrlError("sentinel_user needs sentinel_password");
   }
   if (out.tls_options.cert_file.empty() != out.tls_options.key_file.empty()) {
     return UrlError("tls_cert_file and tls_key_file go together");

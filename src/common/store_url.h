@@ -5,12 +5,18 @@
 //   redis+cluster://[user:pass@]h1:p1,h2:p2,...[?opts]   Redis Cluster (any nodes as seeds)
 //   redis+proxy://[user:pass@]host:port[?options]        Twemproxy (nutcracker) or similar
 //   rediss+cluster://, rediss+proxy://                   cluster / proxy over TLS
+//   redis-sentinel://[user:pass@]s1:p1,s2:p2/master[?db=N&tls=yes]
+//                                                        the master Redis Sentinel names
+//   rediss-sentinel://...                                the same over TLS (tls=yes)
 //
 // Hosts are names, IPv4 addresses or bracketed IPv6 addresses ("[::1]:6379");
 // the port is required. User and password are percent-decoded, so reserved
 // characters in a password ('@', ':', '/', '?', '#', '%') must be written
 // percent-encoded. Options (TLS schemes only): tls_ca_file, tls_cert_file,
-// tls_key_file, tls_server_name, tls_verify=yes|no. See docs/redis.md.
+// tls_key_file, tls_server_name, tls_verify=yes|no. Sentinel URLs list the
+// sentinels and end in the master's name; their user and password are the
+// master's, `sentinel_password` (and `sentinel_user`) the sentinels' own, and
+// `db` selects the database. See docs/redis.md.
 //
 // In common/ although only the Redis store connects by it: the config
 // checks a `store:` URL when it loads (config/ sits below redis/), and the
@@ -32,9 +38,10 @@ enum class StoreMode {
   kStandalone,  // one redis-server
   kCluster,     // Redis Cluster: keys routed by slot
   kProxy,       // a proxy that routes by key itself: no SELECT, no CLUSTER
+  kSentinel,    // one master, found and followed through Redis Sentinel
 };
 
-// "standalone", "cluster" or "proxy".
+// "standalone", "cluster", "proxy" or "sentinel".
 const char* StoreModeName(StoreMode mode);
 
 struct HostPort {
@@ -65,8 +72,14 @@ struct StoreUrl {
   bool tls = false;
   std::string user;             // empty: the default user (AUTH with the password alone)
   std::string password;         // empty: no AUTH
-  std::vector<HostPort> nodes;  // one for standalone and proxy; seeds for cluster
-  int db = -1;                  // standalone only; -1: not given (no SELECT)
+  // One for standalone and proxy; seeds for cluster; the sentinels for sentinel.
+  std::vector<HostPort> nodes;
+  int db = -1;  // standalone and sentinel only; -1: not given (no SELECT)
+  // Sentinel: the master's name (`sentinel monitor <name> ...`), and the
+  // credentials the sentinels themselves want (empty: no AUTH).
+  std::string master_name;
+  std::string sentinel_user;
+  std::string sentinel_password;
   StoreTlsOptions tls_options;
 
   // The URL with the password replaced by "***": safe for logs and errors.

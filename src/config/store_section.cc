@@ -93,7 +93,8 @@ Status ParseStore(const Fields& fields, const YAML::Node& key, const YAML::Node&
       return fields.Fail(value.Mark(),
                          "invalid store: " + url.status().message() +
                              "; use memory or a Redis URL (redis://host:port, rediss://…, "
-                             "redis+cluster://h1:p1,h2:p2, redis+proxy://host:port)",
+                             "redis+cluster://h1:p1,h2:p2, redis+proxy://host:port, "
+                             "redis-sentinel://s1:p1,s2:p2/master)",
                          "store");
     }
   }

@@ -6,11 +6,13 @@
 #include <condition_variable>
 #include <functional>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include "redis/client_loop_driver.h"
 #include "redis/client_state.h"
 #include "redis/io_thread.h"
+#include "redis/sentinel.h"
 
 namespace floodgate::redis {
 namespace internal {
@@ -18,9 +20,29 @@ namespace internal {
 ClientState::ClientState(ClientOptions options_in, std::shared_ptr<TlsContext> tls_in)
     : options(std::move(options_in)),
       clock(options.clock != nullptr ? *options.clock : SystemClock::Default()),
-      tls(std::move(tls_in)) {}
+      tls(std::move(tls_in)) {
+  if (!options.url.nodes.empty()) master_ = options.url.nodes.front();
+}
 
 ClientState::~ClientState() = default;
+
+HostPort ClientState::master() const {
+  std::lock_guard<std::mutex> lock(master_mu_);
+  return master_;
+}
+
+void ClientState::PublishMaster(const HostPort& master) {
+  {
+    std::lock_guard<std::mutex> lock(master_mu_);
+    master_ = master;
+  }
+  master_version_.fetch_add(1, std::memory_order_acq_rel);
+  for (auto& thread : threads) thread->Wake();
+}
+
+void ClientState::RequestMasterRefresh() {
+  if (sentinel != nullptr) sentinel->RequestRefresh();
+}
 
 std::shared_ptr<CircuitBreaker> ClientState::BreakerFor(const std::string& id) {
   std::lock_guard<std::mutex> lock(breakers_mu_);
@@ -124,11 +146,18 @@ Status CheckOptions(const ClientOptions& o) {
     return InvalidArgumentError("redis client options: " + what);
   };
   if (o.url.nodes.empty()) return bad("the store URL names no host");
-  if (o.url.mode != StoreMode::kCluster && o.url.nodes.size() != 1) {
+  const bool sentinel = o.url.mode == StoreMode::kSentinel;
+  if (o.url.mode != StoreMode::kCluster && !sentinel && o.url.nodes.size() != 1) {
     return bad("standalone and proxy URLs name exactly one host");
   }
-  if (o.url.mode != StoreMode::kStandalone && o.url.db >= 0) {
-    return bad("a database number needs a standalone URL");
+  if (o.url.mode != StoreMode::kStandalone && !sentinel && o.url.db >= 0) {
+    return bad("a database number needs a standalone or sentinel URL");
+  }
+  if (sentinel && o.url.master_name.empty()) return bad("a sentinel URL names its master");
+  if (sentinel && o.url.tls) {
+    // The sentinels are asked over hiredis' blocking API, which speaks no TLS.
+    return bad("TLS with redis-sentinel:// is not supported yet: reach the sentinels and the "
+               "master in plain TCP (redis-sentinel://...), or name the master with rediss://");
   }
   if (o.timeout_ms < 1 || o.timeout_ms > 3'600'000) return bad("timeout_ms must be 1..3600000");
   if (o.connect_timeout_ms < 1 || o.connect_timeout_ms > 3'600'000) {
@@ -158,6 +187,13 @@ Status CheckOptions(const ClientOptions& o) {
 
 Result<std::unique_ptr<Client>> Client::Create(ClientOptions options) {
   if (Status s = CheckOptions(options); !s.ok()) return s;
+  // A sentinel URL: the master first, so that nothing starts without one.
+  std::optional<HostPort> master;
+  if (options.url.mode == StoreMode::kSentinel) {
+    Result<HostPort> found = internal::AskSentinels(options.url, options.connect_timeout_ms);
+    if (!found.ok()) return found.status();
+    master = *std::move(found);
+  }
   std::shared_ptr<TlsContext> tls;
   if (options.url.tls) {
     Result<std::shared_ptr<TlsContext>> context = TlsContext::Create(options.url.tls_options);
@@ -165,6 +201,12 @@ Result<std::unique_ptr<Client>> Client::Create(ClientOptions options) {
     tls = *std::move(context);
   }
   auto state = std::make_unique<ClientState>(std::move(options), std::move(tls));
+  if (master.has_value()) {
+    state->PublishMaster(*master);  // no thread yet to wake
+    state->sentinel = std::make_unique<internal::SentinelWatcher>(
+        state->options.url, state->options.connect_timeout_ms, state->clock,
+        [raw = state.get()](const HostPort& m) { raw->PublishMaster(m); });
+  }
   const int threads = state->options.io_threads;
   for (int i = 0; i < threads; ++i) {
     state->threads.push_back(std::make_unique<IoThread>(*state, i));
@@ -177,12 +219,17 @@ Result<std::unique_ptr<Client>> Client::Create(ClientOptions options) {
   if (client->state_->options.url.mode == StoreMode::kCluster) {
     client->state_->RequestSlotRefresh();
   }
+  if (master.has_value()) client->state_->sentinel->Start(*master);
   return client;
 }
 
 Client::Client(std::unique_ptr<ClientState> state) : state_(std::move(state)) {}
 
 Client::~Client() {
+  // First, so that nothing is published to threads that are stopping; the
+  // watcher itself stays until the state goes, since the I/O threads may
+  // still ask it to refresh.
+  if (state_->sentinel != nullptr) state_->sentinel->Stop();
   for (auto& thread : state_->threads) thread->Stop();
   for (auto& thread : state_->threads) thread->Join();
 }
@@ -367,7 +414,15 @@ Status Client::Health() const {
   const StoreUrl& url = state_->options.url;
   std::vector<std::string> needed;
   bool any_will_do = false;  // a cluster without a map: one seed is enough
-  if (url.mode != StoreMode::kCluster) {
+  if (url.mode == StoreMode::kSentinel) {
+    const std::string master = state_->master().ToString();
+    if (state_->CircuitOpen(master)) {
+      return UnavailableError("redis circuit open for the master " + master + " that the "
+                              "sentinels name for '" + url.master_name +
+                              "' (waiting for them to follow a failover)");
+    }
+    return Status::Ok();
+  } else if (url.mode != StoreMode::kCluster) {
     needed.push_back(url.nodes.front().ToString());
   } else if (std::shared_ptr<const SlotMap> map = state_->slot_map(); map != nullptr) {
     needed = map->nodes();
@@ -396,6 +451,7 @@ Status Client::Health() const {
 
 std::vector<std::string> Client::Masters() {
   const ClientOptions& options = state_->options;
+  if (options.url.mode == StoreMode::kSentinel) return {state_->master().ToString()};
   if (options.url.mode != StoreMode::kCluster) return {options.url.nodes.front().ToString()};
   std::shared_ptr<const SlotMap> map = state_->slot_map();
   if (map == nullptr) {

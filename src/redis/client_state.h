@@ -1,6 +1,6 @@
 // The Redis client's internals shared by its I/O threads: a request in
-// flight (Pending), the statistics counters, the circuit breakers and the
-// cluster slot map. Private to src/redis/.
+// flight (Pending), the statistics counters, the circuit breakers, the
+// cluster slot map and the master a sentinel URL names. Private to src/redis/.
 #pragma once
 
 #include <atomic>
@@ -15,6 +15,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "redis/circuit_breaker.h"
 #include "redis/client.h"
+#include "redis/sentinel.h"
 #include "redis/slot_map.h"
 #include "redis/tls.h"
 #include "redis/wrong_type.h"
@@ -130,6 +131,21 @@ class ClientState {
 
   // Asks I/O thread 0 to read CLUSTER SLOTS again (soon, rate-limited).
   void RequestSlotRefresh();
+  // Sentinel: the master's address as last published (before the first
+  // publication: the URL's first node, which only other modes use), and a
+  // version that changes with it, which each I/O thread compares with the
+  // one it follows.
+  HostPort master() const;
+  uint64_t master_version() const { return master_version_.load(std::memory_order_acquire); }
+  // The watcher's: publishes a new master and wakes the I/O threads.
+  void PublishMaster(const HostPort& master);
+  // Any thread: the master answered READONLY or its ROLE was not master, so
+  // the sentinels are asked again (no-op without a sentinel).
+  void RequestMasterRefresh();
+  // Set once in Client::Create, before the threads start; Client::~Client
+  // stops its thread first, while what it publishes into is still there.
+  std::unique_ptr<SentinelWatcher> sentinel;
+
   // I/O thread 0: whether a refresh was asked for (clears the request).
   bool TakeSlotRefreshRequest() { return refresh_wanted_.exchange(false); }
   bool slot_refresh_wanted() const { return refresh_wanted_.load(std::memory_order_relaxed); }
@@ -144,6 +160,10 @@ class ClientState {
   std::shared_ptr<const SlotMap> map_ ABSL_GUARDED_BY(map_mu_);
   std::atomic<uint64_t> map_version_{0};
   std::atomic<bool> refresh_wanted_{false};
+
+  mutable std::mutex master_mu_;
+  HostPort master_ ABSL_GUARDED_BY(master_mu_);
+  std::atomic<uint64_t> master_version_{0};
 };
 
 }  // namespace floodgate::redis::internal

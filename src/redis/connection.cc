@@ -29,6 +29,17 @@ constexpr size_t kKeepOutputCapacity = 1 << 20;
 
 std::string Errno(int err) { return std::strerror(err); }
 
+// ROLE's first element: "master", "slave" or "sentinel".
+std::string RoleName(const redisReply* reply) {
+  if (reply->type != REDIS_REPLY_ARRAY || reply->elements == 0 ||
+      reply->element[0]->type != REDIS_REPLY_STRING) {
+    return "an unexpected reply";
+  }
+  return std::string(reply->element[0]->str, reply->element[0]->len);
+}
+
+bool IsMasterRole(const redisReply* reply) { return RoleName(reply) == "master"; }
+
 }  // namespace
 
 Connection::Connection(IoThread& loop, Node& node) : loop_(loop), node_(node) {
@@ -195,11 +206,20 @@ void Connection::StartHandshake(int64_t now_ns) {
   }
   // Proxies and clusters have only database 0 (the URL parser refuses a db
   // for them; checked again here because SELECT would break a proxy).
-  if (url.mode == StoreMode::kStandalone && url.db >= 0) {
+  const bool sentinel = url.mode == StoreMode::kSentinel;
+  if ((url.mode == StoreMode::kStandalone || sentinel) && url.db >= 0) {
     const std::string db = std::to_string(url.db);
     const std::string_view args[] = {"SELECT", db};
     AppendCommand(out_, args);
     handshake_.push_back("SELECT " + db);
+  }
+  // A sentinel's master may have become a replica since the sentinels said
+  // so (a failover this client has not heard of yet): it must not be
+  // written to, so its ROLE is asked before anything else is sent.
+  if (sentinel) {
+    const std::string_view args[] = {"ROLE"};
+    AppendCommand(out_, args);
+    handshake_.push_back("ROLE");
   }
   if (url.mode != StoreMode::kProxy) {
     for (const std::string& script : loop_.state().options.preload_scripts) {
@@ -224,6 +244,11 @@ void Connection::HandleHandshakeReply(const redisReply* reply, int64_t now_ns) {
     // The server's message ("WRONGPASS invalid username-password pair ...")
     // never holds the password.
     Fail(what + " failed: " + std::string(reply->str, reply->len), now_ns);
+    return;
+  }
+  if (what == "ROLE" && !IsMasterRole(reply)) {
+    loop_.state().RequestMasterRefresh();
+    Fail("not the master (ROLE: " + RoleName(reply) + "); asking the sentinels again", now_ns);
     return;
   }
   if (handshake_.empty()) BecomeReady(now_ns);

@@ -124,8 +124,14 @@ Status IoThread::Open() {
   if (url.mode == StoreMode::kCluster) slot_nodes_.assign(kSlotCount, nullptr);
   // No thread runs the loop yet: this is still the only one touching its
   // state. Connect to the seeds at once, so that the first requests
-  // find a connection (or one on its way).
-  for (const HostPort& hp : url.nodes) {
+  // find a connection (or one on its way). A sentinel URL's nodes are the
+  // sentinels: its one seed is the master they named.
+  std::vector<HostPort> seeds = url.nodes;
+  if (url.mode == StoreMode::kSentinel) {
+    master_version_ = state_.master_version();
+    seeds = {state_.master()};
+  }
+  for (const HostPort& hp : seeds) {
     Node* node = GetOrCreateNode(hp.ToString());
     if (node == nullptr) return InvalidArgumentError("bad node " + hp.ToString());
     seeds_.push_back(node);
@@ -236,6 +242,7 @@ void IoThread::HandleEvents(const epoll_event* events, int n, int64_t now_ns) {
 }
 
 void IoThread::Advance(int64_t now_ns) {
+  if (state_.options.url.mode == StoreMode::kSentinel) FollowMaster(now_ns);
   DrainQueue(now_ns);
   housekeeping_ = Tick(now_ns);
   FlushDirty(now_ns);
@@ -366,7 +373,7 @@ bool IoThread::Tick(int64_t now_ns) {
     while (!node.waiting.empty() && node.waiting.front()->answered) node.waiting.pop_front();
     if (!node.waiting.empty()) busy = true;
     for (auto& conn : node.conns) busy |= conn->CheckTimers(now_ns);
-    if (node.breaker->state() != CircuitBreaker::State::kClosed) {
+    if (node.breaker->state() != CircuitBreaker::State::kClosed && !node.retired) {
       busy = true;
       if (node.breaker->TryStartProbe(now_ns)) StartProbe(node, now_ns);
     }
@@ -431,6 +438,32 @@ Node* IoThread::ResolveNode(const Pending& p) {
   Node* seed = seeds_[next_seed_ % seeds_.size()];
   ++next_seed_;
   return seed;
+}
+
+void IoThread::FollowMaster(int64_t now_ns) {
+  const uint64_t version = state_.master_version();
+  if (version == master_version_) return;
+  master_version_ = version;
+  Node* next = GetOrCreateNode(state_.master().ToString());
+  Node* old = seeds_.front();
+  if (next == nullptr || next == old) return;
+  next->retired = false;
+  old->retired = true;
+  seeds_.front() = next;
+  for (auto& conn : next->conns) ScheduleConnect(*conn);
+  // Requests not yet written go to the new master; those written to the old
+  // one are answered UNAVAILABLE as its connections close, so nothing more
+  // reaches a server that may come back as a replica.
+  while (!old->waiting.empty()) {
+    std::unique_ptr<Pending> p = std::move(old->waiting.front());
+    old->waiting.pop_front();
+    if (p->answered) continue;
+    p->target = next;
+    next->waiting.push_back(std::move(p));
+  }
+  const std::string why = "no longer the master the sentinels name for '" +
+                          state_.options.url.master_name + "'";
+  for (auto& conn : old->conns) conn->Fail(why, now_ns);
 }
 
 void IoThread::SyncSlotMap() {
@@ -567,6 +600,8 @@ void IoThread::OnConnectionFailed(Connection& conn, bool was_ready, const std::s
   const Status status = UnavailableError("redis " + node.id + ": " + why);
   FailAll(in_flight, status);
   if (state_.options.url.mode == StoreMode::kCluster) state_.RequestSlotRefresh();
+  // The master gone: the sentinels may be naming another already.
+  if (state_.options.url.mode == StoreMode::kSentinel) state_.RequestMasterRefresh();
   // Requests waiting for a connection: if none of the node's connections is
   // ready or on its way, none will come in time.
   bool hope = false;
@@ -588,6 +623,18 @@ void IoThread::OnReply(Connection& conn, std::unique_ptr<Pending> p, const redis
     // The late reply of a request that timed out: dropped, in order.
     Bump(state_.counters.stale_replies);
     conn.RemoveStale();
+    return;
+  }
+  if (reply->type == REDIS_REPLY_ERROR && state_.options.url.mode == StoreMode::kSentinel &&
+      IsReadOnlyError(reply)) {
+    // The master became a replica (a failover): nothing was written. A
+    // backend error, so the rule's on_backend_error decides, until the
+    // watcher names the new master.
+    state_.RequestMasterRefresh();
+    Finish(*p,
+           UnavailableError("redis " + conn.node().id +
+                            ": a replica now (READONLY); following the sentinels' failover"),
+           nullptr);
     return;
   }
   if (p->kind == PendingKind::kUser && reply->type == REDIS_REPLY_ERROR &&

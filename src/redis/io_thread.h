@@ -50,6 +50,9 @@ struct Node {
   size_t next_conn = 0;
   std::string last_error;
   bool down = false;  // failed since last ready (for logging state changes once)
+  // Sentinel: a master the sentinels no longer name. Nothing is routed to
+  // it and its circuit is not probed, until it is named again.
+  bool retired = false;
 };
 
 // Submit/Wake/Stop are thread-safe; everything else runs on the loop's
@@ -129,6 +132,8 @@ class IoThread {
   Node* ResolveNode(const Pending& p);
   Node* GetOrCreateNode(const std::string& id);
   void SyncSlotMap();
+  // Sentinel: moves to the master the watcher last published, if new.
+  void FollowMaster(int64_t now_ns);
   void StartProbe(Node& node, int64_t now_ns);
   void StartSlotRefresh(int64_t now_ns);
   bool Redirect(Connection& conn, std::unique_ptr<Pending>& p, const redisReply* reply,
@@ -172,6 +177,7 @@ class IoThread {
   // Cluster: this thread's copy of the slot map (MOVED updates it at once).
   std::vector<Node*> slot_nodes_;
   uint64_t slot_map_version_ = 0;
+  uint64_t master_version_ = 0;  // sentinel: the ClientState::master_version followed
   std::vector<std::unique_ptr<Pending>> drained_;
   // Driven loops: the attached thread's submissions (SubmitLocal), and
   // whether PollEvents saw the eventfd (other threads submitted).

@@ -203,4 +203,11 @@ bool IsErrorWithPrefix(const redisReply* reply, std::string_view prefix) {
   return text.size() == prefix.size() || text[prefix.size()] == ' ';
 }
 
+bool IsReadOnlyError(const redisReply* reply) {
+  if (IsErrorWithPrefix(reply, "READONLY")) return true;
+  if (reply == nullptr || reply->type != REDIS_REPLY_ERROR || reply->str == nullptr) return false;
+  return std::string_view(reply->str, reply->len).find("READONLY You can't write") !=
+         std::string_view::npos;
+}
+
 }  // namespace floodgate::redis

@@ -52,4 +52,9 @@ std::string DescribeReply(const redisReply* reply);
 // by a space or the end (e.g. IsErrorWithPrefix(r, "MOVED")).
 bool IsErrorWithPrefix(const redisReply* reply, std::string_view prefix);
 
+// Whether `reply` says the server is a replica refusing a write: READONLY,
+// also as the error of a write inside a script ("... READONLY You can't
+// write against a read only replica ...").
+bool IsReadOnlyError(const redisReply* reply);
+
 }  // namespace floodgate::redis

@@ -104,6 +104,32 @@ TEST(UrlTest, ClusterAndProxy) {
   EXPECT_EQ(Nodes(u), std::vector<std::string>{"127.0.0.1:22121"});
 }
 
+TEST(UrlTest, Sentinel) {
+  StoreUrl u = Parsed("redis-sentinel://:pw@10.0.0.1:26379,[::1]:26380,s3:26381/mymaster?db=2");
+  EXPECT_EQ(u.mode, StoreMode::kSentinel);
+  EXPECT_STREQ(StoreModeName(u.mode), "sentinel");
+  EXPECT_FALSE(u.tls);
+  EXPECT_EQ(Nodes(u), (std::vector<std::string>{"10.0.0.1:26379", "[::1]:26380", "s3:26381"}));
+  EXPECT_EQ(u.master_name, "mymaster");
+  EXPECT_EQ(u.password, "pw");  // the master's
+  EXPECT_EQ(u.db, 2);
+  EXPECT_EQ(u.sentinel_password, "");
+
+  u = Parsed("redis-sentinel://h:26379/cache-1.eu?sentinel_user=s&sentinel_password=p%40ss");
+  EXPECT_EQ(u.master_name, "cache-1.eu");
+  EXPECT_EQ(u.db, -1);
+  EXPECT_EQ(u.sentinel_user, "s");
+  EXPECT_EQ(u.sentinel_password, "p@ss");
+  EXPECT_EQ(u.Redacted(),
+            "redis-sentinel://h:26379/cache-1.eu?sentinel_user=s&sentinel_password=***");
+
+  EXPECT_TRUE(Parsed("rediss-sentinel://h:1/m").tls);
+  EXPECT_TRUE(Parsed("redis-sentinel://h:1/m?tls=yes&tls_verify=no").tls);
+  EXPECT_FALSE(Parsed("redis-sentinel://h:1/m?tls=no").tls);
+  EXPECT_EQ(Parsed("redis-sentinel://:pw@h:1/m?db=0&tls=yes").Redacted(),
+            "rediss-sentinel://:***@h:1/m?db=0");
+}
+
 TEST(UrlTest, Ipv6) {
   StoreUrl u = Parsed("redis://[::1]:6379");
   EXPECT_EQ(u.nodes[0].host, "::1");
@@ -160,6 +186,19 @@ TEST(UrlTest, EveryRefusalQuotesThePartAtFault) {
       {"rediss://h:1?tls_ca_file=a&tls_ca_file=b", "option 'tls_ca_file' given twice"},
       {"rediss://h:1?tls_cert_file=/c.pem", "tls_cert_file and tls_key_file go together"},
       {"rediss://h:1?tls_ca_file=%4", "bad percent-escape in option"},
+      {"redis-sentinel://h:1", "needs the master's name after the sentinels"},
+      {"redis-sentinel://h:1/", "needs the master's name after the sentinels"},
+      {"redis-sentinel://h:1/my master", "bad character in the master name 'my master'"},
+      {"redis-sentinel://h:1/m?db=x", "bad database number 'x' (expected db=0"},
+      {"redis-sentinel://h:1/m?db=-1", "bad database number '-1'"},
+      {"redis-sentinel://h:1/m?db=1&db=2", "option 'db' given twice"},
+      {"redis-sentinel://h:1/m?tls=maybe", "tls must be yes or no, got 'maybe'"},
+      {"redis-sentinel://h:1/m?tls_ca_file=/ca.pem", "option 'tls_ca_file' needs a TLS scheme"},
+      {"redis-sentinel://h:1/m?sentinel_user=u", "sentinel_user needs sentinel_password"},
+      {"redis-sentinel://h:1/m?sentinel_password=", "option 'sentinel_password' needs a value"},
+      {"redis-sentinel://h:1/m?timeout=1", "unknown option 'timeout'"},
+      {"redis://h:1?db=2", "option 'db' is for redis-sentinel:// URLs (write the database as /N)"},
+      {"rediss://h:1?tls=yes", "option 'tls' is for redis-sentinel:// URLs"},
   };
   for (const Refusal& c : cases) {
     Result<StoreUrl> r = ParseStoreUrl(c.url);
@@ -181,6 +220,8 @@ TEST(UrlTest, PasswordsNeverInMessages) {
       "redis://:hunter2@h:1?tls_verify=no",
       "redis+cluster://:hunter2@h:1/1",
       "redis://u:hunter2%zz@h:1",
+      "redis-sentinel://:hunter2@h:1",
+      "redis-sentinel://h:1/m?sentinel_password=hunter2&db=x",
   };
   for (const std::string& url : bad) {
     Result<StoreUrl> r = ParseStoreUrl(url);

@@ -1,0 +1,255 @@
+#include "redis/sentinel.h"
+
+#include <hiredis/hiredis.h>
+#include <poll.h>
+
+#include <cerrno>
+#include <charconv>
+#include <chrono>
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "common/log.h"
+
+namespace floodgate::redis::internal {
+namespace {
+
+struct ContextFree {
+  void operator()(redisContext* c) const { redisFree(c); }
+};
+using ContextPtr = std::unique_ptr<redisContext, ContextFree>;
+
+struct ReplyFree {
+  void operator()(void* r) const { freeReplyObject(r); }
+};
+using ReplyPtr = std::unique_ptr<redisReply, ReplyFree>;
+
+std::string_view Text(const redisReply* r) { return {r->str, r->len}; }
+
+ReplyPtr Command(redisContext* c, std::initializer_list<std::string_view> args) {
+  std::vector<const char*> argv;
+  std::vector<size_t> lens;
+  for (std::string_view a : args) {
+    argv.push_back(a.data());
+    lens.push_back(a.size());
+  }
+  return ReplyPtr(static_cast<redisReply*>(
+      redisCommandArgv(c, static_cast<int>(argv.size()), argv.data(), lens.data())));
+}
+
+// A blocking connection to one sentinel, authenticated when the URL says
+// so; null with `error` set when it cannot be had within `timeout_ms`.
+ContextPtr Connect(const StoreUrl& url, const HostPort& sentinel, int64_t timeout_ms,
+                   std::string* error) {
+  const timeval tv{static_cast<time_t>(timeout_ms / 1000),
+                   static_cast<suseconds_t>((timeout_ms % 1000) * 1000)};
+  ContextPtr c(redisConnectWithTimeout(sentinel.host.c_str(), sentinel.port, tv));
+  if (c == nullptr) {
+    *error = "cannot allocate a connection";
+    return nullptr;
+  }
+  if (c->err != 0) {
+    *error = c->errstr;
+    return nullptr;
+  }
+  redisSetTimeout(c.get(), tv);
+  if (!url.sentinel_password.empty()) {
+    ReplyPtr r = url.sentinel_user.empty()
+                     ? Command(c.get(), {"AUTH", url.sentinel_password})
+                     : Command(c.get(), {"AUTH", url.sentinel_user, url.sentinel_password});
+    if (r == nullptr) {
+      *error = c->errstr;
+      return nullptr;
+    }
+    if (r->type == REDIS_REPLY_ERROR) {
+      // The server's message never holds the password.
+      *error = "AUTH failed: " + std::string(Text(r.get()));
+      return nullptr;
+    }
+  }
+  return c;
+}
+
+bool ParsePort(std::string_view text, int* port) {
+  const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), *port);
+  return ec == std::errc() && ptr == text.data() + text.size() && *port >= 1 && *port <= 65535;
+}
+
+}  // namespace
+
+std::optional<HostPort> ParseSwitchMaster(std::string_view message, std::string_view name) {
+  std::string_view words[5];
+  size_t n = 0;
+  while (!message.empty() && n < 5) {
+    const size_t sp = message.find(' ');
+    words[n++] = message.substr(0, sp);
+    message = sp == std::string_view::npos ? std::string_view() : message.substr(sp + 1);
+  }
+  if (n != 5 || !message.empty() || words[0] != name || words[3].empty()) return std::nullopt;
+  HostPort master;
+  if (!ParsePort(words[4], &master.port)) return std::nullopt;
+  master.host = std::string(words[3]);
+  return master;
+}
+
+Result<HostPort> AskSentinels(const StoreUrl& url, int64_t timeout_ms) {
+  std::string said;
+  bool answered = false;  // some sentinel answered, without a master of that name
+  auto note = [&](const HostPort& sentinel, std::string_view what) {
+    if (!said.empty()) said += "; ";
+    said += sentinel.ToString();
+    said += ": ";
+    said += what;
+  };
+  for (const HostPort& sentinel : url.nodes) {
+    std::string error;
+    ContextPtr c = Connect(url, sentinel, timeout_ms, &error);
+    if (c == nullptr) {
+      note(sentinel, error);
+      continue;
+    }
+    ReplyPtr r = Command(c.get(), {"SENTINEL", "get-master-addr-by-name", url.master_name});
+    if (r == nullptr) {
+      note(sentinel, c->errstr);
+      continue;
+    }
+    if (r->type == REDIS_REPLY_ERROR) {  // not a sentinel, say
+      note(sentinel, Text(r.get()));
+      continue;
+    }
+    if (r->type == REDIS_REPLY_NIL) {
+      answered = true;
+      note(sentinel, "no such master");
+      continue;
+    }
+    int port = 0;
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
+        r->element[0]->type != REDIS_REPLY_STRING || r->element[1]->type != REDIS_REPLY_STRING ||
+        r->element[0]->len == 0 || !ParsePort(Text(r->element[1]), &port)) {
+      note(sentinel, "an unexpected reply to SENTINEL get-master-addr-by-name");
+      continue;
+    }
+    return HostPort{std::string(Text(r->element[0])), port};
+  }
+  if (answered) {
+    return NotFoundError("redis sentinel: no sentinel knows a master named '" + url.master_name +
+                         "' (" + said + ")");
+  }
+  return UnavailableError("redis sentinel: no sentinel answered for master '" + url.master_name +
+                          "' (" + said + ")");
+}
+
+SentinelWatcher::SentinelWatcher(StoreUrl url, int64_t timeout_ms, const Clock& clock,
+                                 Publish publish)
+    : url_(std::move(url)), timeout_ms_(timeout_ms), clock_(clock), publish_(std::move(publish)) {}
+
+SentinelWatcher::~SentinelWatcher() { Stop(); }
+
+void SentinelWatcher::Stop() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+void SentinelWatcher::Start(const HostPort& known) {
+  master_ = known;
+  last_ask_ns_ = clock_.MonotonicNs();
+  thread_ = std::thread([this] { Run(); });
+}
+
+void SentinelWatcher::RequestRefresh() {
+  if (refresh_.exchange(true)) return;
+  cv_.notify_all();
+}
+
+void SentinelWatcher::Pause(int64_t ns) {
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait_for(lock, std::chrono::nanoseconds(ns), [&] { return stop_ || refresh_.load(); });
+}
+
+void SentinelWatcher::Ask() {
+  refresh_.store(false);
+  last_ask_ns_ = clock_.MonotonicNs();
+  Result<HostPort> master = AskSentinels(url_, timeout_ms_);
+  if (!master.ok()) {
+    Log(LogLevel::kWarn, "redis sentinel: no master",
+        {{"master", url_.master_name}, {"error", master.status().message()}});
+    return;
+  }
+  Follow(*std::move(master));
+}
+
+void SentinelWatcher::Follow(HostPort master) {
+  if (master == master_) return;
+  Log(LogLevel::kInfo, "redis sentinel: following a new master",
+      {{"master", url_.master_name}, {"from", master_.ToString()}, {"to", master.ToString()}});
+  master_ = std::move(master);
+  publish_(master_);
+}
+
+void SentinelWatcher::Run() {
+  constexpr int64_t kRetryNs = 200'000'000;  // between sentinels that fail
+  constexpr int kPollMs = 50;                // how soon a stop or a request is seen
+  auto stopped = [&] {
+    std::lock_guard<std::mutex> lock(mu_);
+    return stop_;
+  };
+  size_t next = 0;
+  bool warned = false;
+  while (!stopped()) {
+    const HostPort& sentinel = url_.nodes[next++ % url_.nodes.size()];
+    std::string error;
+    ContextPtr c = Connect(url_, sentinel, timeout_ms_, &error);
+    ReplyPtr subscribed;
+    if (c != nullptr) {
+      subscribed = Command(c.get(), {"SUBSCRIBE", "+switch-master"});
+      if (subscribed == nullptr) error = c->errstr;
+      else if (subscribed->type == REDIS_REPLY_ERROR) error = Text(subscribed.get());
+    }
+    if (c == nullptr || subscribed == nullptr || subscribed->type == REDIS_REPLY_ERROR) {
+      if (!warned) {
+        Log(LogLevel::kWarn, "redis sentinel: cannot subscribe",
+            {{"sentinel", sentinel.ToString()}, {"error", error}});
+        warned = true;
+      }
+      if (refresh_.load()) Ask();
+      Pause(kRetryNs);
+      continue;
+    }
+    warned = false;
+    // A failover may have ended while nobody listened.
+    Ask();
+    while (!stopped()) {
+      const int64_t now = clock_.MonotonicNs();
+      const int64_t since = now - last_ask_ns_;
+      if ((refresh_.load() && since >= kMinAskMs * 1'000'000) || since >= kSafetyAskMs * 1'000'000) {
+        Ask();
+      }
+      void* raw = nullptr;
+      if (redisGetReplyFromReader(c.get(), &raw) != REDIS_OK) break;
+      if (raw != nullptr) {
+        ReplyPtr m(static_cast<redisReply*>(raw));
+        // ["message", "+switch-master", "<name> <old ip> <old port> <new ip> <new port>"]
+        if (m->type != REDIS_REPLY_ARRAY || m->elements != 3 ||
+            m->element[2]->type != REDIS_REPLY_STRING) {
+          continue;
+        }
+        if (std::optional<HostPort> master = ParseSwitchMaster(Text(m->element[2]), url_.master_name);
+            master.has_value()) {
+          Follow(*std::move(master));
+        }
+        continue;
+      }
+      pollfd pfd{c->fd, POLLIN, 0};
+      const int ready = poll(&pfd, 1, kPollMs);
+      if (ready < 0 && errno != EINTR) break;
+      if (ready > 0 && redisBufferRead(c.get()) != REDIS_OK) break;  // the sentinel went away
+    }
+  }
+}
+
+}  // namespace floodgate::redis::internal

@@ -242,7 +242,7 @@ void IoThread::HandleEvents(const epoll_event* events, int n, int64_t now_ns) {
 }
 
 void IoThread::Advance(int64_t now_ns) {
-  if (state_.options.url.mode == StoreMode::kSentinel) FollowMaster(now_ns);
+  if (state_.options.url.mode == StoreMode::kSentinel) FollowMaster();
   DrainQueue(now_ns);
   housekeeping_ = Tick(now_ns);
   FlushDirty(now_ns);
@@ -440,7 +440,7 @@ Node* IoThread::ResolveNode(const Pending& p) {
   return seed;
 }
 
-void IoThread::FollowMaster(int64_t now_ns) {
+void IoThread::FollowMaster() {
   const uint64_t version = state_.master_version();
   if (version == master_version_) return;
   master_version_ = version;
@@ -461,9 +461,15 @@ void IoThread::FollowMaster(int64_t now_ns) {
     p->target = next;
     next->waiting.push_back(std::move(p));
   }
-  const std::string why = "no longer the master the sentinels name for '" +
-                          state_.options.url.master_name + "'";
-  for (auto& conn : old->conns) conn->Fail(why, now_ns);
+  // Closed as at shutdown: not a failure of the node (no breaker count, no
+  // warning), only the end of its use.
+  const Status gone = UnavailableError("redis " + old->id +
+                                       ": no longer the master the sentinels name for '" +
+                                       state_.options.url.master_name + "'");
+  for (auto& conn : old->conns) {
+    std::deque<std::unique_ptr<Pending>> in_flight = conn->Shutdown();
+    FailAll(in_flight, gone);
+  }
 }
 
 void IoThread::SyncSlotMap() {

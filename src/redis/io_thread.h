@@ -133,7 +133,7 @@ class IoThread {
   Node* GetOrCreateNode(const std::string& id);
   void SyncSlotMap();
   // Sentinel: moves to the master the watcher last published, if new.
-  void FollowMaster(int64_t now_ns);
+  void FollowMaster();
   void StartProbe(Node& node, int64_t now_ns);
   void StartSlotRefresh(int64_t now_ns);
   bool Redirect(Connection& conn, std::unique_ptr<Pending>& p, const redisReply* reply,

@@ -70,34 +70,43 @@ class Sentinel:
 
 @pytest.fixture
 def sentinels(tmp_dir):
-    """A master, one replica of it, and three sentinels that know both and
-    each other: (master, replica, [sentinel, ...])."""
-    master = RedisServer(tmp_dir / "master")
-    replica = RedisServer(tmp_dir / "replica")
-    started = [master, replica]
-    try:
-        client(replica.port).replicaof("127.0.0.1", master.port)
-        until(lambda: client(replica.port).info("replication")["master_link_status"] == "up",
-              10, "the replica to sync")
+    """sentinels(count=3, replica=True) -> (master, replica or None, [sentinel, ...]):
+    a master, a replica of it, and `count` sentinels that know both and (when
+    there are several, so that they can fail over) each other. A lone
+    sentinel never reaches the quorum of 2: it names the master and never
+    fails over."""
+    started = []
+
+    def make(count: int = 3, replica: bool = True):
+        master = RedisServer(tmp_dir / "master")
+        started.append(master)
+        second = None
+        if replica:
+            second = RedisServer(tmp_dir / "replica")
+            started.append(second)
+            client(second.port).replicaof("127.0.0.1", master.port)
+            until(lambda: client(second.port).info("replication")["master_link_status"] == "up",
+                  10, "the replica to sync")
         group = []
-        for i in range(3):
+        for i in range(count):
             group.append(Sentinel(tmp_dir / f"sentinel-{i}", master.port))
             started.append(group[-1])
 
         def agreed():
             for s in group:
                 c = client(s.port)
-                if len(c.execute_command("SENTINEL", "SENTINELS", MASTER)) != 2:
+                if len(c.execute_command("SENTINEL", "SENTINELS", MASTER)) != count - 1:
                     return False
-                if len(c.execute_command("SENTINEL", "REPLICAS", MASTER)) != 1:
+                if len(c.execute_command("SENTINEL", "REPLICAS", MASTER)) != int(replica):
                     return False
             return True
 
         until(agreed, 20, "the sentinels to know each other and the replica")
-        yield master, replica, group
-    finally:
-        for p in reversed(started):
-            p.stop()
+        return master, second, group
+
+    yield make
+    for p in reversed(started):
+        p.stop()
 
 
 def sentinel_url(group, master: str = MASTER) -> str:
@@ -131,6 +140,12 @@ class Load:
         self._stop.set()
         self._thread.join(10)
 
+    def first_fallback_after(self, t: float) -> float | None:
+        for at, reason in list(self.answers):
+            if at > t and reason == b"backend_error":
+                return at
+        return None
+
     def first_decided_after(self, t: float) -> float | None:
         for at, reason in list(self.answers):
             if at > t and reason == b"":
@@ -140,7 +155,7 @@ class Load:
 
 def test_follows_a_failover_and_never_writes_to_the_old_master(floodgate_bin, start_server,
                                                                sentinels):
-    master, replica, group = sentinels
+    master, replica, group = sentinels()
     server = start_server(CONFIG, extra_args=["--store", sentinel_url(group)])
     load = Load(server.resp_port)
     try:
@@ -163,13 +178,16 @@ def test_follows_a_failover_and_never_writes_to_the_old_master(floodgate_bin, st
         pubsub.close()
         assert switched_at is not None, "the sentinels did not fail over"
 
-        until(lambda: load.first_decided_after(switched_at) is not None, 5,
+        # While no master answered: the rule's fallback, marked, never an
+        # error; then decisions again, from the new master, within 1 s of the
+        # announcement (floodgate may hear it from another sentinel first).
+        outage = load.first_fallback_after(killed_at)
+        assert outage is not None, "no fallback while the master was down"
+        until(lambda: load.first_decided_after(outage) is not None, 5,
               "a decision after the failover")
-        followed = load.first_decided_after(switched_at) - switched_at
-        assert followed <= 1.0, f"followed the new master {followed:.2f} s after +switch-master"
-        # While no master answered: marked fallbacks, never an error.
-        between = [r for at, r in load.answers if killed_at + 0.2 < at < switched_at]
-        assert between and set(between) == {b"backend_error"}, set(between)
+        back = load.first_decided_after(outage)
+        assert back - switched_at <= 1.0, \
+            f"followed the new master {back - switched_at:.2f} s after +switch-master"
         assert load.errors == []
         assert client(replica.port).info("replication")["role"] == "master"
 
@@ -194,8 +212,72 @@ def test_follows_a_failover_and_never_writes_to_the_old_master(floodgate_bin, st
     assert client(replica.port).dbsize() > 0
 
 
+def test_a_demoted_master_is_left_at_once(start_server, sentinels):
+    """SENTINEL FAILOVER demotes the master under floodgate's open
+    connections: what it refuses (READONLY) is a marked fallback, not an
+    error reply, and decisions go on at the promoted replica."""
+    master, replica, group = sentinels()
+    server = start_server(CONFIG, extra_args=["--store", sentinel_url(group)])
+    load = Load(server.resp_port)
+    try:
+        until(lambda: load.first_decided_after(0) is not None, 5, "a first decision")
+        started = time.monotonic()
+        assert client(group[0].port).execute_command("SENTINEL", "FAILOVER", MASTER) == b"OK"
+        until(lambda: client(replica.port).info("replication")["role"] == "master", 20,
+              "the replica to be promoted")
+        until(lambda: client(master.port).info("replication")["role"] == "slave", 20,
+              "the master to be demoted")
+        promoted = time.monotonic()
+        until(lambda: load.first_decided_after(promoted) is not None, 5,
+              "a decision after the failover")
+        assert load.errors == []
+        reasons = {r for at, r in load.answers if at > started}
+        assert reasons <= {b"", b"backend_error"}, reasons
+        # Counted where the sentinels now say the master is.
+        reply = client(server.resp_port).execute_command("FG.CHECK", "api", "after", "VERBOSE")
+        assert reply[5] == b"", reply
+        assert client(replica.port).pttl("fg:{api:after}") > 0
+    finally:
+        load.stop()
+    assert server.wait_for("redis sentinel: following a new master", 5) is not None
+
+
+def test_a_master_made_a_replica_behind_the_sentinels_back_is_not_used(start_server, sentinels):
+    """The server the sentinels name turns replica on its own (REPLICAOF by
+    hand): its READONLY replies on open connections, and ROLE on new ones,
+    make every answer a marked fallback, never an error reply, until it is
+    a master again."""
+    master, replica, group = sentinels(count=1)
+    server = start_server(CONFIG, extra_args=["--store", sentinel_url(group)])
+    c = client(server.resp_port)
+    assert c.execute_command("FG.CHECK", "api", "warm", "VERBOSE")[5] == b""
+    m = client(master.port)
+    client(replica.port).replicaof("NO", "ONE")
+    m.replicaof("127.0.0.1", replica.port)
+    try:
+        reasons = [c.execute_command("FG.CHECK", "api", f"k{i}", "VERBOSE")[5] for i in range(200)]
+        assert set(reasons) == {b"backend_error"}, set(reasons)
+        assert "errorstat_READONLY" in m.info("errorstats")  # refused there, not passed on
+        # A server started now connects, asks ROLE, and sends it nothing more.
+        def evalsha_calls() -> int:
+            return m.info("commandstats").get("cmdstat_evalsha", {}).get("calls", 0)
+
+        before = evalsha_calls()
+        late = start_server(CONFIG, extra_args=["--store", sentinel_url(group)])
+        lc = client(late.resp_port)
+        reasons = [lc.execute_command("FG.CHECK", "api", f"k{i}", "VERBOSE")[5] for i in range(50)]
+        assert set(reasons) == {b"backend_error"}, set(reasons)
+        assert late.wait_for("not the master \\(ROLE: slave\\)", 5) is not None, late.stderr_text()
+        assert evalsha_calls() == before
+    finally:
+        m.replicaof("NO", "ONE")
+        client(replica.port).replicaof("127.0.0.1", master.port)
+    until(lambda: c.execute_command("FG.CHECK", "api", "again", "VERBOSE")[5] == b"", 5,
+          "decisions at the master again")
+
+
 def test_readyz_says_why_while_there_is_no_master(start_server, sentinels):
-    master, _, group = sentinels
+    master, _, group = sentinels(count=1, replica=False)
     server = start_server(CONFIG, extra_args=["--store", sentinel_url(group)])
     c = client(server.resp_port)
     assert c.execute_command("FG.CHECK", "api", "u", "VERBOSE")[5] == b""
@@ -221,7 +303,7 @@ BAD_URLS = [
 
 
 def test_bad_sentinel_urls_stop_the_start(floodgate_bin, tmp_dir, sentinels):
-    _, _, group = sentinels
+    _, _, group = sentinels(count=1, replica=False)
     config = tmp_dir / "bad.yaml"
     config.write_text(CONFIG)
     for url, message in BAD_URLS:

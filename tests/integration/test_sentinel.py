@@ -6,6 +6,7 @@ fallbacks, marked), never writes to the old master when it returns as a
 replica, and leaves no key without a TTL. Bad sentinel URLs and a wrong
 master name stop the start with a message naming the part at fault."""
 
+import os
 import subprocess
 import threading
 import time
@@ -20,6 +21,10 @@ except ImportError:  # FAIL, do not skip: the client is part of the contract
     redis = None
 
 MASTER = "mymaster"
+# A file to append each failover's figures to: seconds from the SIGKILL to
+# +switch-master, from it to floodgate's first decision at the new master,
+# and the fallbacks answered meanwhile.
+FIGURES = os.environ.get("FLOODGATE_SENTINEL_FIGURES")
 DOWN_AFTER_MS = 1000
 FAILOVER_TIMEOUT_MS = 5000
 
@@ -188,6 +193,10 @@ def test_follows_a_failover_and_never_writes_to_the_old_master(floodgate_bin, st
         back = load.first_decided_after(outage)
         assert back - switched_at <= 1.0, \
             f"followed the new master {back - switched_at:.2f} s after +switch-master"
+        if FIGURES:  # docs/benchmarks.md, "Redis Sentinel: following a failover"
+            with open(FIGURES, "a") as f:
+                f.write(f"{switched_at - killed_at:.3f} {back - switched_at:.3f} "
+                        f"{len([1 for at, r in load.answers if outage <= at < back])}\n")
         assert load.errors == []
         assert client(replica.port).info("replication")["role"] == "master"
 

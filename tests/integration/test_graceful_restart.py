@@ -160,7 +160,12 @@ def read_http_response(sock: socket.socket) -> tuple[int, bytes]:
 def http_burst_client(port: int, name: str, stop: threading.Event, tally: Tally) -> None:
     """Many clients connecting at once: BURST connections opened together
     (the kernel completes their handshakes and queues them for accept),
-    then a request on each, then each response."""
+    each sending its request as soon as it is connected, then each
+    response read. A request follows its connect at once, as a client's
+    does: a connection quiet for the drain's grace (1 s) before its first
+    request is closed by a draining server by design, and a burst that
+    connected all first and wrote after could leave its first connections
+    that quiet whenever one connect waited for a SYN retransmit (1 s)."""
     n = 0
     while not stop.is_set():
         socks = []
@@ -170,11 +175,11 @@ def http_burst_client(port: int, name: str, stop: threading.Event, tally: Tally)
             tally.sent += 1
             tally.counted_sent += counted
             try:
-                socks.append((socket.create_connection(("127.0.0.1", port), timeout=5),
-                              rule, key, counted))
+                sock = socket.create_connection(("127.0.0.1", port), timeout=5)
             except OSError as e:
                 tally.fail(classify(e), repr(e))
-        for sock, rule, key, counted in socks:
+                continue
+            socks.append((sock, rule, key, counted))
             try:
                 sock.sendall(f"GET /v1/check?rule={rule}&key={key} HTTP/1.1\r\nHost: t\r\n"
                              "Connection: close\r\n\r\n".encode())

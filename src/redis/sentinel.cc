@@ -5,7 +5,6 @@
 
 #include <cerrno>
 #include <charconv>
-#include <chrono>
 #include <memory>
 #include <utility>
 #include <vector>
@@ -146,29 +145,16 @@ SentinelWatcher::SentinelWatcher(StoreUrl url, int64_t timeout_ms, const Clock& 
 
 SentinelWatcher::~SentinelWatcher() { Stop(); }
 
-void SentinelWatcher::Stop() {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    stop_ = true;
-  }
-  cv_.notify_all();
-  if (thread_.joinable()) thread_.join();
-}
+void SentinelWatcher::Stop() { thread_.Stop(); }
 
 void SentinelWatcher::Start(const HostPort& known) {
   master_ = known;
   last_ask_ns_ = clock_.MonotonicNs();
-  thread_ = std::thread([this] { Run(); });
+  thread_.Start([this] { Run(); });
 }
 
 void SentinelWatcher::RequestRefresh() {
-  if (refresh_.exchange(true)) return;
-  cv_.notify_all();
-}
-
-void SentinelWatcher::Pause(int64_t ns) {
-  std::unique_lock<std::mutex> lock(mu_);
-  cv_.wait_for(lock, std::chrono::nanoseconds(ns), [&] { return stop_ || refresh_.load(); });
+  if (!refresh_.exchange(true)) thread_.Wake();
 }
 
 void SentinelWatcher::Ask() {
@@ -194,13 +180,9 @@ void SentinelWatcher::Follow(HostPort master) {
 void SentinelWatcher::Run() {
   constexpr int64_t kRetryNs = 200'000'000;  // between sentinels that fail
   constexpr int kPollMs = 50;                // how soon a stop or a request is seen
-  auto stopped = [&] {
-    std::lock_guard<std::mutex> lock(mu_);
-    return stop_;
-  };
   size_t next = 0;
   bool warned = false;
-  while (!stopped()) {
+  while (!thread_.stopping()) {
     const HostPort& sentinel = url_.nodes[next++ % url_.nodes.size()];
     std::string error;
     ContextPtr c = Connect(url_, sentinel, timeout_ms_, &error);
@@ -217,13 +199,13 @@ void SentinelWatcher::Run() {
         warned = true;
       }
       if (refresh_.load()) Ask();
-      Pause(kRetryNs);
+      thread_.SleepFor(kRetryNs);  // less when asked to refresh; the loop sees a stop
       continue;
     }
     warned = false;
     // A failover may have ended while nobody listened.
     Ask();
-    while (!stopped()) {
+    while (!thread_.stopping()) {
       const int64_t now = clock_.MonotonicNs();
       const int64_t since = now - last_ask_ns_;
       if ((refresh_.load() && since >= kMinAskMs * 1'000'000) || since >= kSafetyAskMs * 1'000'000) {

@@ -17,16 +17,14 @@
 #pragma once
 
 #include <atomic>
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
-#include <thread>
 
 #include "common/store_url.h"
+#include "common/thread_stopper.h"
 #include "floodgate/clock.h"
 #include "floodgate/status.h"
 
@@ -74,8 +72,6 @@ class SentinelWatcher {
   void Ask();
   // Publishes `master` when it is not the one already followed.
   void Follow(HostPort master);
-  // Waits up to `ns` (real time) or until stopped or asked to refresh.
-  void Pause(int64_t ns);
 
   const StoreUrl url_;
   const int64_t timeout_ms_;
@@ -84,11 +80,8 @@ class SentinelWatcher {
   HostPort master_;  // the watcher's thread only, after Start
   int64_t last_ask_ns_ = 0;
 
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool stop_ = false;  // guarded by mu_
   std::atomic<bool> refresh_{false};
-  std::thread thread_;
+  ThreadStopper thread_;  // last: Run uses the members above
 };
 
 }  // namespace floodgate::redis::internal

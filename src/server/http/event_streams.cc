@@ -6,25 +6,19 @@
 #include "server/http/event_streams.h"
 
 #include <algorithm>
-#include <chrono>
 #include <memory>
 
 namespace floodgate::server {
 
 EventStreams::EventStreams(std::function<std::string(int64_t tick, bool streaming)> tick,
                            const Clock& clock)
-    : tick_(std::move(tick)), clock_(clock), thread_([this] { Run(); }) {}
+    : tick_(std::move(tick)), clock_(clock) {
+  ticker_.Start([this] { Run(); });
+}
 
 EventStreams::~EventStreams() { Stop(); }
 
-void EventStreams::Stop() {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    stopping_ = true;
-  }
-  cv_.notify_all();
-  if (thread_.joinable()) thread_.join();
-}
+void EventStreams::Stop() { ticker_.Stop(); }
 
 bool EventStreams::Add(const ConnectionRef& ref) {
   std::lock_guard<std::mutex> lock(mu_);
@@ -56,14 +50,10 @@ void EventStreams::Run() {
     const int64_t now_ms = clock_.NowMs();
     const int64_t due_ns =
         clock_.MonotonicNs() + (1000 - now_ms % 1000 + kTickAfterMs) * int64_t{1'000'000};
-    {
-      std::unique_lock<std::mutex> lock(mu_);
-      for (int64_t now = clock_.MonotonicNs(); !stopping_ && now < due_ns;
-           now = clock_.MonotonicNs()) {
-        cv_.wait_for(lock, std::chrono::nanoseconds(clock_.SleepNs(now, due_ns)));
-      }
-      if (stopping_) return;
+    for (int64_t now = clock_.MonotonicNs(); now < due_ns; now = clock_.MonotonicNs()) {
+      if (!ticker_.SleepFor(clock_.SleepNs(now, due_ns))) return;
     }
+    if (ticker_.stopping()) return;
     // Made outside the lock: it reads the server's counters and may wait
     // for the store; streams opened meanwhile get the next tick's.
     bool streaming;

@@ -2,15 +2,14 @@
 // Events), and the thread that writes to them once a second.
 #pragma once
 
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <mutex>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "common/thread_stopper.h"
 #include "floodgate/clock.h"
 #include "server/net/session.h"
 
@@ -58,10 +57,8 @@ class EventStreams {
   const std::function<std::string(int64_t tick, bool streaming)> tick_;
   const Clock& clock_;
   mutable std::mutex mu_;
-  std::condition_variable cv_;
-  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<ConnectionRef> streams_ ABSL_GUARDED_BY(mu_);
-  std::thread thread_;
+  ThreadStopper ticker_;  // last: Run uses the members above
 };
 
 }  // namespace floodgate::server

@@ -1,47 +1,23 @@
 // TopRecorder: see top_recorder.h.
 #include "server/observability/top_recorder.h"
 
-#include <chrono>
-
 namespace floodgate::server {
 
 TopRecorder::TopRecorder(service::TopSubjects* top, int loops) : top_(top) {
   for (int i = 0; i < std::max(1, loops); ++i) {
     queues_.push_back(std::make_unique<Queue>(static_cast<uint64_t>(i) + 1));
   }
-  thread_ = std::thread([this] { Run(); });
+  drainer_.Start([this] { Run(); });
 }
 
 TopRecorder::~TopRecorder() { Stop(); }
 
-void TopRecorder::Stop() {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    stopping_ = true;
-  }
-  cv_.notify_all();
-  if (thread_.joinable()) thread_.join();
-}
+void TopRecorder::Stop() { drainer_.Stop(); }
 
-void TopRecorder::Wake() {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    wake_ = true;
-  }
-  cv_.notify_one();
-}
+void TopRecorder::Wake() { drainer_.Wake(); }
 
 void TopRecorder::Run() {
-  for (;;) {
-    {
-      std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait_for(lock, std::chrono::milliseconds(kDrainEveryMs),
-                   [&] { return stopping_ || wake_; });
-      if (stopping_) return;
-      wake_ = false;
-    }
-    Drain();
-  }
+  while (drainer_.SleepFor(kDrainEveryMs * int64_t{1'000'000})) Drain();
 }
 
 void TopRecorder::Drain() {

@@ -11,7 +11,6 @@
 #pragma once
 
 #include <atomic>
-#include <condition_variable>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -21,6 +20,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "common/thread_stopper.h"
 #include "server/observability/top_sampler.h"
 #include "service/top/top_subjects.h"
 
@@ -104,12 +104,8 @@ class TopRecorder {
   std::vector<Event> drained_events_ ABSL_GUARDED_BY(drain_mu_);
   std::string drained_bytes_ ABSL_GUARDED_BY(drain_mu_);
 
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
-  bool wake_ ABSL_GUARDED_BY(mu_) = false;
   std::atomic<int64_t> recorded_{0};
-  std::thread thread_;
+  ThreadStopper drainer_;
 };
 
 }  // namespace floodgate::server

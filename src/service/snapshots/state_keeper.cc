@@ -1,7 +1,6 @@
 // StateKeeper: see state_keeper.h.
 #include "service/snapshots/state_keeper.h"
 
-#include <chrono>
 #include <utility>
 
 #include "common/log.h"
@@ -19,16 +18,7 @@ StateKeeper::StateKeeper(store::Snapshots& snapshots, std::string data_dir, int6
       interval_ms_(interval_ms),
       clock_(clock) {}
 
-StateKeeper::~StateKeeper() { EndThread(); }
-
-void StateKeeper::EndThread() {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    stopping_ = true;
-  }
-  wake_.notify_all();
-  if (thread_.joinable()) thread_.join();
-}
+StateKeeper::~StateKeeper() { saver_.Stop(); }
 
 Status StateKeeper::Load(bool start_empty) {
   auto loaded = snapshots_.Load(path_);
@@ -63,20 +53,13 @@ Status StateKeeper::Load(bool start_empty) {
 }
 
 void StateKeeper::Start() {
-  if (interval_ms_ <= 0 || thread_.joinable()) return;
-  thread_ = std::thread([this] { Run(); });
+  if (interval_ms_ <= 0 || saver_.started()) return;
+  saver_.Start([this] { Run(); });
 }
 
 void StateKeeper::Run() {
-  std::unique_lock<std::mutex> lock(mu_);
-  for (;;) {
-    // Real time, not clock_: how long to sleep, not an instant of the data.
-    wake_.wait_for(lock, std::chrono::milliseconds(interval_ms_), [&] { return stopping_; });
-    if (stopping_) return;
-    lock.unlock();
-    SaveNow();
-    lock.lock();
-  }
+  // Real time, not clock_: how long to sleep, not an instant of the data.
+  while (saver_.SleepFor(interval_ms_ * int64_t{1'000'000})) SaveNow();
 }
 
 Status StateKeeper::SaveNow() {
@@ -103,7 +86,7 @@ Status StateKeeper::Stop() {
     std::lock_guard<std::mutex> lock(mu_);
     if (stopped_) return final_;
   }
-  EndThread();
+  saver_.Stop();
   Status s = SaveNow();
   if (s.ok()) {
     const Stats st = GetStats();

@@ -7,13 +7,12 @@
 // process anyway.
 #pragma once
 
-#include <condition_variable>
 #include <cstdint>
 #include <mutex>
 #include <string>
-#include <thread>
 
 #include "absl/base/thread_annotations.h"
+#include "common/thread_stopper.h"
 #include "floodgate/clock.h"
 #include "floodgate/status.h"
 #include "store/snapshots.h"
@@ -60,7 +59,6 @@ class StateKeeper {
 
  private:
   void Run();
-  void EndThread();
 
   store::Snapshots& snapshots_;
   const std::string path_;
@@ -68,13 +66,11 @@ class StateKeeper {
   const Clock& clock_;
   std::mutex save_mu_;  // one write at a time (periodic, final)
   mutable std::mutex mu_;
-  std::condition_variable wake_;
-  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   bool stopped_ ABSL_GUARDED_BY(mu_) = false;
   bool ready_ ABSL_GUARDED_BY(mu_) = false;  // Load succeeded
   Status final_ ABSL_GUARDED_BY(mu_);
   Stats stats_ ABSL_GUARDED_BY(mu_);
-  std::thread thread_;
+  ThreadStopper saver_;  // last: Run uses the members above
 };
 
 }  // namespace floodgate::service

@@ -162,8 +162,14 @@ void SentinelWatcher::Ask() {
   last_ask_ns_ = clock_.MonotonicNs();
   Result<HostPort> master = AskSentinels(url_, timeout_ms_);
   if (!master.ok()) {
-    Log(LogLevel::kWarn, "redis sentinel: no master",
-        {{"master", url_.master_name}, {"error", master.status().message()}});
+    // Asked up to every kMinAskMs while the master is away: one line a second.
+    int64_t suppressed = 0;
+    if (no_master_log_.Allow(last_ask_ns_ / 1'000'000, &suppressed)) {
+      Log(LogLevel::kWarn, "redis sentinel: no master",
+          {{"master", url_.master_name},
+           {"error", master.status().message()},
+           {"suppressed", std::to_string(suppressed)}});
+    }
     return;
   }
   Follow(*std::move(master));

@@ -23,6 +23,7 @@
 #include <string>
 #include <string_view>
 
+#include "common/log.h"
 #include "common/store_url.h"
 #include "common/thread_stopper.h"
 #include "floodgate/clock.h"
@@ -79,6 +80,7 @@ class SentinelWatcher {
   const Publish publish_;
   HostPort master_;  // the watcher's thread only, after Start
   int64_t last_ask_ns_ = 0;
+  LogEvery no_master_log_{1000};
 
   std::atomic<bool> refresh_{false};
   ThreadStopper thread_;  // last: Run uses the members above

@@ -301,6 +301,17 @@ def test_readyz_says_why_while_there_is_no_master(start_server, sentinels):
     body = until(unready, 5, "/readyz to say the master is gone")
     assert f"127.0.0.1:{master.port}" in body and MASTER in body, body
 
+    # The sentinels gone too: asked again on every failed connection (at
+    # most every 100 ms), said in the log at most once a second.
+    group[0].stop()
+    mark = server.line_count()
+    end = time.monotonic() + 2.0
+    while time.monotonic() < end:
+        assert c.execute_command("FG.CHECK", "api", "u", "VERBOSE")[5] == b"backend_error"
+        time.sleep(0.01)
+    said = [l for l in server.lines[mark:] if "redis sentinel: no master" in l]
+    assert 1 <= len(said) <= 3, "\n".join(said)
+
 
 BAD_URLS = [
     ("redis-sentinel://127.0.0.1:{dead}/mymaster", "no sentinel answered for master 'mymaster'"),

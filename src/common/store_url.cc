@@ -24,10 +24,14 @@ struct Scheme {
 };
 
 constexpr Scheme kSchemes[] = {
-    {"redis", StoreMode::kStandalone, false},      {"rediss", StoreMode::kStandalone, true},
-    {"redis+cluster", StoreMode::kCluster, false}, {"rediss+cluster", StoreMode::kCluster, true},
-    {"redis+proxy", StoreMode::kProxy, false},     {"rediss+proxy", StoreMode::kProxy, true},
-    {"redis-sentinel", StoreMode::kSentinel, false}, {"rediss-sentinel", StoreMode::kSentinel, true},
+    {"redis", StoreMode::kStandalone, false},
+    {"rediss", StoreMode::kStandalone, true},
+    {"redis+cluster", StoreMode::kCluster, false},
+    {"rediss+cluster", StoreMode::kCluster, true},
+    {"redis+proxy", StoreMode::kProxy, false},
+    {"rediss+proxy", StoreMode::kProxy, true},
+    {"redis-sentinel", StoreMode::kSentinel, false},
+    {"rediss-sentinel", StoreMode::kSentinel, true},
 };
 
 std::string_view SchemeName(StoreMode mode, bool tls) {
@@ -309,8 +313,8 @@ Result<StoreUrl> ParseStoreUrl(std::string_view url) {
         return UrlError("option " + Quoted(key) + " is for redis-sentinel:// URLs" +
                         (key == "db" ? std::string(" (write the database as /N)") : ""));
       }
-      bool& once = key == "db"    ? seen_db
-                   : key == "tls" ? seen_tls
+      bool& once = key == "db"              ? seen_db
+                   : key == "tls"           ? seen_tls
                    : key == "sentinel_user" ? seen_suser
                                             : seen_spass;
       if (once) return UrlError("option " + Quoted(key) + " given twice");
@@ -351,12 +355,12 @@ Result<StoreUrl> ParseStoreUrl(std::string_view url) {
     } else if (key == "tls_verify") {
       seen = &seen_verify;
     } else {
-      return UrlError("unknown option " + Quoted(key) +
-                      " (known: tls_ca_file, tls_cert_file, tls_key_file, tls_server_name, "
-                      "tls_verify" +
-                      (sentinel ? std::string(", db, tls, sentinel_user, sentinel_password")
-                                : std::string()) +
-                      ")");
+      return UrlError(
+          "unknown option " + Quoted(key) +
+          " (known: tls_ca_file, tls_cert_file, tls_key_file, tls_server_name, "
+          "tls_verify" +
+          (sentinel ? std::string(", db, tls, sentinel_user, sentinel_password") : std::string()) +
+          ")");
     }
     if (tls_option.empty()) tls_option = std::string(key);
     if (*seen) return UrlError("option " + Quoted(key) + " given twice");

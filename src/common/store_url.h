@@ -70,8 +70,8 @@ struct StoreTlsOptions {
 struct StoreUrl {
   StoreMode mode = StoreMode::kStandalone;
   bool tls = false;
-  std::string user;             // empty: the default user (AUTH with the password alone)
-  std::string password;         // empty: no AUTH
+  std::string user;      // empty: the default user (AUTH with the password alone)
+  std::string password;  // empty: no AUTH
   // One for standalone and proxy; seeds for cluster; the sentinels for sentinel.
   std::vector<HostPort> nodes;
   int db = -1;  // standalone and sentinel only; -1: not given (no SELECT)

@@ -19,7 +19,6 @@
 #include <mutex>
 #include <thread>
 
-
 namespace floodgate {
 
 class ThreadStopper {

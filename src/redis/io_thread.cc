@@ -463,9 +463,9 @@ void IoThread::FollowMaster() {
   }
   // Closed as at shutdown: not a failure of the node (no breaker count, no
   // warning), only the end of its use.
-  const Status gone = UnavailableError("redis " + old->id +
-                                       ": no longer the master the sentinels name for '" +
-                                       state_.options.url.master_name + "'");
+  const Status gone =
+      UnavailableError("redis " + old->id + ": no longer the master the sentinels name for '" +
+                       state_.options.url.master_name + "'");
   for (auto& conn : old->conns) {
     std::deque<std::unique_ptr<Pending>> in_flight = conn->Shutdown();
     FailAll(in_flight, gone);

@@ -23,7 +23,8 @@ Result<std::unique_ptr<RedisStore>> RedisStore::Create(ClientOptions options) {
 }
 
 RedisStore::RedisStore(std::unique_ptr<Client> client)
-    : client_(std::move(client)), batches_(client_->options().url.mode == StoreMode::kStandalone ||
+    : client_(std::move(client)),
+      batches_(client_->options().url.mode == StoreMode::kStandalone ||
                client_->options().url.mode == StoreMode::kSentinel) {}
 
 void RedisStore::CheckMany(const core::CompiledRule& rule, std::string_view fingerprint,

@@ -20,9 +20,7 @@ namespace internal {
 ClientState::ClientState(ClientOptions options_in, std::shared_ptr<TlsContext> tls_in)
     : options(std::move(options_in)),
       clock(options.clock != nullptr ? *options.clock : SystemClock::Default()),
-      tls(std::move(tls_in)) {
-  if (!options.url.nodes.empty()) master_ = options.url.nodes.front();
-}
+      tls(std::move(tls_in)) {}
 
 ClientState::~ClientState() = default;
 
@@ -156,8 +154,9 @@ Status CheckOptions(const ClientOptions& o) {
   if (sentinel && o.url.master_name.empty()) return bad("a sentinel URL names its master");
   if (sentinel && o.url.tls) {
     // The sentinels are asked over hiredis' blocking API, which speaks no TLS.
-    return bad("TLS with redis-sentinel:// is not supported yet: reach the sentinels and the "
-               "master in plain TCP (redis-sentinel://...), or name the master with rediss://");
+    return bad(
+        "TLS with redis-sentinel:// is not supported yet: reach the sentinels and the "
+        "master in plain TCP (redis-sentinel://...), or name the master with rediss://");
   }
   if (o.timeout_ms < 1 || o.timeout_ms > 3'600'000) return bad("timeout_ms must be 1..3600000");
   if (o.connect_timeout_ms < 1 || o.connect_timeout_ms > 3'600'000) {
@@ -417,8 +416,8 @@ Status Client::Health() const {
   if (url.mode == StoreMode::kSentinel) {
     const std::string master = state_->master().ToString();
     if (state_->CircuitOpen(master)) {
-      return UnavailableError("redis circuit open for the master " + master + " that the "
-                              "sentinels name for '" + url.master_name +
+      return UnavailableError("redis circuit open for the master " + master +
+                              " that the sentinels name for '" + url.master_name +
                               "' (waiting for them to follow a failover)");
     }
     return Status::Ok();

@@ -131,10 +131,9 @@ class ClientState {
 
   // Asks I/O thread 0 to read CLUSTER SLOTS again (soon, rate-limited).
   void RequestSlotRefresh();
-  // Sentinel: the master's address as last published (before the first
-  // publication: the URL's first node, which only other modes use), and a
-  // version that changes with it, which each I/O thread compares with the
-  // one it follows.
+  // Sentinel: the master's address as last published (Client::Create
+  // publishes the first before any thread starts), and a version that
+  // changes with it, which each I/O thread compares with the one it follows.
   HostPort master() const;
   uint64_t master_version() const { return master_version_.load(std::memory_order_acquire); }
   // The watcher's: publishes a new master and wakes the I/O threads.

@@ -247,7 +247,8 @@ void Connection::HandleHandshakeReply(const redisReply* reply, int64_t now_ns) {
     return;
   }
   if (what == "ROLE" && !IsMasterRole(reply)) {
-    loop_.state().RequestMasterRefresh();
+    // As any failed connection of a sentinel's master, this asks the
+    // sentinels again (IoThread::OnConnectionFailed).
     Fail("not the master (ROLE: " + RoleName(reply) + "); asking the sentinels again", now_ns);
     return;
   }

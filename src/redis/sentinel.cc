@@ -4,12 +4,12 @@
 #include <poll.h>
 
 #include <cerrno>
-#include <charconv>
 #include <memory>
 #include <utility>
 #include <vector>
 
 #include "common/log.h"
+#include "redis/wire.h"
 
 namespace floodgate::redis::internal {
 namespace {
@@ -19,10 +19,10 @@ struct ContextFree {
 };
 using ContextPtr = std::unique_ptr<redisContext, ContextFree>;
 
-struct ReplyFree {
-  void operator()(void* r) const { freeReplyObject(r); }
-};
-using ReplyPtr = std::unique_ptr<redisReply, ReplyFree>;
+// Replies come from the client's own bounded reader (wire.h), set on every
+// context: a sentinel's reply can no more make floodgate abort than a
+// master's can.
+using ReplyPtr = OwnedReply;
 
 std::string_view Text(const redisReply* r) { return {r->str, r->len}; }
 
@@ -52,6 +52,13 @@ ContextPtr Connect(const StoreUrl& url, const HostPort& sentinel, int64_t timeou
     *error = c->errstr;
     return nullptr;
   }
+  ReaderPtr reader = NewReplyReader();
+  if (reader == nullptr) {
+    *error = "cannot allocate a reply reader";
+    return nullptr;
+  }
+  redisReaderFree(c->reader);
+  c->reader = reader.release();
   redisSetTimeout(c.get(), tv);
   if (!url.sentinel_password.empty()) {
     ReplyPtr r = url.sentinel_user.empty()
@@ -70,9 +77,14 @@ ContextPtr Connect(const StoreUrl& url, const HostPort& sentinel, int64_t timeou
   return c;
 }
 
-bool ParsePort(std::string_view text, int* port) {
-  const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), *port);
-  return ec == std::errc() && ptr == text.data() + text.size() && *port >= 1 && *port <= 65535;
+// A host and a port as the sentinels give them apart ("::1", "6380"), read
+// as any address in a store URL is.
+std::optional<HostPort> AddressOf(std::string_view host, std::string_view port) {
+  const bool v6 = host.find(':') != std::string_view::npos;
+  Result<HostPort> hp = ParseHostPort((v6 ? "[" + std::string(host) + "]" : std::string(host)) +
+                                      ":" + std::string(port));
+  if (!hp.ok()) return std::nullopt;
+  return *std::move(hp);
 }
 
 }  // namespace
@@ -85,11 +97,8 @@ std::optional<HostPort> ParseSwitchMaster(std::string_view message, std::string_
     words[n++] = message.substr(0, sp);
     message = sp == std::string_view::npos ? std::string_view() : message.substr(sp + 1);
   }
-  if (n != 5 || !message.empty() || words[0] != name || words[3].empty()) return std::nullopt;
-  HostPort master;
-  if (!ParsePort(words[4], &master.port)) return std::nullopt;
-  master.host = std::string(words[3]);
-  return master;
+  if (n != 5 || !message.empty() || words[0] != name) return std::nullopt;
+  return AddressOf(words[3], words[4]);
 }
 
 Result<HostPort> AskSentinels(const StoreUrl& url, int64_t timeout_ms) {
@@ -122,14 +131,16 @@ Result<HostPort> AskSentinels(const StoreUrl& url, int64_t timeout_ms) {
       note(sentinel, "no such master");
       continue;
     }
-    int port = 0;
-    if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
-        r->element[0]->type != REDIS_REPLY_STRING || r->element[1]->type != REDIS_REPLY_STRING ||
-        r->element[0]->len == 0 || !ParsePort(Text(r->element[1]), &port)) {
+    std::optional<HostPort> master;
+    if (r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
+        r->element[0]->type == REDIS_REPLY_STRING && r->element[1]->type == REDIS_REPLY_STRING) {
+      master = AddressOf(Text(r->element[0]), Text(r->element[1]));
+    }
+    if (!master.has_value()) {
       note(sentinel, "an unexpected reply to SENTINEL get-master-addr-by-name");
       continue;
     }
-    return HostPort{std::string(Text(r->element[0])), port};
+    return *std::move(master);
   }
   if (answered) {
     return NotFoundError("redis sentinel: no sentinel knows a master named '" + url.master_name +
@@ -195,8 +206,10 @@ void SentinelWatcher::Run() {
     ReplyPtr subscribed;
     if (c != nullptr) {
       subscribed = Command(c.get(), {"SUBSCRIBE", "+switch-master"});
-      if (subscribed == nullptr) error = c->errstr;
-      else if (subscribed->type == REDIS_REPLY_ERROR) error = Text(subscribed.get());
+      if (subscribed == nullptr)
+        error = c->errstr;
+      else if (subscribed->type == REDIS_REPLY_ERROR)
+        error = Text(subscribed.get());
     }
     if (c == nullptr || subscribed == nullptr || subscribed->type == REDIS_REPLY_ERROR) {
       if (!warned) {
@@ -214,7 +227,8 @@ void SentinelWatcher::Run() {
     while (!thread_.stopping()) {
       const int64_t now = clock_.MonotonicNs();
       const int64_t since = now - last_ask_ns_;
-      if ((refresh_.load() && since >= kMinAskMs * 1'000'000) || since >= kSafetyAskMs * 1'000'000) {
+      if ((refresh_.load() && since >= kMinAskMs * 1'000'000) ||
+          since >= kSafetyAskMs * 1'000'000) {
         Ask();
       }
       void* raw = nullptr;
@@ -226,7 +240,8 @@ void SentinelWatcher::Run() {
             m->element[2]->type != REDIS_REPLY_STRING) {
           continue;
         }
-        if (std::optional<HostPort> master = ParseSwitchMaster(Text(m->element[2]), url_.master_name);
+        if (std::optional<HostPort> master =
+                ParseSwitchMaster(Text(m->element[2]), url_.master_name);
             master.has_value()) {
           Follow(*std::move(master));
         }

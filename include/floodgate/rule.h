@@ -110,6 +110,25 @@ struct AlertConfig {
   bool enabled() const { return !thresholds.empty(); }
 };
 
+// Quota slices (docs/slices.md): on a store shared by several servers, each
+// server takes a slice of a subject's remaining quota in one store call and
+// decides from it locally, taking the next when it runs out (sized to its
+// recent demand, at most max_share of the limit) and giving unused units
+// back after idle_return without demand and at shutdown. The units granted
+// in a window never exceed the limit. fixed_window only: a slice is a
+// number of units of one window, which token_bucket and gcra (refilling
+// continuously) and the sliding algorithms (whose windows overlap) do not
+// have. No effect on the embedded store, whose decisions are already local.
+inline constexpr int64_t kSliceShareScale = 1'000'000;  // max_share is in parts per million
+struct SliceConfig {
+  int64_t max_share_ppm = 0;      // (0, kSliceShareScale]; 0: no slices
+  int64_t idle_return_ms = 2000;  // > 0
+  bool enabled() const { return max_share_ppm > 0; }
+  friend bool operator==(const SliceConfig&, const SliceConfig&) = default;
+};
+// What `slices: {}` means.
+inline constexpr int64_t kDefaultSliceSharePpm = 50'000;  // 5 %
+
 struct Rule {
   std::string name;
   Algorithm algorithm = Algorithm::kFixedWindow;
@@ -134,6 +153,8 @@ struct Rule {
   // Requests held waiting for room (FG.CHECK ... WAIT, wait_ms) at most, per
   // rule; past it a request is answered at once.
   int64_t max_waiters = kDefaultMaxWaiters;
+  // Quota slices (SliceConfig); disabled by default.
+  SliceConfig slices;
 
   // algorithm: concurrency. The config's `max_in_flight` and `lease_ttl`;
   // a tier (or an override) replaces max_in_flight alone. They are kept as

@@ -6,6 +6,7 @@
 #include "common/store_url.h"
 #include "engine/embedded_store.h"
 #include "redis/remote_store.h"
+#include "service/slices/sliced_store.h"
 
 namespace floodgate::api {
 
@@ -18,7 +19,12 @@ Result<store::Rooms> OpenStore(const Config& config, const Clock& clock) {
   if (!url.ok()) return url.status();
   auto remote = redis::RemoteStore::Create(*url, config.redis, clock);
   if (!remote.ok()) return remote.status();
-  return redis::RemoteStore::RoomsOf(std::move(*remote));
+  store::Rooms rooms = redis::RemoteStore::RoomsOf(std::move(*remote));
+  // Rules with `slices` are decided from slices of the shared state
+  // (service/slices/); the rest pass through. Always in front of a shared
+  // store, since a reload may add such a rule.
+  rooms.store = std::make_unique<service::SlicedStore>(std::move(rooms.store), clock);
+  return rooms;
 }
 
 }  // namespace floodgate::api

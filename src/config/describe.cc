@@ -18,6 +18,17 @@ std::string JoinLimits(const std::vector<Limit>& limits) {
 }
 
 // A concurrency rule's one limit, in the config's words.
+// Parts per million as the config writes them: 50000 -> "5%", 125 -> "0.0125%".
+std::string PercentText(int64_t ppm) {
+  std::string text = std::to_string(ppm / 10'000);
+  if (int64_t fraction = ppm % 10'000; fraction != 0) {
+    std::string digits = std::to_string(10'000 + fraction).substr(1);
+    while (digits.back() == '0') digits.pop_back();
+    text += "." + digits;
+  }
+  return text + "%";
+}
+
 std::string ConcurrencyText(const std::vector<Limit>& limits) {
   if (limits.empty()) return "";
   return "max_in_flight=" + std::to_string(limits[0].count) +
@@ -55,6 +66,11 @@ std::string DescribeConfig(const Config& config) {
     if (rule.timezone != "UTC") out += "; timezone=" + rule.timezone;
     if (rule.shadow) out += "; shadow";
     if (rule.block_for_ms > 0) out += "; block_for=" + config::DurationText(rule.block_for_ms);
+    if (rule.slices.enabled()) {
+      out += "; slices max_share=" + PercentText(rule.slices.max_share_ppm) +
+             " idle_return=" + config::DurationText(rule.slices.idle_return_ms);
+      if (config.store == "memory") out += " (no effect on the embedded store: already local)";
+    }
     out += rule.on_backend_error == OnBackendError::kAllow ? "; on_backend_error=allow"
                                                            : "; on_backend_error=deny";
     out += rule.on_store_full == OnStoreFull::kAllow ? "; on_store_full=allow"

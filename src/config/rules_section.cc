@@ -14,6 +14,7 @@
 #include <utility>
 
 #include "config/alerts_section.h"
+#include "config/slices_option.h"
 #include "core/calendar.h"
 
 namespace floodgate::config {
@@ -77,6 +78,7 @@ struct RuleDraft {
   YAML::Node lease_ttl_key;
   std::vector<std::string> rate_fields;  // limits, burst, alerts, shadow, block_for: as written
   YAML::Node first_rate_key;
+  YAML::Node slices_key;
 };
 
 // A limit list: a sequence of limit strings or one string.
@@ -178,7 +180,7 @@ Status ParseRuleField(const Fields& fields, const std::string& field, const YAML
   Rule& rule = draft.rule;
   const std::string path = "rules." + rule.name + "." + field;
   if (field == "limits" || field == "burst" || field == "alerts" || field == "shadow" ||
-      field == "block_for" || field == "timezone") {
+      field == "block_for" || field == "timezone" || field == "slices") {
     if (draft.rate_fields.empty()) draft.first_rate_key = key;
     draft.rate_fields.push_back(field);
   }
@@ -240,12 +242,15 @@ Status ParseRuleField(const Fields& fields, const std::string& field, const YAML
     Result<int64_t> ms = fields.Duration(key, value, path, 1, kMaxBlockForMs);
     if (!ms.ok()) return ms.status();
     rule.block_for_ms = *ms;
+  } else if (field == "slices") {
+    draft.slices_key = key;
+    return ParseRuleSlices(fields, key, value, path, &rule.slices);
   } else {
     return fields.Fail(key.Mark(),
                        "unknown key '" + field + "' in rule '" + rule.name +
                            "'; expected algorithm, limits, burst, tiers, timezone, shadow, "
                            "on_backend_error, on_store_full, alerts, block_for, max_waiters, "
-                           "max_in_flight or lease_ttl",
+                           "slices, max_in_flight or lease_ttl",
                        field);
   }
   return Status::Ok();
@@ -415,6 +420,15 @@ Result<Rule> ParseRule(const Fields& fields, const std::string& name, const YAML
                              "a concurrency rule's max_in_flight)",
                          tier.name);
     }
+  }
+  if (draft.rule.slices.enabled() && draft.rule.algorithm != Algorithm::kFixedWindow) {
+    return fields.Fail(draft.slices_key.Mark(),
+                       "'slices' needs algorithm: fixed_window, not " +
+                           std::string(AlgorithmName(draft.rule.algorithm)) +
+                           " (a slice is units of one window: token_bucket and gcra refill "
+                           "continuously and the sliding algorithms' windows overlap, so no "
+                           "slice of theirs can bound what a fleet admits)",
+                       "slices");
   }
   if (s = CheckBurst(fields, draft); !s.ok()) return s;
   if (s = CheckLimits(fields, draft.rule, draft.limits); !s.ok()) return s;

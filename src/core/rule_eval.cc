@@ -211,9 +211,21 @@ Result<CompiledRule> CompileRule(const Rule& rule, const std::string& tier,
                                   "': alert thresholds must be increasing percentages, 1 to 100");
     }
   }
+  if (rule.slices.enabled()) {
+    if (rule.algorithm != Algorithm::kFixedWindow) {
+      return InvalidArgumentError("rule '" + rule.name +
+                                  "': slices need algorithm: fixed_window, not " +
+                                  std::string(AlgorithmName(rule.algorithm)));
+    }
+    if (rule.slices.max_share_ppm > kSliceShareScale || rule.slices.idle_return_ms < 1) {
+      return InvalidArgumentError("rule '" + rule.name +
+                                  "': slices need max_share in (0, 100%] and idle_return > 0");
+    }
+  }
   CompiledRule c;
   c.name = rule.name;
   c.tier = tier;
+  c.slices = rule.slices;
   c.algorithm = rule.algorithm;
   c.shadow = rule.shadow;
   c.on_backend_error = rule.on_backend_error;

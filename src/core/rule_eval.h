@@ -32,6 +32,9 @@ struct CompiledRule {
   // rule has alerts (core/alerts.h).
   int state_words = 0;
   AlertPolicy alerts;
+  // Quota slices (Rule::slices): decided by service/slices/ on a shared
+  // store; the state and its format are the same with or without them.
+  SliceConfig slices;
 };
 
 // Compiles `limits` (a rule's own or a tier's) of `rule`. INVALID_ARGUMENT

@@ -23,7 +23,9 @@ Result<store::Rooms> OpenStore(const Config& config, const Clock& clock) {
   // Rules with `slices` are decided from slices of the shared state
   // (service/slices/); the rest pass through. Always in front of a shared
   // store, since a reload may add such a rule.
-  rooms.store = std::make_unique<service::SlicedStore>(std::move(rooms.store), clock);
+  auto sliced = std::make_unique<service::SlicedStore>(std::move(rooms.store), clock);
+  rooms.slices = sliced.get();
+  rooms.store = std::move(sliced);
   return rooms;
 }
 

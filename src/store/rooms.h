@@ -29,6 +29,7 @@
 #include "store/otp.h"
 #include "store/sets.h"
 #include "store/sketch_board.h"
+#include "store/slices.h"
 #include "store/snapshots.h"
 #include "store/store.h"
 
@@ -44,6 +45,8 @@ struct Rooms {
   OtpStore* otp = nullptr;
   // Null: the state outlives the process (Redis), nothing to save.
   Snapshots* snapshots = nullptr;
+  // Null: no slices (the embedded store decides locally already).
+  SliceView* slices = nullptr;
 
   // Rooms their users open when they start, with options of their own,
   // and own. Empty where the backend has none.

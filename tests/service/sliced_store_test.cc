@@ -147,7 +147,7 @@ TEST(SlicedStoreTest, DecidesFromASliceWithOneStoreCallPerSlice) {
   // The first slice is 100 / 16 = 6 units: the shared count holds them all.
   EXPECT_EQ(f.fake->checks(), 1);
   EXPECT_EQ(f.Shared("k"), 6);
-  EXPECT_EQ(f.sliced->HeldFor(store::kFirstRuleId, "k").units, 5);
+  EXPECT_EQ(f.sliced->HeldFor(store::kFirstRuleId, "k").held, 5);
   EXPECT_EQ(d.remaining, 1000 - 6 + 5);  // what the fleet has, as far as this server knows
   for (int i = 0; i < 5; ++i) EXPECT_TRUE(f.Check("k").second.allowed);
   EXPECT_EQ(f.fake->checks(), 2);  // the peek's, no take
@@ -303,7 +303,7 @@ TEST(SlicedStoreTest, PeeksResetsAndRulesWithoutSlicesGoToTheSharedStore) {
   store::ResetOp reset{"hot", tiers, ids, "k"};
   Status s;
   ASSERT_EQ(f.sliced->Reset(reset, &s, [] { return store::Done<>(); }), store::Answer::kNow);
-  EXPECT_EQ(f.sliced->HeldFor(store::kFirstRuleId, "k").units, 0);
+  EXPECT_EQ(f.sliced->HeldFor(store::kFirstRuleId, "k").held, 0);
   EXPECT_EQ(f.Shared("k"), 0);
   EXPECT_TRUE(f.Check("k").second.allowed);
   EXPECT_EQ(f.Shared("k"), 5);

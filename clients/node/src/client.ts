@@ -58,6 +58,12 @@ export interface SubjectState {
   /** Time left on a block of the subject (0 when not blocked). */
   blockedForMs: number;
   blockReason: string;
+  /**
+   * A rule with quota slices: what this server holds of the subject's
+   * slices (`held`, unspent) and was granted in the current window
+   * (`taken`); `limits[i].used` is the shared count, slices included.
+   */
+  slices?: { held: number; taken: number };
 }
 
 export interface AcquireOptions {
@@ -163,8 +169,10 @@ export class FloodgateClient {
   async state(rule: string, key: string, options: { tier?: string } = {}): Promise<SubjectState> {
     const args: Array<string | number> = ['FG.STATE', rule, key];
     if (options.tier !== undefined) args.push('TIER', options.tier);
-    const reply = asArray(await this.command(args), 4);
-    return {
+    const raw = await this.command(args);
+    // A fifth element for a rule with slices.
+    const reply = asArray(raw, Array.isArray(raw) && raw.length === 5 ? 5 : 4);
+    const state: SubjectState = {
       limits: asArray(reply[0]).map((l) => {
         const f = asArray(l, 4).map(asNumber);
         return { limit: f[0], used: f[1], remaining: f[2], resetAfterMs: f[3] };
@@ -173,6 +181,11 @@ export class FloodgateClient {
       blockedForMs: asNumber(reply[2]),
       blockReason: asString(reply[3]),
     };
+    if (reply.length === 5) {
+      const f = asArray(reply[4], 2).map(asNumber);
+      state.slices = { held: f[0], taken: f[1] };
+    }
+    return state;
   }
 
   /** FG.ACQUIRE rule key [TTL ms] [TIER t] [WAIT ms]: take a lease of a concurrency rule. */

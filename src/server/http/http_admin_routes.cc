@@ -15,6 +15,7 @@
 #include "server/context/error_labels.h"
 #include "server/http/http_routes.h"
 #include "service/control/control_plane.h"
+#include "service/slices/slice_state.h"
 
 namespace floodgate::server {
 namespace {
@@ -121,7 +122,15 @@ void SubjectState(const RouteCall& c, const std::string& rule, const std::string
     first = false;
     extra += control.BlockJson(b);
   }
-  extra += "]}";
+  extra += "]";
+  // A rule with slices: this server's holding (docs/slices.md); the shared
+  // count is in the limits' used.
+  if (const std::optional<store::SliceHolding> slices = service::SlicesOf(
+          *services.rules, services.rooms.slices, rule, key, args.tier, services.clock.NowMs())) {
+    extra += ",\"slices\":{\"held\":" + std::to_string(slices->held) +
+             ",\"taken\":" + std::to_string(slices->taken) + "}";
+  }
+  extra += "}";
   auto write = [rule, key, tier, extra, keep_alive = c.req.keep_alive](
                    const Status& s, const Decision& d, std::string* reply) {
     if (!s.ok()) {

@@ -8,6 +8,7 @@
 #include "common/text.h"
 #include "protocol/resp/writer.h"
 #include "service/control/control_plane.h"
+#include "service/slices/slice_state.h"
 
 namespace floodgate::server {
 namespace {
@@ -91,11 +92,15 @@ void FgState(RespClient& c, const Args& a, std::string* out) {
       reason = b.reason;
     }
   }
-  auto write = [limits, block_left, reason](const Status& s, const Decision& d,
-                                            std::string* reply) {
+  // A rule with slices: a fifth element, this server's [held, taken]
+  // (docs/slices.md); the shared count is in the limits' used.
+  const std::optional<store::SliceHolding> slices = service::SlicesOf(
+      *services.rules, services.rooms.slices, rule, key, tier, services.clock.NowMs());
+  auto write = [limits, block_left, reason, slices](const Status& s, const Decision& d,
+                                                    std::string* reply) {
     if (!s.ok()) return resp::AppendError(reply, s.message());
     const bool known = d.fallback == Fallback::kNone;
-    resp::AppendArrayHeader(reply, 4);
+    resp::AppendArrayHeader(reply, slices.has_value() ? 5 : 4);
     resp::AppendArrayHeader(reply, d.num_limits);
     for (int i = 0; i < d.num_limits; ++i) {
       const LimitStatus& st = d.limits[i];
@@ -109,6 +114,11 @@ void FgState(RespClient& c, const Args& a, std::string* out) {
     for (const std::string& l : limits) resp::AppendBulk(reply, l);
     resp::AppendInteger(reply, block_left);
     resp::AppendBulk(reply, reason);
+    if (slices.has_value()) {
+      resp::AppendArrayHeader(reply, 2);
+      resp::AppendInteger(reply, slices->held);
+      resp::AppendInteger(reply, slices->taken);
+    }
   };
   service::LimiterCore::CheckArgs args;
   args.rule = rule;

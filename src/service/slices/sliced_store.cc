@@ -311,8 +311,11 @@ store::Answer SlicedStore::Check(const store::CheckOp& op, Decision* decision, S
     s.take_units = NextSliceUnits(op.cost - s.units, s.limit, rule.slices.max_share_ppm,
                                   s.last_size, s.spent, now - s.last_take_ms);
     const int64_t want = s.take_units;
+    // A copy: an answer now runs callbacks that may decide again on this
+    // thread, which reuses t_key.
+    const std::string key = t_key;
     lock.unlock();
-    SendTake(table, t_key, op.alerts, want, batch);
+    SendTake(table, key, op.alerts, want, batch);
     lock.lock();
   }
   // Answered already (now, or on another thread)?
@@ -518,7 +521,7 @@ void SlicedStore::Sweep(int64_t now_ms) {
       if (idle && !busy && s.units > 0) {
         GiveBack(*table, s, SubjectOf(it->first), s.units);
       }
-      if (idle && !busy && s.units == 0 && !s.exhausted) {
+      if (idle && !busy && s.units == 0 && (!s.exhausted || now_ms >= s.recheck_ms)) {
         table->slices.erase(it++);
       } else {
         ++it;
@@ -527,9 +530,9 @@ void SlicedStore::Sweep(int64_t now_ms) {
   }
 }
 
-SlicedStore::Held SlicedStore::HeldFor(uint32_t id, std::string_view subject) const {
+store::SliceHolding SlicedStore::HeldFor(uint32_t id, std::string_view subject) const {
   const std::string key = SliceKey(id, subject);
-  Held held;
+  store::SliceHolding held;
   std::lock_guard<std::mutex> registry(tables_mu_);
   const int64_t now = NowMs();
   for (const std::unique_ptr<Table>& table : tables_) {
@@ -538,7 +541,7 @@ SlicedStore::Held SlicedStore::HeldFor(uint32_t id, std::string_view subject) co
     if (it == table->slices.end()) continue;
     const Slice& s = it->second;
     if (s.deadline_ms != 0 && now >= s.deadline_ms) continue;  // its window ended
-    held.units += s.units;
+    held.held += s.units;
     held.taken += s.taken;
   }
   return held;

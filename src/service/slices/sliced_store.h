@@ -45,6 +45,7 @@
 
 #include "common/thread_stopper.h"
 #include "floodgate/clock.h"
+#include "store/slices.h"
 #include "store/store.h"
 
 namespace floodgate::service {
@@ -56,7 +57,7 @@ inline constexpr int64_t kExhaustedRecheckMs = 100;
 // shared store per decision.
 inline constexpr size_t kMaxSlicesPerThread = 65'536;
 
-class SlicedStore final : public store::Store {
+class SlicedStore final : public store::Store, public store::SliceView {
  public:
   // Decides in front of `shared`, which it owns; `clock` is the one
   // `shared` was made with.
@@ -90,14 +91,8 @@ class SlicedStore final : public store::Store {
   // The shared store's, and the slices'.
   std::vector<store::Metric> Metrics() const override;
 
-  // What this server holds of (variant id, subject) now, for FG.STATE and
-  // the admin API: units left in its threads' slices, and what they were
-  // given in the current window.
-  struct Held {
-    int64_t units = 0;
-    int64_t taken = 0;
-  };
-  Held HeldFor(uint32_t id, std::string_view subject) const;
+  // --- store::SliceView ---
+  store::SliceHolding HeldFor(uint32_t id, std::string_view subject) const override;
 
   // The counters (Metrics) as numbers, for tests and the stats.
   struct Counters {

@@ -173,7 +173,7 @@ def main() -> None:
             cpu = statistics.median(x["cpu_us"] for x in results[c])
             calls = statistics.median(x["calls"] for x in results[c])
             runs = " ".join(f"{x['rps']:.0f}" for x in results[c])
-            print(f"| {c} | {rps:.0f} | {rps / base:.2f} | {cpu:.2f} µs | {calls:.4f} | {runs} |")
+            print(f"| {c} | {rps:.0f} | {rps / base:.2f} | {cpu:.2f} µs | {calls:.6f} | {runs} |")
     finally:
         for p in list(procs):
             stop(p)

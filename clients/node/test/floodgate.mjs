@@ -26,7 +26,9 @@ rules:
 
 /** A floodgate process; `start()` resolves once it listens. */
 export class Floodgate {
-  constructor(config = CONFIG) {
+  /** `args`: more `serve` arguments (e.g. `['--store', 'redis://…']`). */
+  constructor(config = CONFIG, args = []) {
+    this.args = args;
     this.dir = mkdtempSync(path.join(tmpdir(), 'floodgate-node-client-'));
     this.configPath = path.join(this.dir, 'floodgate.yaml');
     writeFileSync(this.configPath, config);
@@ -41,7 +43,7 @@ export class Floodgate {
     const proc = spawn(
       BIN,
       ['serve', '--config', this.configPath, '--resp', `127.0.0.1:${this.respPort}`,
-        '--http', `127.0.0.1:${this.httpPort}`, '--grpc', 'off', '--threads', '2'],
+        '--http', `127.0.0.1:${this.httpPort}`, '--grpc', 'off', '--threads', '2', ...this.args],
       { stdio: ['ignore', 'ignore', 'pipe'] },
     );
     this.proc = proc;

@@ -317,3 +317,20 @@ TEST(SlicedStoreTest, PeeksResetsAndRulesWithoutSlicesGoToTheSharedStore) {
 
 }  // namespace
 }  // namespace floodgate
+
+namespace floodgate {
+namespace {
+
+TEST(SlicedStoreTest, AReloadOfTheOptionAloneKeepsTheStateAndTakesTheNewShare) {
+  Fixture f("{ algorithm: fixed_window, limits: [1600/minute], slices: { max_share: 5% } }");
+  for (int i = 0; i < 5; ++i) ASSERT_TRUE(f.Check("k").second.allowed);
+  EXPECT_EQ(f.Shared("k"), 5);  // one first slice of 80 / 16
+  // The same variant (same id: the state is kept) with max_share 100 %:
+  // the next slice may be the whole rest (no time passed: demand is high).
+  f.rule.slices.max_share_ppm = kSliceShareScale;
+  ASSERT_TRUE(f.Check("k").second.allowed);
+  EXPECT_EQ(f.Shared("k"), 1600);  // with 5 % it would have been 5 + 80
+}
+
+}  // namespace
+}  // namespace floodgate

@@ -107,7 +107,9 @@ struct SlicedStore::Slice {
   // The rule as it was when the slice began: a reload may free the
   // variant, and units still have to be given back under it.
   std::shared_ptr<const core::CompiledRule> rule;
-  std::string tag;
+  // What the store said of it (VariantRef::tag). Shared, because a take or
+  // a refund held in a batch views it until answered.
+  std::shared_ptr<const std::string> tag;
   uint32_t id = 0;
   int64_t limit = 0;  // the smallest limit's count
 
@@ -214,9 +216,10 @@ void SlicedStore::GiveBack(Table& table, Slice& slice, std::string_view subject,
   slice.units -= units;
   slice.taken -= units;
   returns_in_flight_.fetch_add(1);
-  const store::RefundOp op{store::VariantRef{slice.rule.get(), slice.id, slice.tag}, subject, units,
-                           nullptr};
-  auto finish = [this, units, rule = slice.rule](const Status& s, const core::RefundResult& r) {
+  const store::RefundOp op{store::VariantRef{slice.rule.get(), slice.id, *slice.tag}, subject,
+                           units, nullptr};
+  auto finish = [this, units, rule = slice.rule, tag = slice.tag](const Status& s,
+                                                                  const core::RefundResult& r) {
     int64_t back = 0;
     if (s.ok()) {
       back = units;
@@ -267,7 +270,7 @@ store::Answer SlicedStore::Check(const store::CheckOp& op, Decision* decision, S
     it = table.slices.try_emplace(t_key).first;
     Slice& fresh = it->second;
     fresh.rule = std::make_shared<const core::CompiledRule>(rule);
-    fresh.tag = std::string(op.variant.tag);
+    fresh.tag = std::make_shared<const std::string>(op.variant.tag);
     fresh.id = op.variant.id;
     fresh.limit = limit;
   }
@@ -278,6 +281,9 @@ store::Answer SlicedStore::Check(const store::CheckOp& op, Decision* decision, S
     lock.unlock();
     return shared_->Check(op, decision, status, later, batch);
   }
+  // A reload that changed only the option keeps the state (and its id):
+  // the slice follows the new max_share and idle_return.
+  if (s.rule->slices != rule.slices) s.rule = std::make_shared<const core::CompiledRule>(rule);
   units_stranded_.fetch_add(EndWindowIfDue(s, now), std::memory_order_relaxed);
   s.last_use_ms = now;
   if (s.units >= op.cost) {
@@ -334,22 +340,30 @@ store::Answer SlicedStore::Check(const store::CheckOp& op, Decision* decision, S
 
 void SlicedStore::SendTake(Table& table, const std::string& key, core::AlertOutcome* alerts,
                            int64_t want, store::Batch* batch) {
-  Slice* s = nullptr;
+  // What the take is of, read under the lock (a reload may replace the
+  // rule); the slice itself is never erased while taking.
+  std::shared_ptr<const core::CompiledRule> rule;
+  std::shared_ptr<const std::string> tag;
+  uint32_t id = 0;
   {
     std::lock_guard<std::mutex> lock(table.mu);
-    s = &table.slices.find(key)->second;  // node_hash_map: stays put; never erased while taking
+    const Slice& s = table.slices.find(key)->second;
+    rule = s.rule;
+    tag = s.tag;
+    id = s.id;
   }
   take_calls_.fetch_add(1, std::memory_order_relaxed);
   core::AlertOutcome outcome;
-  store::CheckOp op{store::VariantRef{s->rule.get(), s->id, s->tag}, SubjectOf(key), want};
-  if (s->rule->alerts.enabled()) op.alerts = alerts != nullptr ? alerts : &outcome;
+  store::CheckOp op{store::VariantRef{rule.get(), id, *tag}, SubjectOf(key), want};
+  if (rule->alerts.enabled()) op.alerts = alerts != nullptr ? alerts : &outcome;
   Decision d;
   Status st;
   const store::Answer answer = shared_->Check(
       op, &d, &st,
       [&]() -> store::CheckDone {
-        return [this, &table, key, want](const Status& status, const Decision& decision,
-                                         const core::AlertOutcome* fired) {
+        // `rule` and `tag` kept alive until the answer: a held take views them.
+        return [this, &table, key, want, rule, tag](const Status& status, const Decision& decision,
+                                                    const core::AlertOutcome* fired) {
           Settle(table, key, want, status, decision, fired);
         };
       },

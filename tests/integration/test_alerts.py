@@ -285,3 +285,30 @@ def test_bad_requests_and_check_config(floodgate_bin, start_server, tmp_dir):
                          text=True, timeout=10)
     assert out.returncode == 1
     assert "'rules.quota.alerts.thresholds' must be in increasing order" in out.stderr + out.stdout
+
+
+def test_alerts_keep_their_meaning_with_slices(start_server, redis_server, receiver, tmp_dir):
+    """A rule with quota slices: a threshold fires once, when a take brings
+    the shared count to it (at most one slice early), across two servers."""
+    backend = redis_server()
+    hook = receiver()
+    text = config(hook.port, tmp_dir).replace(
+        "    limits: [100/day]\n", "    limits: [100/day]\n    slices: { max_share: 10% }\n")
+    assert "slices" in text
+    servers = [start_server(text, extra_args=["--store", backend.url], env=ENV)
+               for _ in range(2)]
+    admitted = crossing_burst(servers)
+    held = sum(metric_value(get(s, "/metrics"), "floodgate_slice_units_held") for s in servers)
+    # Never over; what was not admitted is held in slices, unspent.
+    assert admitted + held == 30, (admitted, held)
+    records = hook.wait_for(2)
+    time.sleep(1.0)  # a duplicate would have come by now
+    events = [verify(r) for r in hook.wait_for(3, timeout=0)]
+    assert sorted(e["threshold"] for e in events) == [80, 100], events
+    for e in events:
+        # Fired by the take that reached it: the shared count then, at most
+        # a slice (10 units) past the threshold.
+        assert e["threshold"] <= e["used"] < e["threshold"] + 10, e
+    emitted = sum(metric_value(get(s, "/metrics"), "floodgate_alerts_emitted_total")
+                  for s in servers)
+    assert emitted == 2

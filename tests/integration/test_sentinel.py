@@ -203,7 +203,9 @@ def test_follows_a_failover_and_never_writes_to_the_old_master(floodgate_bin, st
         # The old master comes back (empty: no persistence) and the sentinels
         # make it a replica of the new one; floodgate sends it nothing.
         master.start()  # the same port
-        until(lambda: client(master.port).info("replication")["role"] == "slave", 20,
+        # A sentinel waits to see it report itself master for a while (its
+        # INFO every 10 s, then a grace of 8 s) before converting it.
+        until(lambda: client(master.port).info("replication")["role"] == "slave", 40,
               "the old master to be made a replica")
         time.sleep(1.0)  # the load goes on meanwhile
         stats = client(master.port).info("commandstats")

@@ -20,6 +20,8 @@ namespace {
 // The sweeper's round: often enough that an idle_return of 100 ms is kept
 // within a tenth of it, rarely enough to cost nothing measurable.
 constexpr int64_t kSweepIntervalMs = 20;
+// With no slice at all the sweeper sleeps this long, or until woken.
+constexpr int64_t kIdleSleepNs = int64_t{3600} * 1'000'000'000;
 // How long shutdown waits for the units it gives back to be answered.
 constexpr int64_t kShutdownReturnWaitMs = 3000;
 
@@ -162,7 +164,14 @@ std::string_view SubjectOf(std::string_view key) { return key.substr(sizeof(uint
 SlicedStore::SlicedStore(std::unique_ptr<store::Store> shared, const Clock& clock)
     : shared_(std::move(shared)), clock_(clock), serial_(g_next_serial.fetch_add(1)) {
   sweeper_.Start([this] {
-    while (sweeper_.SleepFor(kSweepIntervalMs * 1'000'000)) Sweep(NowMs());
+    bool any = false;
+    while (sweeper_.SleepFor(any ? kSweepIntervalMs * 1'000'000 : kIdleSleepNs)) {
+      // Cleared before the round: a slice made after it wakes the sweeper
+      // (Check), one made before it is seen by it.
+      sweeping_.store(false);
+      any = Sweep(NowMs());
+      if (any) sweeping_.store(true);
+    }
   });
 }
 
@@ -268,6 +277,7 @@ store::Answer SlicedStore::Check(const store::CheckOp& op, Decision* decision, S
       return shared_->Check(op, decision, status, later, batch);
     }
     it = table.slices.try_emplace(t_key).first;
+    if (!sweeping_.load()) sweeper_.Wake();
     Slice& fresh = it->second;
     fresh.rule = std::make_shared<const core::CompiledRule>(rule);
     fresh.tag = std::make_shared<const std::string>(op.variant.tag);
@@ -519,7 +529,8 @@ store::Answer SlicedStore::Reset(const store::ResetOp& op, Status* status, store
   return shared_->Reset(op, status, later);
 }
 
-void SlicedStore::Sweep(int64_t now_ms) {
+bool SlicedStore::Sweep(int64_t now_ms) {
+  bool any = false;
   std::vector<Table*> tables;
   {
     std::lock_guard<std::mutex> registry(tables_mu_);
@@ -538,10 +549,12 @@ void SlicedStore::Sweep(int64_t now_ms) {
       if (idle && !busy && s.units == 0 && (!s.exhausted || now_ms >= s.recheck_ms)) {
         table->slices.erase(it++);
       } else {
+        any = true;
         ++it;
       }
     }
   }
+  return any;
 }
 
 store::SliceHolding SlicedStore::HeldFor(uint32_t id, std::string_view subject) const {

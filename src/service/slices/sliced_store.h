@@ -109,8 +109,10 @@ class SlicedStore final : public store::Store, public store::SliceView {
 
   // The sweeper's round, at monotonic `now_ms`: gives back what was idle for
   // its rule's idle_return, counts and forgets what its window ended.
-  // Public for tests; the sweeper thread calls it every kSweepIntervalMs.
-  void Sweep(int64_t now_ms);
+  // Public for tests; the sweeper thread calls it every kSweepIntervalMs
+  // while any slice exists, and sleeps until the next one is made
+  // otherwise (an idle server never wakes for it). Whether any is left.
+  bool Sweep(int64_t now_ms);
 
   struct Table;  // one thread's slices
   struct Slice;
@@ -145,6 +147,8 @@ class SlicedStore final : public store::Store, public store::SliceView {
       local_decisions_{0}, take_calls_{0}, take_failures_{0};
   std::atomic<int64_t> returns_in_flight_{0};
 
+  // False while the sweeper sleeps for want of slices: a new slice wakes it.
+  std::atomic<bool> sweeping_{false};
   ThreadStopper sweeper_;
 };
 

@@ -337,8 +337,14 @@ store::Answer SlicedStore::Check(const store::CheckOp& op, Decision* decision, S
   // Answered already (now, or on another thread)?
   auto w = std::find_if(s.waiters.begin(), s.waiters.end(),
                         [mine](const Waiter& x) { return x.serial == mine; });
-  if (w == s.waiters.end() || !w->resolved) {
-    if (w != s.waiters.end()) w->done = later();
+  if (w == s.waiters.end()) {
+    // Only this call removes its own waiter: a defect, answered as one
+    // rather than left waiting for a callback nobody will call.
+    *status = InternalError("slices: a decision's waiter was lost");
+    return store::Answer::kNow;
+  }
+  if (!w->resolved) {
+    w->done = later();
     return store::Answer::kLater;
   }
   *status = w->status;

@@ -603,29 +603,30 @@ SlicedStore::Counters SlicedStore::GetCounters() const {
 std::vector<store::Metric> SlicedStore::Metrics() const {
   std::vector<store::Metric> metrics = shared_->Metrics();
   const Counters c = GetCounters();
-  metrics.push_back({"floodgate_slices_taken_total", "counter",
-                     "Quota slices this server took from the shared store (takes that granted "
-                     "units).",
-                     c.slices_taken});
-  metrics.push_back({"floodgate_slice_units_taken_total", "counter",
-                     "Units the slices this server took were granted.", c.units_taken});
-  metrics.push_back({"floodgate_slice_units_returned_total", "counter",
-                     "Units this server gave back from its slices (idle_return, shutdown).",
-                     c.units_returned});
-  metrics.push_back({"floodgate_slice_units_stranded_total", "counter",
-                     "Units still held in a slice when their window ended, or that could not be "
-                     "given back: counted by the shared store, never spent.",
-                     c.units_stranded});
-  metrics.push_back({"floodgate_slice_units_held", "gauge",
-                     "Units this server holds in slices now, unspent.", c.units_held});
-  metrics.push_back({"floodgate_slice_local_decisions_total", "counter",
-                     "Decisions of rules with slices answered from a slice, without a store call.",
-                     c.local_decisions});
-  metrics.push_back({"floodgate_slice_take_calls_total", "counter",
-                     "Calls to the shared store to take slices.", c.take_calls});
-  metrics.push_back({"floodgate_slice_take_failures_total", "counter",
-                     "Takes that failed (the decisions waiting for them got on_backend_error).",
-                     c.take_failures});
+  // One table, as the stores' own (RemoteStore::Metrics).
+  const store::Metric slices[] = {
+      {"floodgate_slices_taken_total", "counter",
+       "Quota slices this server took from the shared store (takes that granted units).",
+       c.slices_taken},
+      {"floodgate_slice_units_taken_total", "counter",
+       "Units the slices this server took were granted.", c.units_taken},
+      {"floodgate_slice_units_returned_total", "counter",
+       "Units this server gave back from its slices (idle_return, shutdown).", c.units_returned},
+      {"floodgate_slice_units_stranded_total", "counter",
+       "Units still held in a slice when their window ended, or that could not be given back: "
+       "counted by the shared store, never spent.",
+       c.units_stranded},
+      {"floodgate_slice_units_held", "gauge", "Units this server holds in slices now, unspent.",
+       c.units_held},
+      {"floodgate_slice_local_decisions_total", "counter",
+       "Decisions of rules with slices answered from a slice, without a store call.",
+       c.local_decisions},
+      {"floodgate_slice_take_calls_total", "counter", "Calls to the shared store to take slices.",
+       c.take_calls},
+      {"floodgate_slice_take_failures_total", "counter",
+       "Takes that failed (the decisions waiting for them got on_backend_error).", c.take_failures},
+  };
+  metrics.insert(metrics.end(), std::begin(slices), std::end(slices));
   return metrics;
 }
 

@@ -17,7 +17,6 @@ std::string JoinLimits(const std::vector<Limit>& limits) {
                        [](std::string* out, const Limit& l) { out->append(l.ToString()); });
 }
 
-// A concurrency rule's one limit, in the config's words.
 // Parts per million as the config writes them: 50000 -> "5%", 125 -> "0.0125%".
 std::string PercentText(int64_t ppm) {
   std::string text = std::to_string(ppm / 10'000);
@@ -29,6 +28,7 @@ std::string PercentText(int64_t ppm) {
   return text + "%";
 }
 
+// A concurrency rule's one limit, in the config's words.
 std::string ConcurrencyText(const std::vector<Limit>& limits) {
   if (limits.empty()) return "";
   return "max_in_flight=" + std::to_string(limits[0].count) +

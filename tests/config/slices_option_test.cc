@@ -41,15 +41,12 @@ TEST(SlicesOptionTest, MaxShareMustBeAPercentageAboveZeroAndAtMostAHundred) {
   EXPECT_EQ(Error(Rule("{ limits: 10/s, slices: { max_share: 150% } }")),
             "test.yaml:2:45: 'rules.api.slices.max_share' must be more than 0% and at most 100% "
             "of the limit (near '150%')");
-  EXPECT_EQ(Error(Rule("{ limits: 10/s, slices: { max_share: 5 } }")),
-            "test.yaml:2:45: 'rules.api.slices.max_share' must be a percentage of the limit like "
-            "5% (at most four decimals) (near '5')");
-  EXPECT_EQ(Error(Rule("{ limits: 10/s, slices: { max_share: 1.23456% } }")),
-            "test.yaml:2:45: 'rules.api.slices.max_share' must be a percentage of the limit like "
-            "5% (at most four decimals) (near '1.23456%')");
-  EXPECT_EQ(Error(Rule("{ limits: 10/s, slices: { max_share: -5% } }")),
-            "test.yaml:2:45: 'rules.api.slices.max_share' must be a percentage of the limit like "
-            "5% (at most four decimals) (near '-5%')");
+  for (const std::string bad : {"5", "1.23456%", "-5%"}) {
+    EXPECT_EQ(Error(Rule("{ limits: 10/s, slices: { max_share: " + bad + " } }")),
+              "test.yaml:2:45: 'rules.api.slices.max_share' must be a percentage of the limit "
+              "like 5% (at most four decimals) (near '" +
+                  bad + "')");
+  }
 }
 
 TEST(SlicesOptionTest, IdleReturnAndUnknownKeys) {

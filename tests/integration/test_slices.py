@@ -20,7 +20,7 @@ import time
 
 import pytest
 
-from conftest import http_get, metric_value
+from conftest import RespConn, http_get, metric_value
 
 LIMIT_TEXT = os.environ.get("FLOODGATE_SLICES_LIMIT", "10000/5s")
 FIGURES = os.environ.get("FLOODGATE_SLICES_FIGURES")
@@ -46,15 +46,7 @@ rules:
 """
 
 
-def command(*args) -> bytes:
-    out = b"*%d\r\n" % len(args)
-    for a in args:
-        b = a if isinstance(a, bytes) else str(a).encode()
-        out += b"$%d\r\n%s\r\n" % (len(b), b)
-    return out
-
-
-CHECK = command("FG.CHECK", "fleet", "hot")
+CHECK = RespConn.encode("FG.CHECK", "fleet", "hot")
 REPLY = re.compile(rb"\*5\r\n:(-?\d+)\r\n:-?\d+\r\n:-?\d+\r\n:(-?\d+)\r\n:(-?\d+)\r\n")
 
 
@@ -232,7 +224,6 @@ rules:
 
 
 def resp(port: int, *args):
-    from conftest import RespConn
     with RespConn(port) as conn:
         return conn.command(*args)
 

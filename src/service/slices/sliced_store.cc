@@ -93,8 +93,8 @@ void AdmitFrom(const Decision& grant, int64_t elapsed_ms, int64_t held, Decision
 }  // namespace
 
 // A decision waiting for a take. The caller's own (`done` empty) is
-// answered into `result` when the take's answer comes before the caller
-// returned (see Check).
+// answered into status, decision and fired (`resolved`) when the take's
+// answer comes before the caller returned (see Check).
 struct Waiter {
   uint64_t serial = 0;
   int64_t cost = 0;
@@ -136,7 +136,6 @@ struct SlicedStore::Slice {
 
   bool taking = false;
   int64_t take_sent_ms = 0;
-  int64_t take_units = 0;
   std::deque<Waiter> waiters;
   uint64_t next_waiter = 1;
 };
@@ -150,14 +149,38 @@ struct SlicedStore::Table {
 
 namespace {
 
+// A slice's key in its table: the variant id's 4 bytes, then the subject.
+void MakeSliceKey(uint32_t id, std::string_view subject, std::string* key) {
+  key->resize(sizeof(id));
+  std::memcpy(key->data(), &id, sizeof(id));
+  key->append(subject);
+}
+
 std::string SliceKey(uint32_t id, std::string_view subject) {
-  std::string key(sizeof(id) + subject.size(), '\0');
-  std::memcpy(key.data(), &id, sizeof(id));
-  std::memcpy(key.data() + sizeof(id), subject.data(), subject.size());
+  std::string key;
+  MakeSliceKey(id, subject, &key);
   return key;
 }
 
 std::string_view SubjectOf(std::string_view key) { return key.substr(sizeof(uint32_t)); }
+
+// Ends the slice's window: what it held belongs to that window (returned,
+// for the caller to count), and nothing of the window is kept.
+int64_t EndWindow(SlicedStore::Slice& s) {
+  const int64_t held = s.units;
+  s.units = 0;
+  s.taken = 0;
+  s.deadline_ms = 0;
+  s.exhausted = false;
+  return held;
+}
+
+// EndWindow once the window has ended by `now_ms`: units counted there,
+// never spent. 0 before.
+int64_t EndWindowIfDue(SlicedStore::Slice& s, int64_t now_ms) {
+  if (s.deadline_ms == 0 || now_ms < s.deadline_ms) return 0;
+  return EndWindow(s);
+}
 
 }  // namespace
 
@@ -184,7 +207,7 @@ SlicedStore::~SlicedStore() {
       const int64_t now = NowMs();
       for (auto& [key, slice] : table->slices) {
         if (slice.units > 0 && (slice.deadline_ms == 0 || now < slice.deadline_ms)) {
-          GiveBack(*table, slice, SubjectOf(key), slice.units);
+          GiveBack(slice, SubjectOf(key), slice.units);
         }
       }
     }
@@ -220,8 +243,7 @@ SlicedStore::Table& SlicedStore::MyTable() {
 
 // Called with table.mu held: the units go back to the shared store, and
 // leave the slice at once (a decision can no longer spend them).
-void SlicedStore::GiveBack(Table& table, Slice& slice, std::string_view subject, int64_t units) {
-  (void)table;
+void SlicedStore::GiveBack(Slice& slice, std::string_view subject, int64_t units) {
   slice.units -= units;
   slice.taken -= units;
   returns_in_flight_.fetch_add(1);
@@ -247,13 +269,6 @@ void SlicedStore::GiveBack(Table& table, Slice& slice, std::string_view subject,
   }
 }
 
-namespace {
-
-// Forgets units whose window ended by `now_ms`: counted there, never spent.
-int64_t EndWindowIfDue(SlicedStore::Slice& s, int64_t now_ms);
-
-}  // namespace
-
 store::Answer SlicedStore::Check(const store::CheckOp& op, Decision* decision, Status* status,
                                  store::CheckLater later, store::Batch* batch) {
   const core::CompiledRule& rule = *op.variant.rule;
@@ -267,9 +282,7 @@ store::Answer SlicedStore::Check(const store::CheckOp& op, Decision* decision, S
   const int64_t now = NowMs();
   std::unique_lock<std::mutex> lock(table.mu);
   thread_local std::string t_key;
-  t_key.resize(sizeof(uint32_t));
-  std::memcpy(t_key.data(), &op.variant.id, sizeof(uint32_t));
-  t_key.append(op.subject);
+  MakeSliceKey(op.variant.id, op.subject, &t_key);
   auto it = table.slices.find(t_key);
   if (it == table.slices.end()) {
     if (table.slices.size() >= kMaxSlicesPerThread) {
@@ -324,9 +337,8 @@ store::Answer SlicedStore::Check(const store::CheckOp& op, Decision* decision, S
   if (!s.taking) {
     s.taking = true;
     s.take_sent_ms = now;
-    s.take_units = NextSliceUnits(op.cost - s.units, s.limit, rule.slices.max_share_ppm,
-                                  s.last_size, s.spent, now - s.last_take_ms);
-    const int64_t want = s.take_units;
+    const int64_t want = NextSliceUnits(op.cost - s.units, s.limit, rule.slices.max_share_ppm,
+                                        s.last_size, s.spent, now - s.last_take_ms);
     // A copy: an answer now runs callbacks that may decide again on this
     // thread, which reuses t_key.
     const std::string key = t_key;
@@ -387,20 +399,6 @@ void SlicedStore::SendTake(Table& table, const std::string& key, core::AlertOutc
   if (answer == store::Answer::kNow) Settle(table, key, want, st, d, op.alerts);
 }
 
-namespace {
-
-int64_t EndWindowIfDue(SlicedStore::Slice& s, int64_t now_ms) {
-  if (s.deadline_ms == 0 || now_ms < s.deadline_ms) return 0;
-  const int64_t stranded = s.units;
-  s.units = 0;
-  s.taken = 0;
-  s.deadline_ms = 0;
-  s.exhausted = false;
-  return stranded;
-}
-
-}  // namespace
-
 void SlicedStore::Settle(Table& table, const std::string& key, int64_t want, const Status& status,
                          const Decision& d, const core::AlertOutcome* fired) {
   struct Answered {
@@ -425,9 +423,7 @@ void SlicedStore::Settle(Table& table, const std::string& key, int64_t want, con
     } else if (d.allowed) {
       if (s.units > 0 && s.windows != WindowsOf(d)) {
         // The leftover is of a window the shared store has left.
-        units_stranded_.fetch_add(s.units, std::memory_order_relaxed);
-        s.units = 0;
-        s.taken = 0;
+        units_stranded_.fetch_add(EndWindow(s), std::memory_order_relaxed);
       }
       slices_taken_.fetch_add(1, std::memory_order_relaxed);
       units_taken_.fetch_add(want, std::memory_order_relaxed);
@@ -522,13 +518,10 @@ store::Answer SlicedStore::Reset(const store::ResetOp& op, Status* status, store
       for (const std::string& key : keys) {
         auto it = table->slices.find(key);
         if (it == table->slices.end()) continue;
-        // The reset forgets the shared count, units out included.
-        Slice& s = it->second;
-        s.units = 0;
-        s.taken = 0;
-        s.deadline_ms = 0;
-        s.exhausted = false;
-        s.last_size = 0;  // starts again from a first slice
+        // The reset forgets the shared count, units out included, and
+        // the slice starts again from a first one.
+        EndWindow(it->second);
+        it->second.last_size = 0;
       }
     }
   }
@@ -550,7 +543,7 @@ bool SlicedStore::Sweep(int64_t now_ms) {
       const bool idle = now_ms - s.last_use_ms >= s.rule->slices.idle_return_ms;
       const bool busy = s.taking || !s.waiters.empty();
       if (idle && !busy && s.units > 0) {
-        GiveBack(*table, s, SubjectOf(it->first), s.units);
+        GiveBack(s, SubjectOf(it->first), s.units);
       }
       if (idle && !busy && s.units == 0 && (!s.exhausted || now_ms >= s.recheck_ms)) {
         table->slices.erase(it++);

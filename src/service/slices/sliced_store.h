@@ -133,7 +133,7 @@ class SlicedStore final : public store::Store, public store::SliceView {
               const Decision& d, const core::AlertOutcome* fired);
   // Gives `units` of `slice` back to the shared store (its table locked by
   // the caller): they leave the slice at once.
-  void GiveBack(Table& table, Slice& slice, std::string_view subject, int64_t units);
+  void GiveBack(Slice& slice, std::string_view subject, int64_t units);
   int64_t NowMs() const { return clock_.MonotonicNs() / 1'000'000; }
 
   std::unique_ptr<store::Store> shared_;

@@ -212,8 +212,11 @@ SlicedStore::~SlicedStore() {
       }
     }
   }
-  const int64_t deadline_ns = clock_.MonotonicNs() + kShutdownReturnWaitMs * 1'000'000;
-  while (returns_in_flight_.load() > 0 && clock_.MonotonicNs() < deadline_ns) {
+  // Bounded in real time: it waits for I/O, which a ManualClock does not
+  // move (a test's clock would otherwise never end the wait).
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::milliseconds(kShutdownReturnWaitMs);
+  while (returns_in_flight_.load() > 0 && std::chrono::steady_clock::now() < deadline) {
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
   // Answers what is still in flight (takes included), into the tables,

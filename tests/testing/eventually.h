@@ -9,14 +9,16 @@
 namespace floodgate::testing {
 
 // Polls `condition` every millisecond until it holds or `timeout` passes;
-// whether it holds then.
+// whether it held. The answer is the last evaluation's, never a fresh one:
+// a condition that probes (connects, reads) may not hold twice in a row.
 template <typename F>
 bool Eventually(F condition, std::chrono::milliseconds timeout = std::chrono::seconds(10)) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (!condition() && std::chrono::steady_clock::now() < deadline) {
+  while (true) {
+    if (condition()) return true;
+    if (std::chrono::steady_clock::now() >= deadline) return false;
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
-  return condition();
 }
 
 }  // namespace floodgate::testing

@@ -30,6 +30,8 @@
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <time.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -106,8 +108,16 @@ int64_t SweepInterval(const std::vector<ListenerSpec>& listeners) {
 
 struct EventLoop::Connection {
   explicit Connection(int64_t now_ms) : timers(now_ms) {}
+  ~Connection() { SSL_free(ssl); }
 
   int fd = -1;
+  // A TLS listener's connection: its OpenSSL state on `fd` (null:
+  // plaintext), and whether the handshake is done. Until it is, the
+  // connection counts as mid-request (its request timeout runs) and has
+  // nothing to write but what OpenSSL writes itself.
+  SSL* ssl = nullptr;
+  bool tls_ready = false;
+  bool tls_wants_write = false;  // OpenSSL needs the socket writable to go on
   const ListenerSpec* listener = nullptr;
   std::unique_ptr<Session> session;
   std::string input;
@@ -448,6 +458,16 @@ void EventLoop::Accept(size_t listener_index) {
     c->generation = next_generation_++;
     c->accepted_round = round_;
     c->last_input_ms = now_ms_;
+    if (listener.tls != nullptr) {
+      c->ssl = listener.tls->Current()->NewConnection(AlpnFor(listener.protocol));
+      if (c->ssl == nullptr || SSL_set_fd(c->ssl, fd) != 1) {
+        close(fd);  // out of memory: the client sees a reset
+        open_connections_->fetch_sub(1, std::memory_order_relaxed);
+        if (limits_.per_ip != nullptr) limits_.per_ip->Remove(peer);
+        continue;
+      }
+      c->timers.AfterInput(now_ms_, false, true);  // the handshake: under the request timeout
+    }
     c->session = listener.factory->NewSession(index_, ConnectionRef{this, fd, c->generation});
     c->interest = EPOLLIN;
     epoll_event ev{};
@@ -487,8 +507,10 @@ bool EventLoop::AdmitPeer(const ListenerSpec& listener, const PeerAddress& peer,
          {"peer", peer.ToString()},
          {"suppressed", std::to_string(suppressed)}});
   }
-  const std::string msg = listener.factory->RefusalMessage();
-  [[maybe_unused]] ssize_t w = send(fd, msg.data(), msg.size(), MSG_NOSIGNAL);
+  if (listener.tls == nullptr) {  // a TLS client could not read it
+    const std::string msg = listener.factory->RefusalMessage();
+    [[maybe_unused]] ssize_t w = send(fd, msg.data(), msg.size(), MSG_NOSIGNAL);
+  }
   close(fd);
   return false;
 }
@@ -510,13 +532,18 @@ void EventLoop::Handle(Connection& c) {
     // string by a whole chunk first would zero-fill 64 KiB per read.
     thread_local char scratch[kReadChunk];
     ssize_t n;
-    do {
-      n = recv(c.fd, scratch, kReadChunk, 0);
-    } while (n < 0 && errno == EINTR);
+    if (c.ssl != nullptr) {
+      n = ReadTls(c, scratch, kReadChunk);
+    } else {
+      do {
+        n = recv(c.fd, scratch, kReadChunk, 0);
+      } while (n < 0 && errno == EINTR);
+    }
     if (n > 0) {
       c.input.append(scratch, static_cast<size_t>(n));
       c.stuck = false;
-      socket_more = static_cast<size_t>(n) == kReadChunk;
+      socket_more = static_cast<size_t>(n) == kReadChunk ||
+                    (c.ssl != nullptr && SSL_pending(c.ssl) > 0);
       c.last_input_ms = now_ms_;
       Touch(c);
     } else if (n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK)) {
@@ -550,7 +577,8 @@ void EventLoop::Handle(Connection& c) {
     c.input.erase(0, c.input_start);
     c.input_start = 0;
   }
-  c.timers.AfterInput(now_ms_, completed, c.pending_input() > 0);
+  c.timers.AfterInput(now_ms_, completed,
+                      c.pending_input() > 0 || (c.ssl != nullptr && !c.tls_ready));
   if (completed) Touch(c);
   if (completed && draining_ && c.session->DrainClosesAfterReply()) c.drain_answered = true;
   if (!c.closing && c.pending_input() > limits_.max_pending_input) {
@@ -583,9 +611,71 @@ void EventLoop::Handle(Connection& c) {
   QueueFlush(c);
 }
 
+// TLS: what recv would say, from OpenSSL: bytes, 0 at the peer's
+// close_notify, or -1 with errno EAGAIN (OpenSSL needs more bytes, or the
+// socket writable: tls_wants_write) or ECONNRESET (a failed handshake, a
+// broken record: the connection ends). The handshake runs here first.
+ssize_t EventLoop::ReadTls(Connection& c, char* buf, size_t n) {
+  c.tls_wants_write = false;
+  auto failed = [&c](int r) -> ssize_t {
+    const int e = SSL_get_error(c.ssl, r);
+    ERR_clear_error();
+    if (e == SSL_ERROR_WANT_READ) {
+      errno = EAGAIN;
+      return -1;
+    }
+    if (e == SSL_ERROR_WANT_WRITE) {
+      c.tls_wants_write = true;
+      errno = EAGAIN;
+      return -1;
+    }
+    if (e == SSL_ERROR_ZERO_RETURN) return 0;
+    if (!c.tls_ready) {
+      c.listener->counters->tls_handshake_failures.fetch_add(1, std::memory_order_relaxed);
+    }
+    errno = ECONNRESET;
+    return -1;
+  };
+  if (!c.tls_ready) {
+    const int r = SSL_do_handshake(c.ssl);
+    if (r != 1) return failed(r);
+    c.tls_ready = true;
+  }
+  const int r = SSL_read(c.ssl, buf, static_cast<int>(n));
+  return r > 0 ? r : failed(r);
+}
+
+// TLS: what send would say of the unsent output, from OpenSSL.
+ssize_t EventLoop::WriteTls(Connection& c) {
+  c.tls_wants_write = false;
+  const int r = SSL_write(c.ssl, c.output.data() + c.output_start,
+                          static_cast<int>(std::min<size_t>(c.unsent(), 1 << 30)));
+  if (r > 0) return r;
+  const int e = SSL_get_error(c.ssl, r);
+  ERR_clear_error();
+  if (e == SSL_ERROR_WANT_WRITE || e == SSL_ERROR_WANT_READ) {
+    errno = EAGAIN;
+    return -1;
+  }
+  errno = EPIPE;
+  return -1;
+}
+
 void EventLoop::Flush(Connection& c) {
+  if (c.ssl != nullptr && !c.tls_ready) {
+    if (c.closing) {  // the handshake failed
+      Close(c.fd);
+      return;
+    }
+    // Writable again during the handshake: it goes on from Handle.
+    if (c.tls_wants_write) QueueAgain(c);
+    UpdateInterest(c);
+    return;
+  }
   while (c.output_start < c.output.size()) {
-    const ssize_t n = send(c.fd, c.output.data() + c.output_start, c.unsent(), MSG_NOSIGNAL);
+    const ssize_t n = c.ssl != nullptr
+                          ? WriteTls(c)
+                          : send(c.fd, c.output.data() + c.output_start, c.unsent(), MSG_NOSIGNAL);
     if (n > 0) {
       c.output_start += static_cast<size_t>(n);
       continue;
@@ -624,7 +714,7 @@ void EventLoop::Flush(Connection& c) {
 }
 
 void EventLoop::UpdateInterest(Connection& c) {
-  const bool pending_out = c.output_start < c.output.size();
+  const bool pending_out = c.output_start < c.output.size() || c.tls_wants_write;
   const uint32_t want = (CanRead(c) ? EPOLLIN : 0u) | (pending_out ? EPOLLOUT : 0u);
   if (want == c.interest) return;
   epoll_event ev{};
@@ -774,8 +864,10 @@ void EventLoop::CloseFor(Connection& c, CloseReason reason) {
          {"pending_bytes", std::to_string(c.pending_input())},
          {"suppressed", std::to_string(suppressed)}});
   }
+  // Not on TLS: plaintext would be garbage to the client's TLS stack (and
+  // one that stalled its handshake has no session to read it).
   if (reason == CloseReason::kRequestTimeout && !c.listener->timeout_reply.empty() &&
-      c.unsent() == 0) {
+      c.unsent() == 0 && c.ssl == nullptr) {
     // Best effort, never waited for: a client that is merely slow learns why.
     [[maybe_unused]] ssize_t w = send(c.fd, c.listener->timeout_reply.data(),
                                       c.listener->timeout_reply.size(), MSG_NOSIGNAL);

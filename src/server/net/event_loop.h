@@ -21,6 +21,7 @@
 #include "server/net/connection_timers.h"
 #include "server/net/peer_address.h"
 #include "server/net/session.h"
+#include "server/net/tls_context.h"
 
 namespace floodgate::server {
 
@@ -48,6 +49,7 @@ struct ListenerCounters {
   std::atomic<int64_t> refused_per_ip{0};  // refused at max_connections_per_ip
   std::atomic<int64_t> accept_errors{0};   // accept() failed (EMFILE, ENFILE, ENOBUFS …)
   std::atomic<int64_t> closed[kNumCloseReasons] = {};  // closed by the server, by reason
+  std::atomic<int64_t> tls_handshake_failures{0};      // TLS listeners: handshakes refused
 };
 
 struct ListenerSpec {
@@ -58,6 +60,10 @@ struct ListenerSpec {
   std::string timeout_reply;   // written (best effort) before closing on request_timeout
   std::string protocol;        // "resp", "http": in log lines
   ConnectionPolicy policy;
+  // Null: plaintext. Else connections speak TLS with its current context
+  // (the one they began with, through a reload), the handshake under the
+  // request timeout like a partial request.
+  TlsContextHolder* tls = nullptr;
 };
 
 // What a loop runs besides its connections, all on its thread.
@@ -137,6 +143,8 @@ class EventLoop {
   bool AdmitPeer(const ListenerSpec& listener, const PeerAddress& peer, int fd);
   void Handle(Connection& c);
   void Flush(Connection& c);
+  ssize_t ReadTls(Connection& c, char* buf, size_t n);
+  ssize_t WriteTls(Connection& c);
   void UpdateInterest(Connection& c);
   bool CanRead(const Connection& c) const;
   void AfterOutput(Connection& c);

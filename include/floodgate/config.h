@@ -20,6 +20,30 @@ struct ListenConfig {
   friend bool operator==(const ListenConfig&, const ListenConfig&) = default;
 };
 
+// TLS on the listeners (docs/operations.md, "TLS"): the server's
+// certificate chain and key (PEM), and for mTLS the CAs client certificates
+// must chain to. Read at start, and again on SIGHUP; a bad new file keeps
+// the old ones.
+struct TlsConfig {
+  std::string cert_file;
+  std::string key_file;
+  std::string client_ca_file;  // empty: no client certificate asked
+  bool require_client_cert = false;
+  bool enabled() const { return !cert_file.empty(); }
+
+  friend bool operator==(const TlsConfig&, const TlsConfig&) = default;
+};
+
+// Which fronts speak TLS on their listen address (each needs `tls`).
+struct ListenTlsConfig {
+  bool resp = false;
+  bool http = false;
+  bool grpc = false;
+  bool any() const { return resp || http || grpc; }
+
+  friend bool operator==(const ListenTlsConfig&, const ListenTlsConfig&) = default;
+};
+
 // Tuning of the embedded store.
 //
 // Two bounds on what the store holds, both hard: past either, a new subject
@@ -246,6 +270,8 @@ struct Config {
   std::string source;  // file name, for messages
   std::string store = "memory";
   ListenConfig listen;
+  ListenTlsConfig listen_tls;
+  TlsConfig tls;
   EngineConfig engine;
   RedisConfig redis;
   ServerConfig server;

@@ -2,6 +2,7 @@
 // code the tests do not link.
 #include <cstdio>
 #include <cstdlib>
+#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -16,6 +17,7 @@
 #include "app/version.h"
 #include "floodgate/config.h"
 #include "floodgate/limiter.h"
+#include "server/net/tls_context.h"
 #include "service/envoy/envoy_rules.h"
 
 namespace {
@@ -66,6 +68,18 @@ floodgate::Result<floodgate::Config> LoadAndValidate(const std::string& path) {
   auto limiter = floodgate::Limiter::Create(probe, clock);
   if (!limiter.ok()) {
     return floodgate::InvalidArgumentError(path + ": " + limiter.status().message());
+  }
+  // The TLS files as serve reads them (an expired certificate is a note).
+  if (config->tls.enabled()) {
+    const floodgate::TlsConfig& t = config->tls;
+    auto context = floodgate::server::TlsContext::Load(
+        {t.cert_file, t.key_file, t.client_ca_file, t.require_client_cert}, std::time(nullptr));
+    if (!context.ok()) {
+      return floodgate::InvalidArgumentError(path + ": " + context.status().message());
+    }
+    for (const std::string& warning : (*context)->warnings()) {
+      std::printf("note: %s\n", warning.c_str());
+    }
   }
   return config;
 }

@@ -13,6 +13,7 @@
 #include <atomic>
 #include <cstdint>
 #include <cstdlib>
+#include <ctime>
 #include <fstream>
 #include <optional>
 #include <string>
@@ -30,6 +31,7 @@
 #include "floodgate/config.h"
 #include "server/grpc/grpc_front.h"
 #include "server/grpc/rls_service.h"
+#include "server/net/tls_context.h"
 #include "server/observability/state_metrics.h"
 #include "server/server.h"
 #include "service/envoy/envoy_rules.h"
@@ -38,6 +40,10 @@
 
 namespace floodgate::app {
 namespace {
+
+server::TlsFiles TlsFilesOf(const TlsConfig& tls) {
+  return {tls.cert_file, tls.key_file, tls.client_ca_file, tls.require_client_cert};
+}
 
 // The config used when none is given: examples/floodgate.yaml in the
 // working directory, else /etc/floodgate/floodgate.yaml, else the copy of
@@ -189,6 +195,25 @@ int RunServe(const ServeFlags& flags) {
     Log(LogLevel::kError, "invalid config", {{"error", s.message()}});
     return 1;
   }
+  // TLS (listen_tls): the certificate and key read and checked before
+  // anything starts; a bad file stops the start, naming it.
+  std::unique_ptr<server::TlsContextHolder> tls;
+  if (config->listen_tls.any()) {
+    if (config->listen_tls.grpc) {
+      Log(LogLevel::kError, "cannot start",
+          {{"error", "listen_tls.grpc: the gRPC front does not serve TLS yet (resp and http do)"}});
+      return 1;
+    }
+    auto context = server::TlsContext::Load(TlsFilesOf(config->tls), std::time(nullptr));
+    if (!context.ok()) {
+      Log(LogLevel::kError, "cannot start", {{"error", context.status().message()}});
+      return 1;
+    }
+    for (const std::string& warning : (*context)->warnings()) {
+      Log(LogLevel::kWarn, "tls certificate", {{"warning", warning}});
+    }
+    tls = std::make_unique<server::TlsContextHolder>(*context);
+  }
   // One process per data_dir: the embedded store's snapshot and
   // control-plane records (a Redis store keeps both in Redis; its servers
   // may share a host and a config). Replacing a running floodgate
@@ -277,6 +302,8 @@ int RunServe(const ServeFlags& flags) {
   server::ServerOptions options;
   options.resp_address = Address(config->listen.resp);
   options.http_address = Address(config->listen.http);
+  if (config->listen_tls.resp) options.resp_tls = tls.get();
+  if (config->listen_tls.http) options.http_tls = tls.get();
   options.threads = threads;
   options.replace = flags.replace;
   options.cores = server::UsableCores();
@@ -379,6 +406,19 @@ int RunServe(const ServeFlags& flags) {
           {{"config", flags.config_path},
            {"rules", std::to_string(fresh->rules.size())},
            {"envoy_domains", std::to_string((*fresh_envoy)->num_domains())}});
+      // The certificate and key are read again; bad new files keep the
+      // old ones serving (open connections keep theirs either way).
+      if (tls != nullptr) {
+        if (Status t = tls->Reload(TlsFilesOf(fresh->tls), std::time(nullptr)); !t.ok()) {
+          Log(LogLevel::kError, "tls reload refused; the previous certificate keeps serving",
+              {{"error", t.message()}, {"serial", tls->Current()->serial()}});
+        } else {
+          Log(LogLevel::kInfo, "tls reloaded", {{"serial", tls->Current()->serial()}});
+          for (const std::string& warning : tls->Current()->warnings()) {
+            Log(LogLevel::kWarn, "tls certificate", {{"warning", warning}});
+          }
+        }
+      }
       LogReloadChanges(started, running, *fresh);
       running = std::move(*fresh);
       continue;

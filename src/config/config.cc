@@ -27,6 +27,7 @@
 #include "config/server_section.h"
 #include "config/sets_and_otp_section.h"
 #include "config/store_section.h"
+#include "config/tls_section.h"
 #include "config/visibility_section.h"
 #include "config/yaml_fields.h"
 #include "floodgate/config.h"
@@ -48,6 +49,8 @@ Status ParseSection(const Fields& fields, const std::string& name, const YAML::N
                     const YAML::Node& value, Config& config) {
   if (name == "store") return config::ParseStore(fields, key, value, config.store);
   if (name == "listen") return config::ParseListen(fields, key, value, config.listen);
+  if (name == "listen_tls") return config::ParseListenTls(fields, key, value, config.listen_tls);
+  if (name == "tls") return config::ParseTls(fields, key, value, config.tls);
   if (name == "engine") return config::ParseEngine(fields, key, value, config.engine);
   if (name == "redis") return config::ParseRedis(fields, key, value, config.redis);
   if (name == "server") return config::ParseServer(fields, key, value, config.server);
@@ -83,7 +86,8 @@ Status ParseSection(const Fields& fields, const std::string& name, const YAML::N
   }
   return fields.Fail(key.Mark(),
                      "unknown key '" + name +
-                         "' at top level; expected store, listen, engine, redis, server, rules, "
+                         "' at top level; expected store, listen, listen_tls, tls, engine, redis, "
+                         "server, rules, "
                          "sets, otp, alert_delivery, envoy_ratelimit, admin, visibility, "
                          "redact_keys, data_dir or snapshot_interval",
                      name);
@@ -190,6 +194,7 @@ Result<Config> ParseConfig(std::string_view yaml, std::string_view source) {
     Config config;
     config.source = std::string(source);
     if (Status s = ParseDocument(fields, root, config); !s.ok()) return s;
+    if (Status s = config::CheckTls(fields, config); !s.ok()) return s;
     return config;
   } catch (const YAML::Exception& e) {
     // The line is quoted as it is, unless it may hold the auth token.

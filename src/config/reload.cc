@@ -31,6 +31,7 @@ std::vector<std::string> RestartOnlyChanges(const Config& running, const Config&
   } sections[] = {
       {"store", running.store != fresh.store},
       {"listen", running.listen != fresh.listen},
+      {"listen_tls", running.listen_tls != fresh.listen_tls},
       {"engine", running.engine != fresh.engine},
       {"redis", running.redis != fresh.redis},
       {"server", running.server != fresh.server},

@@ -94,7 +94,7 @@ Result<std::unique_ptr<Server>> Server::Start(const ServerOptions& options,
   auto bind_all = [&](const std::string& address, const char* protocol, SessionFactory* factory,
                       ListenerCounters* counters, const ConnectionPolicy& policy,
                       const std::string& oversize, const std::string& timeout,
-                      std::string* bound) -> Status {
+                      TlsContextHolder* tls, std::string* bound) -> Status {
     if (address.empty()) return Status::Ok();
     auto endpoint = ParseEndpoint(address);
     if (!endpoint.ok()) return endpoint.status();
@@ -109,7 +109,8 @@ Result<std::unique_ptr<Server>> Server::Start(const ServerOptions& options,
         }
         return fd.status();
       }
-      specs[i].push_back(ListenerSpec{*fd, factory, counters, oversize, timeout, protocol, policy});
+      specs[i].push_back(
+          ListenerSpec{*fd, factory, counters, oversize, timeout, protocol, policy, tls});
     }
     *bound = endpoint->ToString();
     return Status::Ok();
@@ -123,13 +124,13 @@ Result<std::unique_ptr<Server>> Server::Start(const ServerOptions& options,
                           "-ERR Protocol error: request too large\r\n",
                           "-ERR Protocol error: command not complete within "
                           "server.resp_command_timeout\r\n",
-                          &server->context_.resp_address);
+                          options.resp_tls, &server->context_.resp_address);
       !s.ok()) {
     return s;
   }
   if (Status s = bind_all(options.http_address, "http", server->http_factory_.get(),
                           &server->http_counters_, options.http_policy, http_oversize, http_timeout,
-                          &server->context_.http_address);
+                          options.http_tls, &server->context_.http_address);
       !s.ok()) {
     return s;
   }

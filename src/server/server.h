@@ -31,6 +31,10 @@ struct ServerOptions {
   // The bounds of each front's connections (timeouts, output limits).
   ConnectionPolicy resp_policy;
   ConnectionPolicy http_policy;
+  // TLS per front (listen_tls): the context holder the caller keeps and
+  // reloads; null: plaintext.
+  TlsContextHolder* resp_tls = nullptr;
+  TlsContextHolder* http_tls = nullptr;
   int64_t max_connections_per_ip = 0;  // 0: no bound
   resp::ParserLimits resp_limits;
   http::ParserLimits http_limits;

@@ -227,9 +227,10 @@ TEST(ParseConfigErrorTest, TopLevelValues) {
 
 TEST(ParseConfigErrorTest, UnknownKeys) {
   EXPECT_EQ(Error("store: memory\nstorage: memory\n"),
-            "test.yaml:2:1: unknown key 'storage' at top level; expected store, listen, engine, "
-            "redis, server, rules, sets, otp, alert_delivery, envoy_ratelimit, admin, visibility, "
-            "redact_keys, data_dir or snapshot_interval (near 'storage')");
+            "test.yaml:2:1: unknown key 'storage' at top level; expected store, listen, "
+            "listen_tls, tls, engine, redis, server, rules, sets, otp, alert_delivery, "
+            "envoy_ratelimit, admin, visibility, redact_keys, data_dir or snapshot_interval "
+            "(near 'storage')");
   EXPECT_EQ(Error("rules:\n  api:\n    limits: 10/s\n    limit: 10/s\n"),
             "test.yaml:4:5: unknown key 'limit' in rule 'api'; expected algorithm, limits, burst, "
             "tiers, timezone, shadow, on_backend_error, on_store_full, alerts, block_for, "

@@ -262,6 +262,10 @@ struct VisibilityConfig {
 struct AdminConfig {
   std::string token_env;       // reads and writes
   std::string read_token_env;  // reads only (GET routes, FG.STATE, FG.OVERRIDE GET)
+  // A token sent in clear from another host is a token anyone on the path
+  // holds: refused (403) unless this is true. Loopback and TLS clients are
+  // never refused for it.
+  bool allow_plaintext = false;
 
   friend bool operator==(const AdminConfig&, const AdminConfig&) = default;
 };

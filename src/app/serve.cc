@@ -345,6 +345,7 @@ int RunServe(const ServeFlags& flags) {
     }
     *target = token;
   }
+  options.admin_allow_plaintext = config->admin.allow_plaintext;
   if (options.admin_token.empty() && !options.read_token.empty()) {
     Log(LogLevel::kError, "admin.read_token_env needs admin.token_env too",
         {{"variable", config->admin.read_token_env}});
@@ -372,7 +373,11 @@ int RunServe(const ServeFlags& flags) {
        {"rules", std::to_string(config->rules.size())},
        {"auth", options.auth_token.empty() ? "off" : "token"},
        {"admin", options.admin_token.empty() ? "loopback" : "token"},
-       {"envoy_domains", std::to_string((*envoy_rules)->num_domains())}});
+       {"envoy_domains", std::to_string((*envoy_rules)->num_domains())},
+       {"tls", !config->listen_tls.any()                            ? std::string("off")
+               : config->listen_tls.resp && config->listen_tls.http ? std::string("resp,http")
+               : config->listen_tls.resp                            ? std::string("resp")
+                                                                    : std::string("http")}});
 
   // What serves now: the file's rules as last reloaded, and the
   // restart-only sections as they were at start.

@@ -47,6 +47,7 @@ Server::Server(const ServerOptions& options, service::Services* services)
   context_.auth_token = options.auth_token;
   context_.admin_token = options.admin_token;
   context_.read_token = options.read_token;
+  context_.admin_allow_plaintext = options.admin_allow_plaintext;
   context_.started_at_ns = context_.clock().MonotonicNs();
   context_.threads = options.threads;
   context_.version = options.version;

@@ -27,6 +27,7 @@ struct ServerOptions {
   int cores = 1;
   std::string auth_token;               // empty: no authentication
   std::string admin_token, read_token;  // server/context/admin_access.h
+  bool admin_allow_plaintext = false;   // admin.allow_plaintext
   LoopLimits limits;
   // The bounds of each front's connections (timeouts, output limits).
   ConnectionPolicy resp_policy;

@@ -22,6 +22,8 @@ TEST(AdminConfigTest, TokenVariablesAndDefaults) {
   EXPECT_EQ(c.admin.token_env, "FG_ADMIN");
   EXPECT_EQ(c.admin.read_token_env, "_fg_read_2");
   EXPECT_EQ(Parse("admin: { read_token_env: R }\n").admin.token_env, "");
+  EXPECT_FALSE(defaults.admin.allow_plaintext);
+  EXPECT_TRUE(Parse("admin: { token_env: A, allow_plaintext: true }\n").admin.allow_plaintext);
 }
 
 TEST(AdminConfigTest, MistakesAreRefusedWithTheirPlace) {
@@ -35,8 +37,10 @@ TEST(AdminConfigTest, MistakesAreRefusedWithTheirPlace) {
             "test.yaml:2:14: 'admin.token_env' must be a string, not a list (near 'token_env')");
   // A token in the file is refused as an unknown key, without quoting it.
   EXPECT_EQ(Error("admin:\n  token: hunter2\n"),
-            "test.yaml:2:3: unknown key 'token' in admin; expected token_env or read_token_env "
-            "(near 'token')");
+            "test.yaml:2:3: unknown key 'token' in admin; expected token_env, read_token_env or "
+            "allow_plaintext (near 'token')");
+  EXPECT_EQ(Error("admin:\n  token_env: A\n  allow_plaintext: maybe\n"),
+            "test.yaml:3:20: 'admin.allow_plaintext' must be true or false (near 'maybe')");
   EXPECT_EQ(Error("admin:\n  token_env: A\n  token_env: B\n"),
             "test.yaml:3:3: duplicate key 'token_env' (first defined on line 2) (near "
             "'token_env')");

@@ -68,6 +68,7 @@ def peer_serial(port: int, ca: Path) -> str:
 
 def test_https_and_resp_over_tls_with_real_clients(start_server, certs, curl_bin):
     server = start_server(config(certs))
+    assert server.listening["tls"] == "resp,http"
     base = f"https://127.0.0.1:{server.http_port}"
     out = subprocess.run([curl_bin, "-s", "--cacert", str(certs / "ca.pem"), f"{base}/healthz"],
                          capture_output=True, text=True, timeout=10)

@@ -33,6 +33,13 @@ AdminAccess AdminAccessOf(const ServiceContext& service, std::string_view token,
   return AdminAccess::kNone;
 }
 
+std::string PlaintextTokenRefusal(const ServiceContext& service, std::string_view token,
+                                  const PeerAddress& peer, bool secure) {
+  if (token.empty() || secure || service.admin_allow_plaintext || IsLoopback(peer)) return "";
+  return "an admin token is refused over plaintext from another host (anyone on the path could "
+         "read it): connect over TLS (listen_tls) or set admin.allow_plaintext: true";
+}
+
 std::string_view AdminActorKind(const ServiceContext& service, AdminAccess access) {
   if (service.admin_token.empty()) return "loopback";
   return access == AdminAccess::kWrite ? "admin" : "read";

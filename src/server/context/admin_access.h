@@ -4,6 +4,7 @@
 // constant time.
 #pragma once
 
+#include <string>
 #include <string_view>
 
 #include "server/context/service_context.h"
@@ -20,6 +21,12 @@ enum class AdminAccess {
 // Access of a client that presents `token` ("" : none) from `peer`.
 AdminAccess AdminAccessOf(const ServiceContext& service, std::string_view token,
                           const PeerAddress& peer);
+
+// Why a token presented by `peer` must be refused however good it is: sent
+// in clear (`secure` false) from another host, with admin.allow_plaintext
+// off. Empty: not refused for that.
+std::string PlaintextTokenRefusal(const ServiceContext& service, std::string_view token,
+                                  const PeerAddress& peer, bool secure);
 
 // The change log's word for it: "admin", "read" or "loopback".
 std::string_view AdminActorKind(const ServiceContext& service, AdminAccess access);

@@ -42,7 +42,8 @@ struct ServiceContext {
   // loopback clients only.
   std::string admin_token;
   std::string read_token;
-  int64_t started_at_ns = 0;  // clock().MonotonicNs() when the server started
+  bool admin_allow_plaintext = false;  // admin.allow_plaintext
+  int64_t started_at_ns = 0;           // clock().MonotonicNs() when the server started
   int threads = 1;
   std::string version;                     // as ServerOptions::version
   std::string resp_address, http_address;  // as bound

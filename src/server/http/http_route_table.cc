@@ -174,7 +174,14 @@ bool Admit(LoopContext& loop, const http::Request& req, const HttpAsync& async, 
     case kAdmin:
       break;
   }
-  *admin = AdminAccessOf(service, BearerToken(req), async.self.Peer());
+  const std::string_view token = BearerToken(req);
+  if (const std::string why =
+          PlaintextTokenRefusal(service, token, async.self.Peer(), async.self.Secure());
+      !why.empty()) {
+    Problem(loop, req, 403, why, out);
+    return false;
+  }
+  *admin = AdminAccessOf(service, token, async.self.Peer());
   if (*admin == AdminAccess::kNone) {
     if (service.admin_token.empty()) {
       Problem(loop, req, 403,

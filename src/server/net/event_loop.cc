@@ -25,13 +25,13 @@
 
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
 #include <poll.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <time.h>
-#include <openssl/err.h>
-#include <openssl/ssl.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -152,6 +152,14 @@ PeerAddress ConnectionRef::Peer() const {
   const auto& slot = loop->connections_[fd];
   if (!slot || slot->generation != generation) return {};
   return slot->peer;
+}
+
+bool ConnectionRef::Secure() const {
+  if (loop == nullptr || fd < 0 || static_cast<size_t>(fd) >= loop->connections_.size()) {
+    return false;
+  }
+  const auto& slot = loop->connections_[fd];
+  return slot && slot->generation == generation && slot->ssl != nullptr;
 }
 
 void ConnectionRef::Complete(uint64_t tag, Completion completion) const {
@@ -542,8 +550,8 @@ void EventLoop::Handle(Connection& c) {
     if (n > 0) {
       c.input.append(scratch, static_cast<size_t>(n));
       c.stuck = false;
-      socket_more = static_cast<size_t>(n) == kReadChunk ||
-                    (c.ssl != nullptr && SSL_pending(c.ssl) > 0);
+      socket_more =
+          static_cast<size_t>(n) == kReadChunk || (c.ssl != nullptr && SSL_pending(c.ssl) > 0);
       c.last_input_ms = now_ms_;
       Touch(c);
     } else if (n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK)) {

@@ -39,6 +39,9 @@ struct ConnectionRef {
   // The client's address; unknown (family 0) when no loop serves it. On
   // the connection's loop only.
   PeerAddress Peer() const;
+  // Whether the connection speaks TLS (its listener's listen_tls); false
+  // when no loop serves it. On the connection's loop only.
+  bool Secure() const;
 };
 
 // Not thread-safe: a session lives on one event loop thread.

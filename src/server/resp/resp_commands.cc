@@ -190,7 +190,17 @@ bool Authenticate(RespClient& c, std::string_view password, std::string* out) {
   // operator's session needs both), as on HTTP; the read token opens the
   // reads alone, not the data plane (a check consumes quota).
   if (!service.admin_token.empty()) {
+    // Only the admin tokens are refused in clear; the data plane's
+    // password stays Redis-like.
     const AdminAccess access = AdminAccessOf(service, password, {});
+    if (access != AdminAccess::kNone) {
+      if (const std::string why =
+              PlaintextTokenRefusal(service, password, c.self.Peer(), c.self.Secure());
+          !why.empty()) {
+        resp::AppendErrorWithCode(out, "NOPERM", why);
+        return false;
+      }
+    }
     if (access != AdminAccess::kNone) {
       c.admin = access;
       if (access == AdminAccess::kWrite) c.authenticated = true;

@@ -28,6 +28,7 @@
 #include "server/net/session.h"
 #include "server/net/tls_context.h"
 #include "testing/eventually.h"
+#include "testing/test_certs.h"
 
 namespace floodgate::server {
 namespace {
@@ -53,33 +54,18 @@ class LineFactory final : public SessionFactory {
   std::string RefusalMessage() const override { return ""; }
 };
 
-std::string* g_dir = nullptr;
+testing::TestCerts* g_certs = nullptr;
 
-std::string Path(const std::string& name) { return *g_dir + "/" + name; }
+std::string Path(const std::string& name) { return g_certs->Path(name); }
 int64_t Now() { return static_cast<int64_t>(std::time(nullptr)); }
 
 class EventLoopTlsTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    char tmpl[] = "/tmp/floodgate-loop-tls-XXXXXX";
-    ASSERT_NE(::mkdtemp(tmpl), nullptr);
-    g_dir = new std::string(tmpl);
-    const std::string ec = " -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes";
-    const std::string sign = " -CA ca.pem -CAkey ca.key -CAcreateserial -days 30";
-    const std::string script =
-        "cd " + *g_dir + " && (printf 'subjectAltName=DNS:localhost\\n' > server.ext" +
-        " && openssl req -x509" + ec + " -keyout ca.key -out ca.pem -days 30 -subj /CN=test-ca" +
-        " && openssl req" + ec + " -keyout server.key -out server.csr -subj /CN=localhost" +
-        " && openssl x509 -req -in server.csr" + sign + " -out server.pem -extfile server.ext" +
-        " && openssl req" + ec + " -keyout next.key -out next.csr -subj /CN=localhost" +
-        " && openssl x509 -req -in next.csr" + sign +
-        " -out next.pem -extfile server.ext) > openssl.log 2>&1";
-    ASSERT_EQ(std::system(script.c_str()), 0) << "the openssl CLI failed in " << *g_dir;
+    g_certs = new testing::TestCerts("loop-tls");
+    ASSERT_TRUE(g_certs->ok()) << "the openssl CLI failed in " << g_certs->dir();
   }
-  static void TearDownTestSuite() {
-    std::system(("rm -rf " + *g_dir).c_str());
-    delete g_dir;
-  }
+  static void TearDownTestSuite() { delete g_certs; }
 
   void Start(const ConnectionPolicy& policy = {}) {
     auto context = TlsContext::Load({Path("server.pem"), Path("server.key"), "", false}, Now());
@@ -90,8 +76,8 @@ class EventLoopTlsTest : public ::testing::Test {
     ASSERT_TRUE(fd.ok()) << fd.status().ToString();
     port_ = endpoint.port;
     std::vector<ListenerSpec> listeners;
-    listeners.push_back(ListenerSpec{*fd, &factory_, &counters_, "", "timeout\n", "line", policy,
-                                     holder_.get()});
+    listeners.push_back(
+        ListenerSpec{*fd, &factory_, &counters_, "", "timeout\n", "line", policy, holder_.get()});
     LoopLimits limits;
     limits.idle_polls = 0;
     loop_ = std::make_unique<EventLoop>(0, std::move(listeners), limits, &open_, clock_);

@@ -15,6 +15,9 @@
 #include <fstream>
 #include <memory>
 #include <string>
+#include <vector>
+
+#include "testing/test_certs.h"
 
 namespace floodgate::server {
 namespace {
@@ -22,29 +25,11 @@ namespace {
 class TlsContextTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    char tmpl[] = "/tmp/floodgate-server-tls-XXXXXX";
-    ASSERT_NE(::mkdtemp(tmpl), nullptr);
-    dir_ = new std::string(tmpl);
-    const std::string ec = " -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes";
-    const std::string sign = " -CA ca.pem -CAkey ca.key -CAcreateserial -days 30";
-    const std::string script =
-        "cd " + *dir_ + " && (printf 'subjectAltName=DNS:localhost\\n' > server.ext" +
-        " && openssl req -x509" + ec + " -keyout ca.key -out ca.pem -days 30 -subj /CN=test-ca" +
-        " && openssl req" + ec + " -keyout server.key -out server.csr -subj /CN=localhost" +
-        " && openssl x509 -req -in server.csr" + sign + " -out server.pem -extfile server.ext" +
-        " && openssl req" + ec + " -keyout next.key -out next.csr -subj /CN=localhost" +
-        " && openssl x509 -req -in next.csr" + sign + " -out next.pem -extfile server.ext" +
-        " && openssl req" + ec + " -keyout client.key -out client.csr -subj /CN=ops.example.com" +
-        " && openssl x509 -req -in client.csr" + sign + " -out client.pem" +
-        " && openssl x509 -serial -noout -in server.pem > server.serial" +
-        " && echo 'not a certificate' > garbage.pem) > openssl.log 2>&1";
-    ASSERT_EQ(std::system(script.c_str()), 0) << "the openssl CLI failed in " << *dir_;
+    certs_ = new testing::TestCerts("server-tls");
+    ASSERT_TRUE(certs_->ok()) << "the openssl CLI failed in " << certs_->dir();
   }
-  static void TearDownTestSuite() {
-    std::system(("rm -rf " + *dir_).c_str());
-    delete dir_;
-  }
-  static std::string Path(const std::string& name) { return *dir_ + "/" + name; }
+  static void TearDownTestSuite() { delete certs_; }
+  static std::string Path(const std::string& name) { return certs_->Path(name); }
   static TlsFiles Files(const std::string& cert = "server.pem",
                         const std::string& key = "server.key") {
     return TlsFiles{Path(cert), Path(key), "", false};
@@ -60,7 +45,8 @@ class TlsContextTest : public ::testing::Test {
   // `protocol`, through memory. Whether it completed; the negotiated
   // version and ALPN into *version and *alpn.
   static bool Handshake(const TlsContext& server, SSL_CTX* client_ctx, const std::string& protocol,
-                        std::string* version = nullptr, std::string* alpn = nullptr) {
+                        std::string* version = nullptr, std::string* alpn = nullptr,
+                        std::vector<std::string>* client_names = nullptr) {
     SSL* s = server.NewConnection(AlpnFor(protocol));
     SSL* c = SSL_new(client_ctx);
     BIO* to_server = BIO_new(BIO_s_mem());
@@ -94,25 +80,27 @@ class TlsContextTest : public ::testing::Test {
       alpn->assign(reinterpret_cast<const char*>(p), n);
     }
     const bool ok = done_c && done_s && !failed;
+    if (client_names != nullptr) *client_names = VerifiedClientNames(s);
     SSL_free(c);
     SSL_free(s);
     return ok;
   }
 
-  static SSL_CTX* Client(bool with_cert = false) {
+  // A client trusting the test CA, presenting `cert`.pem (none: "").
+  static SSL_CTX* Client(bool with_cert = false, const std::string& cert = "client") {
     SSL_CTX* ctx = SSL_CTX_new(TLS_client_method());
     SSL_CTX_load_verify_locations(ctx, Path("ca.pem").c_str(), nullptr);
     SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, nullptr);
     if (with_cert) {
-      SSL_CTX_use_certificate_file(ctx, Path("client.pem").c_str(), SSL_FILETYPE_PEM);
-      SSL_CTX_use_PrivateKey_file(ctx, Path("client.key").c_str(), SSL_FILETYPE_PEM);
+      SSL_CTX_use_certificate_file(ctx, Path(cert + ".pem").c_str(), SSL_FILETYPE_PEM);
+      SSL_CTX_use_PrivateKey_file(ctx, Path(cert + ".key").c_str(), SSL_FILETYPE_PEM);
     }
     return ctx;
   }
 
-  static std::string* dir_;
+  static testing::TestCerts* certs_;
 };
-std::string* TlsContextTest::dir_ = nullptr;
+testing::TestCerts* TlsContextTest::certs_ = nullptr;
 
 TEST_F(TlsContextTest, LoadsAndNamesItsCertificate) {
   auto c = TlsContext::Load(Files(), Now());
@@ -175,6 +163,43 @@ TEST_F(TlsContextTest, ClientCertificatesWhenRequired) {
   EXPECT_TRUE(Handshake(**optional, known, "http"));
   SSL_CTX_free(anonymous);
   SSL_CTX_free(known);
+}
+
+TEST_F(TlsContextTest, AVerifiedClientCertificateGivesItsNames) {
+  // Two CAs in one file: a client of either verifies.
+  ASSERT_EQ(std::system(("cat " + Path("other-ca.pem") + " " + Path("ca.pem") + " > " +
+                         Path("both-cas.pem"))
+                            .c_str()),
+            0);
+  TlsFiles files = Files();
+  files.client_ca_file = Path("ca.pem");
+  auto c = TlsContext::Load(files, Now());
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  std::vector<std::string> names;
+  SSL_CTX* cn_client = Client(true, "client");
+  ASSERT_TRUE(Handshake(**c, cn_client, "http", nullptr, nullptr, &names));
+  EXPECT_EQ(names, std::vector<std::string>{"ops.example.com"});
+  SSL_CTX* san_client = Client(true, "san-client");
+  ASSERT_TRUE(Handshake(**c, san_client, "http", nullptr, nullptr, &names));
+  EXPECT_EQ(names, (std::vector<std::string>{"ci.example.com", "spiffe://example.com/deploy"}));
+  // Asked, not required: a certificate another CA signed is refused (not
+  // served as anonymous: its client meant to be someone); no certificate is
+  // served, with no names.
+  SSL_CTX* stranger = Client(true, "stranger");
+  EXPECT_FALSE(Handshake(**c, stranger, "http", nullptr, nullptr, &names));
+  EXPECT_TRUE(names.empty());
+  SSL_CTX* anonymous = Client(false);
+  ASSERT_TRUE(Handshake(**c, anonymous, "http", nullptr, nullptr, &names));
+  EXPECT_TRUE(names.empty());
+  files.client_ca_file = Path("both-cas.pem");
+  auto both = TlsContext::Load(files, Now());
+  ASSERT_TRUE(both.ok()) << both.status().ToString();
+  ASSERT_TRUE(Handshake(**both, stranger, "http", nullptr, nullptr, &names));
+  EXPECT_EQ(names, std::vector<std::string>{"ops.example.com"});
+  // The PEM text gRPC is given is the files'.
+  EXPECT_NE((*both)->pem().client_cas.find("BEGIN CERTIFICATE"), std::string::npos);
+  EXPECT_NE((*both)->pem().key.find("PRIVATE KEY"), std::string::npos);
+  for (SSL_CTX* ctx : {cn_client, san_client, stranger, anonymous}) SSL_CTX_free(ctx);
 }
 
 TEST_F(TlsContextTest, EachBadFileIsNamedWithWhatIsWrong) {

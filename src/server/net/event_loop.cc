@@ -118,6 +118,9 @@ struct EventLoop::Connection {
   SSL* ssl = nullptr;
   bool tls_ready = false;
   bool tls_wants_write = false;  // OpenSSL needs the socket writable to go on
+  // The verified client certificate's names (mTLS), read once when the
+  // handshake completes: admin.client_names is matched against them.
+  std::vector<std::string> client_names;
   const ListenerSpec* listener = nullptr;
   std::unique_ptr<Session> session;
   std::string input;
@@ -160,6 +163,15 @@ bool ConnectionRef::Secure() const {
   }
   const auto& slot = loop->connections_[fd];
   return slot && slot->generation == generation && slot->ssl != nullptr;
+}
+
+const std::vector<std::string>& ConnectionRef::ClientNames() const {
+  static const std::vector<std::string> kNone;
+  if (loop == nullptr || fd < 0 || static_cast<size_t>(fd) >= loop->connections_.size()) {
+    return kNone;
+  }
+  const auto& slot = loop->connections_[fd];
+  return slot && slot->generation == generation ? slot->client_names : kNone;
 }
 
 void ConnectionRef::Complete(uint64_t tag, Completion completion) const {
@@ -648,6 +660,7 @@ ssize_t EventLoop::ReadTls(Connection& c, char* buf, size_t n) {
     const int r = SSL_do_handshake(c.ssl);
     if (r != 1) return failed(r);
     c.tls_ready = true;
+    c.client_names = VerifiedClientNames(c.ssl);
   }
   const int r = SSL_read(c.ssl, buf, static_cast<int>(n));
   return r > 0 ? r : failed(r);

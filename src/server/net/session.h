@@ -7,6 +7,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "absl/functional/any_invocable.h"
 
@@ -42,6 +43,10 @@ struct ConnectionRef {
   // Whether the connection speaks TLS (its listener's listen_tls); false
   // when no loop serves it. On the connection's loop only.
   bool Secure() const;
+  // The names of the client certificate the TLS handshake verified (CN and
+  // SANs, VerifiedClientNames); none for plaintext, no certificate, or no
+  // loop. On the connection's loop only.
+  const std::vector<std::string>& ClientNames() const;
 };
 
 // Not thread-safe: a session lives on one event loop thread.

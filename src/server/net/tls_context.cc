@@ -6,6 +6,7 @@
 #include <openssl/pem.h>
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
+#include <openssl/x509v3.h>
 
 #include <cerrno>
 #include <cstdio>
@@ -30,12 +31,86 @@ Status FileError(std::string_view what, const std::string& path, const std::stri
   return InvalidArgumentError("tls." + std::string(what) + " '" + path + "': " + why);
 }
 
-// Whether `path` can be opened for reading; the reason when not.
-std::string Unreadable(const std::string& path) {
+// The whole of `path` (a certificate or key: small), or why it cannot be
+// read. Every file is read once, and the context built from those bytes:
+// the listeners and the gRPC front (which takes PEM text) then serve the
+// same certificate even if a file changes while it is being read.
+std::string ReadSmallFile(const std::string& path, std::string* out) {
   std::FILE* f = std::fopen(path.c_str(), "rb");
   if (f == nullptr) return std::string(std::strerror(errno));
+  out->clear();
+  char buf[4096];
+  size_t n = 0;
+  while ((n = std::fread(buf, 1, sizeof(buf), f)) > 0) {
+    out->append(buf, n);
+    if (out->size() > kMaxTlsFileBytes) {
+      std::fclose(f);
+      return "larger than " + std::to_string(kMaxTlsFileBytes / (1024 * 1024)) +
+             " MiB: not a certificate or key";
+    }
+  }
+  const bool failed = std::ferror(f) != 0;
   std::fclose(f);
-  return "";
+  return failed ? "read error" : "";
+}
+
+// A memory BIO over `pem` (which must outlive it).
+struct Bio {
+  explicit Bio(const std::string& pem)
+      : bio(BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size()))) {}
+  ~Bio() { BIO_free(bio); }
+  BIO* bio;
+};
+
+// The certificate, then its chain, from `pem` into ctx (as
+// SSL_CTX_use_certificate_chain_file does from a file).
+bool UseCertificateChain(SSL_CTX* ctx, const std::string& pem) {
+  Bio in(pem);
+  X509* leaf = PEM_read_bio_X509_AUX(in.bio, nullptr, nullptr, nullptr);
+  if (leaf == nullptr) return false;
+  const bool used = SSL_CTX_use_certificate(ctx, leaf) == 1;
+  X509_free(leaf);
+  if (!used) return false;
+  SSL_CTX_clear_chain_certs(ctx);
+  while (X509* ca = PEM_read_bio_X509(in.bio, nullptr, nullptr, nullptr)) {
+    if (SSL_CTX_add0_chain_cert(ctx, ca) != 1) {
+      X509_free(ca);
+      return false;
+    }
+  }
+  // The loop ends on "no start line": the end of the file, not an error.
+  ERR_clear_error();
+  return true;
+}
+
+// The CAs in `pem`, trusted for client certificates and named to clients
+// (the certificate request's list); false when there is none or one is bad.
+bool UseClientCas(SSL_CTX* ctx, const std::string& pem) {
+  Bio in(pem);
+  X509_STORE* store = SSL_CTX_get_cert_store(ctx);
+  STACK_OF(X509_NAME)* names = sk_X509_NAME_new_null();
+  int count = 0;
+  bool ok = names != nullptr;
+  while (ok) {
+    X509* ca = PEM_read_bio_X509(in.bio, nullptr, nullptr, nullptr);
+    if (ca == nullptr) break;
+    ok = X509_STORE_add_cert(store, ca) == 1;
+    if (X509_NAME* name = X509_NAME_dup(X509_get_subject_name(ca)); ok && name != nullptr) {
+      sk_X509_NAME_push(names, name);
+    }
+    X509_free(ca);
+    ++count;
+  }
+  const unsigned long last = ERR_peek_last_error();
+  const bool clean_end =
+      ERR_GET_LIB(last) == ERR_LIB_PEM && ERR_GET_REASON(last) == PEM_R_NO_START_LINE;
+  if (ok && count > 0 && (last == 0 || clean_end)) {
+    ERR_clear_error();
+    SSL_CTX_set_client_CA_list(ctx, names);
+    return true;
+  }
+  sk_X509_NAME_pop_free(names, X509_NAME_free);
+  return false;
 }
 
 // ALPN: the first protocol of ours the client offers; none of ours offered
@@ -72,7 +147,37 @@ std::string AlpnFor(std::string_view protocol) {
   return "";
 }
 
-TlsContext::~TlsContext() { SSL_CTX_free(ctx_); }
+TlsContext::~TlsContext() {
+  SSL_CTX_free(ctx_);
+  // The key's text is not left in freed memory.
+  if (!pem_.key.empty()) OPENSSL_cleanse(pem_.key.data(), pem_.key.size());
+}
+
+std::vector<std::string> VerifiedClientNames(SSL* ssl) {
+  std::vector<std::string> names;
+  if (ssl == nullptr || SSL_get_verify_result(ssl) != X509_V_OK) return names;
+  X509* cert = SSL_get0_peer_certificate(ssl);
+  if (cert == nullptr) return names;
+  char cn[256];
+  const int n = X509_NAME_get_text_by_NID(X509_get_subject_name(cert), NID_commonName, cn,
+                                          static_cast<int>(sizeof(cn)));
+  // A name with a NUL in it would read as a shorter one: never a name.
+  if (n > 0 && std::memchr(cn, 0, static_cast<size_t>(n)) == nullptr) {
+    names.emplace_back(cn, static_cast<size_t>(n));
+  }
+  auto* sans =
+      static_cast<GENERAL_NAMES*>(X509_get_ext_d2i(cert, NID_subject_alt_name, nullptr, nullptr));
+  for (int i = 0; sans != nullptr && i < sk_GENERAL_NAME_num(sans); ++i) {
+    const GENERAL_NAME* san = sk_GENERAL_NAME_value(sans, i);
+    if (san->type != GEN_DNS && san->type != GEN_EMAIL && san->type != GEN_URI) continue;
+    const ASN1_IA5STRING* text = san->d.ia5;
+    const std::string_view name(reinterpret_cast<const char*>(ASN1_STRING_get0_data(text)),
+                                static_cast<size_t>(ASN1_STRING_length(text)));
+    if (!name.empty() && name.find('\0') == std::string_view::npos) names.emplace_back(name);
+  }
+  GENERAL_NAMES_free(sans);
+  return names;
+}
 
 Result<std::shared_ptr<const TlsContext>> TlsContext::Load(const TlsFiles& files, int64_t now_s) {
   if (files.cert_file.empty()) return InvalidArgumentError("tls.cert_file is required");
@@ -81,19 +186,20 @@ Result<std::shared_ptr<const TlsContext>> TlsContext::Load(const TlsFiles& files
     return InvalidArgumentError(
         "tls.require_client_cert needs tls.client_ca_file (the CAs client certificates chain to)");
   }
-  if (std::string why = Unreadable(files.cert_file); !why.empty()) {
+  std::shared_ptr<TlsContext> context(new TlsContext());
+  context->files_ = files;
+  TlsPem& pem = context->pem_;
+  if (std::string why = ReadSmallFile(files.cert_file, &pem.cert_chain); !why.empty()) {
     return FileError("cert_file", files.cert_file, why);
   }
-  if (std::string why = Unreadable(files.key_file); !why.empty()) {
+  if (std::string why = ReadSmallFile(files.key_file, &pem.key); !why.empty()) {
     return FileError("key_file", files.key_file, why);
   }
   if (!files.client_ca_file.empty()) {
-    if (std::string why = Unreadable(files.client_ca_file); !why.empty()) {
+    if (std::string why = ReadSmallFile(files.client_ca_file, &pem.client_cas); !why.empty()) {
       return FileError("client_ca_file", files.client_ca_file, why);
     }
   }
-  std::shared_ptr<TlsContext> context(new TlsContext());
-  context->files_ = files;
   SSL_CTX* ctx = SSL_CTX_new(TLS_server_method());
   if (ctx == nullptr) return InternalError("cannot create a TLS context: " + OpenSslError());
   context->ctx_ = ctx;
@@ -107,16 +213,16 @@ Result<std::shared_ptr<const TlsContext>> TlsContext::Load(const TlsFiles& files
   // socket takes and keep the rest in the connection's output.
   SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER |
                             SSL_MODE_RELEASE_BUFFERS);
-  if (SSL_CTX_use_certificate_chain_file(ctx, files.cert_file.c_str()) != 1) {
+  if (!UseCertificateChain(ctx, pem.cert_chain)) {
     return FileError("cert_file", files.cert_file,
                      "not a PEM certificate (chain): " + OpenSslError());
   }
   // Read first, so that a key of another certificate is told apart from a
   // file that holds no key.
   EVP_PKEY* key = nullptr;
-  if (std::FILE* f = std::fopen(files.key_file.c_str(), "rb"); f != nullptr) {
-    key = PEM_read_PrivateKey(f, nullptr, nullptr, nullptr);
-    std::fclose(f);
+  {
+    Bio in(pem.key);
+    key = PEM_read_bio_PrivateKey(in.bio, nullptr, nullptr, nullptr);
   }
   if (key == nullptr) {
     return FileError("key_file", files.key_file, "not a PEM private key: " + OpenSslError());
@@ -131,16 +237,19 @@ Result<std::shared_ptr<const TlsContext>> TlsContext::Load(const TlsFiles& files
   }
   if (!used) return FileError("key_file", files.key_file, OpenSslError());
   if (!files.client_ca_file.empty()) {
-    if (SSL_CTX_load_verify_locations(ctx, files.client_ca_file.c_str(), nullptr) != 1) {
+    if (!UseClientCas(ctx, pem.client_cas)) {
       return FileError("client_ca_file", files.client_ca_file,
                        "not PEM CA certificates: " + OpenSslError());
     }
-    STACK_OF(X509_NAME)* names = SSL_load_client_CA_file(files.client_ca_file.c_str());
-    if (names != nullptr) SSL_CTX_set_client_CA_list(ctx, names);
     SSL_CTX_set_verify(
         ctx, SSL_VERIFY_PEER | (files.require_client_cert ? SSL_VERIFY_FAIL_IF_NO_PEER_CERT : 0),
         nullptr);
   }
+  // A session resumed with client certificates asked for must name the
+  // context it was made in, or OpenSSL refuses it (internal_error): nginx
+  // and other proxies resume by default.
+  static constexpr unsigned char kSessionContext[] = "floodgate";
+  SSL_CTX_set_session_id_context(ctx, kSessionContext, sizeof(kSessionContext) - 1);
   SSL_CTX_set_alpn_select_cb(ctx, SelectAlpn, nullptr);
 
   // The leaf's serial and validity, for the logs, the reload's message and

@@ -40,6 +40,16 @@ struct TlsFiles {
 
 // How long before its end a certificate is warned about.
 inline constexpr int64_t kTlsExpiryWarningS = 14 * 86'400;
+// A certificate, key or CA file larger than this is refused as not one.
+inline constexpr size_t kMaxTlsFileBytes = 4 * 1024 * 1024;
+
+// The files' contents as loaded: what the gRPC front, which takes PEM
+// text, serves (grpc_tls_credentials.h).
+struct TlsPem {
+  std::string cert_chain;
+  std::string key;
+  std::string client_cas;  // empty: no client certificates asked
+};
 
 class TlsContext {
  public:
@@ -61,6 +71,7 @@ class TlsContext {
 
   SSL_CTX* ctx() const { return ctx_; }
   const TlsFiles& files() const { return files_; }
+  const TlsPem& pem() const { return pem_; }
   // The leaf certificate's serial number in upper-case hex, as
   // `openssl x509 -serial` prints it, and its end of validity.
   const std::string& serial() const { return serial_; }
@@ -73,10 +84,16 @@ class TlsContext {
 
   SSL_CTX* ctx_ = nullptr;
   TlsFiles files_;
+  TlsPem pem_;
   std::string serial_;
   int64_t not_after_s_ = 0;
   std::vector<std::string> warnings_;
 };
+
+// The names a verified client certificate gives on `ssl` once its handshake
+// is done: the subject's CN and the DNS, email and URI SANs. None without a
+// certificate or when it did not verify (against client_ca_file).
+std::vector<std::string> VerifiedClientNames(SSL* ssl);
 
 // ALPN's wire form (length-prefixed names) of the protocols a listener
 // speaks: "http" -> "http/1.1", "grpc" -> "h2", anything else none.

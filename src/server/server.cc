@@ -47,6 +47,7 @@ Server::Server(const ServerOptions& options, service::Services* services)
   context_.auth_token = options.auth_token;
   context_.admin_token = options.admin_token;
   context_.read_token = options.read_token;
+  context_.admin_client_names = options.admin_client_names;
   context_.admin_allow_plaintext = options.admin_allow_plaintext;
   context_.started_at_ns = context_.clock().MonotonicNs();
   context_.threads = options.threads;
@@ -268,6 +269,14 @@ void Server::RenderConnections(std::string* out) const {
                        std::string("protocol=\"") + protocol + "\"",
                        counters->accept_errors.load(std::memory_order_relaxed));
   }
+  AppendMetricFamily(
+      out, "floodgate_tls_handshake_failures_total", "counter",
+      "TLS handshakes that failed on a listen_tls front: plaintext or garbage "
+      "sent to it, a client that refused the certificate, a client certificate "
+      "missing or not verified (mTLS), an unsupported version.",
+      "protocol",
+      {{"resp", resp_counters_.tls_handshake_failures.load(std::memory_order_relaxed)},
+       {"http", http_counters_.tls_handshake_failures.load(std::memory_order_relaxed)}});
   if (options_.extra_metrics) options_.extra_metrics(out);
 }
 

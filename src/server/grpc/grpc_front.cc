@@ -41,6 +41,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "envoy/service/ratelimit/v3/rls.grpc.pb.h"
+#include "server/grpc/grpc_tls_credentials.h"
 #include "server/net/listener.h"
 
 namespace floodgate::server {
@@ -324,7 +325,11 @@ Result<std::unique_ptr<GrpcFront>> GrpcFront::Start(const GrpcFrontOptions& opti
   }
   grpc::ServerBuilder builder;
   int port = 0;
-  builder.AddListeningPort(options.address, grpc::InsecureServerCredentials(), &port);
+  // Kept until the server is gone: gRPC calls TLS credentials back at
+  // every handshake.
+  front->credentials_ = options.tls != nullptr ? ReloadingTlsCredentials(options.tls)
+                                               : grpc::InsecureServerCredentials();
+  builder.AddListeningPort(options.address, front->credentials_, &port);
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, endpoint.ok() ? 1 : 0);
   builder.SetMaxReceiveMessageSize(options.max_message_bytes);
   // Dead peers must not hold connections forever: a client that vanished
@@ -370,6 +375,7 @@ GrpcFront::~GrpcFront() {
   // The server before the queues it was given (as gRPC's examples order
   // them), the service it serves last (a member declared before both).
   server_.reset();
+  credentials_.reset();
   workers_.clear();
 }
 

@@ -23,9 +23,11 @@
 #include "protocol/grpc/rls_codec.h"
 #include "server/grpc/rls_metrics.h"
 #include "server/grpc/rls_service.h"
+#include "server/net/tls_context.h"
 
 namespace grpc {
 class Server;
+class ServerCredentials;
 class Service;
 }  // namespace grpc
 
@@ -52,6 +54,9 @@ struct GrpcFrontOptions {
   // Join a port another floodgate holds (`serve --replace`), as
   // ServerOptions::replace.
   bool replace = false;
+  // TLS (listen_tls.grpc): the listeners' certificate, reloaded with
+  // theirs (grpc_tls_credentials.h); must outlive the front. Null: plaintext.
+  const TlsContextHolder* tls = nullptr;
 };
 
 // Thread-safe.
@@ -79,7 +84,8 @@ class GrpcFront {
   GrpcFront() = default;
 
   RlsService* service_ = nullptr;
-  std::unique_ptr<grpc::Service> async_service_;  // the generated AsyncService
+  std::unique_ptr<grpc::Service> async_service_;          // the generated AsyncService
+  std::shared_ptr<grpc::ServerCredentials> credentials_;  // outlives server_
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<RlsMetrics> metrics_;
   std::vector<std::unique_ptr<Worker>> workers_;

@@ -266,6 +266,11 @@ struct AdminConfig {
   // holds: refused (403) unless this is true. Loopback and TLS clients are
   // never refused for it.
   bool allow_plaintext = false;
+  // Client certificate names (CN or a DNS, email or URI SAN) that are an
+  // admin identity, reads and writes, with no token: a client whose
+  // certificate verified against tls.client_ca_file (mTLS). The change log
+  // records the name.
+  std::vector<std::string> client_names;
 
   friend bool operator==(const AdminConfig&, const AdminConfig&) = default;
 };

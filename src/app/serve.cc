@@ -32,7 +32,9 @@
 #include "server/grpc/grpc_front.h"
 #include "server/grpc/rls_service.h"
 #include "server/net/tls_context.h"
+#include "server/net/tls_reloader.h"
 #include "server/observability/state_metrics.h"
+#include "server/observability/tls_metrics.h"
 #include "server/server.h"
 #include "service/envoy/envoy_rules.h"
 #include "service/services.h"
@@ -117,6 +119,16 @@ void LogReloadChanges(const Config& started, const Config& running, const Config
   }
 }
 
+// The fronts listen_tls puts on TLS, for the listening line: "off" or
+// e.g. "resp,http".
+std::string TlsFrontsForLog(const ListenTlsConfig& t) {
+  std::vector<std::string> fronts;
+  if (t.resp) fronts.emplace_back("resp");
+  if (t.http) fronts.emplace_back("http");
+  if (t.grpc) fronts.emplace_back("grpc");
+  return fronts.empty() ? "off" : absl::StrJoin(fronts, ",");
+}
+
 // "off" disables a front.
 std::string Address(const std::string& a) { return a == "off" ? "" : a; }
 
@@ -198,12 +210,8 @@ int RunServe(const ServeFlags& flags) {
   // TLS (listen_tls): the certificate and key read and checked before
   // anything starts; a bad file stops the start, naming it.
   std::unique_ptr<server::TlsContextHolder> tls;
+  std::unique_ptr<server::TlsReloader> tls_reloader;
   if (config->listen_tls.any()) {
-    if (config->listen_tls.grpc) {
-      Log(LogLevel::kError, "cannot start",
-          {{"error", "listen_tls.grpc: the gRPC front does not serve TLS yet (resp and http do)"}});
-      return 1;
-    }
     auto context = server::TlsContext::Load(TlsFilesOf(config->tls), std::time(nullptr));
     if (!context.ok()) {
       Log(LogLevel::kError, "cannot start", {{"error", context.status().message()}});
@@ -213,6 +221,8 @@ int RunServe(const ServeFlags& flags) {
       Log(LogLevel::kWarn, "tls certificate", {{"warning", warning}});
     }
     tls = std::make_unique<server::TlsContextHolder>(*context);
+    // Renewed files are taken when they change on disk, as on SIGHUP.
+    tls_reloader = std::make_unique<server::TlsReloader>(tls.get(), server::kTlsWatchIntervalMs);
   }
   // One process per data_dir: the embedded store's snapshot and
   // control-plane records (a Redis store keeps both in Redis; its servers
@@ -287,6 +297,7 @@ int RunServe(const ServeFlags& flags) {
     grpc_options.drain_timeout_ms = config->server.drain_timeout_ms;
     grpc_options.threads = threads;
     grpc_options.replace = flags.replace;
+    if (config->listen_tls.grpc) grpc_options.tls = tls.get();
     auto front = server::GrpcFront::Start(grpc_options, &rls);
     if (!front.ok()) return front.status();
     grpc_front = std::move(*front);
@@ -320,9 +331,11 @@ int RunServe(const ServeFlags& flags) {
   options.redact_keys = config->redact_keys;
   options.simulate = api::SimulateToJson;
   options.version = kVersion;
-  options.extra_metrics = [&grpc_metrics, k = state.get()](std::string* out) {
+  options.extra_metrics = [&grpc_metrics, k = state.get(),
+                           r = tls_reloader.get()](std::string* out) {
     if (server::GrpcFront* f = grpc_metrics.load(); f != nullptr) f->RenderMetrics(out);
     if (k != nullptr) server::AppendStateMetrics(*k, out);
+    if (r != nullptr) server::AppendTlsMetrics(*r, out);
   };
   if (hand_over) options.before_serving = load_state;
   if (!config->server.auth_token_env.empty()) {
@@ -346,6 +359,7 @@ int RunServe(const ServeFlags& flags) {
     *target = token;
   }
   options.admin_allow_plaintext = config->admin.allow_plaintext;
+  options.admin_client_names = config->admin.client_names;
   if (options.admin_token.empty() && !options.read_token.empty()) {
     Log(LogLevel::kError, "admin.read_token_env needs admin.token_env too",
         {{"variable", config->admin.read_token_env}});
@@ -374,10 +388,7 @@ int RunServe(const ServeFlags& flags) {
        {"auth", options.auth_token.empty() ? "off" : "token"},
        {"admin", options.admin_token.empty() ? "loopback" : "token"},
        {"envoy_domains", std::to_string((*envoy_rules)->num_domains())},
-       {"tls", !config->listen_tls.any()                            ? std::string("off")
-               : config->listen_tls.resp && config->listen_tls.http ? std::string("resp,http")
-               : config->listen_tls.resp                            ? std::string("resp")
-                                                                    : std::string("http")}});
+       {"tls", TlsFrontsForLog(config->listen_tls)}});
 
   // What serves now: the file's rules as last reloaded, and the
   // restart-only sections as they were at start.
@@ -405,6 +416,9 @@ int RunServe(const ServeFlags& flags) {
       if (!s.ok()) {
         Log(LogLevel::kError, "reload refused; the previous config keeps serving",
             {{"config", flags.config_path}, {"error", s.message()}});
+        // A renewal's SIGHUP still takes the renewed certificate: the
+        // files the running config names are read again.
+        if (tls_reloader != nullptr) (void)tls_reloader->Reload(TlsFilesOf(running.tls));
         continue;
       }
       Log(LogLevel::kInfo, "config reloaded",
@@ -413,17 +427,8 @@ int RunServe(const ServeFlags& flags) {
            {"envoy_domains", std::to_string((*fresh_envoy)->num_domains())}});
       // The certificate and key are read again; bad new files keep the
       // old ones serving (open connections keep theirs either way).
-      if (tls != nullptr) {
-        if (Status t = tls->Reload(TlsFilesOf(fresh->tls), std::time(nullptr)); !t.ok()) {
-          Log(LogLevel::kError, "tls reload refused; the previous certificate keeps serving",
-              {{"error", t.message()}, {"serial", tls->Current()->serial()}});
-        } else {
-          Log(LogLevel::kInfo, "tls reloaded", {{"serial", tls->Current()->serial()}});
-          for (const std::string& warning : tls->Current()->warnings()) {
-            Log(LogLevel::kWarn, "tls certificate", {{"warning", warning}});
-          }
-        }
-      }
+      // (TlsReloader logs and counts either way.)
+      if (tls_reloader != nullptr) (void)tls_reloader->Reload(TlsFilesOf(fresh->tls));
       LogReloadChanges(started, running, *fresh);
       running = std::move(*fresh);
       continue;

@@ -46,9 +46,9 @@ Status ParseListenTls(const Fields& fields, const YAML::Node& key, const YAML::N
                        : name == "grpc" ? &listen_tls.grpc
                                         : nullptr;
         if (target == nullptr) {
-          return fields.Fail(k.Mark(),
-                             "unknown key '" + name + "' in listen_tls; expected resp, http or grpc",
-                             name);
+          return fields.Fail(
+              k.Mark(), "unknown key '" + name + "' in listen_tls; expected resp, http or grpc",
+              name);
         }
         Result<bool> b = fields.Bool(k, v, "listen_tls." + name);
         if (!b.ok()) return b.status();
@@ -68,6 +68,14 @@ Status CheckTls(const Fields& fields, const Config& config) {
     const char* front = config.listen_tls.resp ? "resp" : config.listen_tls.http ? "http" : "grpc";
     return fail(std::string("listen_tls.") + front +
                 " is on but there is no tls section (cert_file and key_file)");
+  }
+  // A name with nothing to verify it against would be an admin identity
+  // anyone could claim.
+  if (!config.admin.client_names.empty() &&
+      (tls.client_ca_file.empty() || !(config.listen_tls.resp || config.listen_tls.http))) {
+    return fail(
+        "admin.client_names needs tls.client_ca_file (the CAs client certificates are verified "
+        "against) and listen_tls on resp or http");
   }
   if (!any_tls_key) return Status::Ok();
   if (tls.cert_file.empty()) return fail("tls needs cert_file (the server's certificate, PEM)");

@@ -25,9 +25,10 @@ struct ServerOptions {
   // CPUs available (UsableCores()): loops poll before sleeping only when
   // they leave at least one of them free (LoopLimits::idle_polls).
   int cores = 1;
-  std::string auth_token;               // empty: no authentication
-  std::string admin_token, read_token;  // server/context/admin_access.h
-  bool admin_allow_plaintext = false;   // admin.allow_plaintext
+  std::string auth_token;                       // empty: no authentication
+  std::string admin_token, read_token;          // server/context/admin_access.h
+  std::vector<std::string> admin_client_names;  // admin.client_names (mTLS)
+  bool admin_allow_plaintext = false;           // admin.allow_plaintext
   LoopLimits limits;
   // The bounds of each front's connections (timeouts, output limits).
   ConnectionPolicy resp_policy;

@@ -1,6 +1,7 @@
 // Who may use the control plane (server/context/admin_access.h): an admin
 // token sent in clear from another host is refused however good it is,
-// unless admin.allow_plaintext; loopback and TLS clients never are.
+// unless admin.allow_plaintext; loopback and TLS clients never are. A
+// verified client certificate named in admin.client_names is an admin.
 #include "server/context/admin_access.h"
 
 #include <arpa/inet.h>
@@ -9,6 +10,7 @@
 
 #include <cstring>
 #include <string>
+#include <vector>
 
 namespace floodgate::server {
 namespace {
@@ -48,6 +50,30 @@ TEST(AdminAccessTest, LoopbackTlsNoTokenAndAllowPlaintextAreNotRefused) {
   EXPECT_EQ(PlaintextTokenRefusal(service, "", Peer("192.0.2.7"), false), "");
   service.admin_allow_plaintext = true;
   EXPECT_EQ(PlaintextTokenRefusal(service, "s3cret", Peer("192.0.2.7"), false), "");
+}
+
+TEST(AdminAccessTest, AListedClientCertificateNameIsAnAdminWithOrWithoutAToken) {
+  ServiceContext service;
+  service.admin_token = "s3cret";
+  service.read_token = "look";
+  service.admin_client_names = {"ops.example.com", "spiffe://example.com/deploy"};
+  const std::vector<std::string> ops = {"ops.example.com"};
+  const std::vector<std::string> deploy = {"ci.example.com", "spiffe://example.com/deploy"};
+  const std::vector<std::string> other = {"www.example.com"};
+  EXPECT_EQ(AdminAccessOf(service, "", Peer("192.0.2.7"), ops), AdminAccess::kWrite);
+  EXPECT_EQ(AdminAccessOf(service, "look", Peer("192.0.2.7"), deploy), AdminAccess::kWrite);
+  EXPECT_EQ(AdminClientName(service, deploy), "spiffe://example.com/deploy");
+  // Another name is nobody special: its tokens count as they would.
+  EXPECT_EQ(AdminAccessOf(service, "", Peer("192.0.2.7"), other), AdminAccess::kNone);
+  EXPECT_EQ(AdminAccessOf(service, "look", Peer("192.0.2.7"), other), AdminAccess::kRead);
+  EXPECT_EQ(AdminClientName(service, other), "");
+  // Names match whole and exactly.
+  EXPECT_EQ(AdminAccessOf(service, "", Peer("192.0.2.7"), {"OPS.example.com"}), AdminAccess::kNone);
+  EXPECT_EQ(AdminAccessOf(service, "", Peer("192.0.2.7"), {"ops.example.co"}), AdminAccess::kNone);
+  // Without an admin token (loopback only), a listed certificate still is.
+  service.admin_token.clear();
+  EXPECT_EQ(AdminAccessOf(service, "", Peer("192.0.2.7"), ops), AdminAccess::kWrite);
+  EXPECT_EQ(AdminAccessOf(service, "", Peer("192.0.2.7"), other), AdminAccess::kNone);
 }
 
 }  // namespace

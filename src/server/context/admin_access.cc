@@ -19,8 +19,19 @@ bool IsLoopback(const PeerAddress& peer) {
   return false;
 }
 
+std::string_view AdminClientName(const ServiceContext& service,
+                                 const std::vector<std::string>& client_names) {
+  for (const std::string& name : client_names) {
+    for (const std::string& admin : service.admin_client_names) {
+      if (name == admin) return admin;
+    }
+  }
+  return {};
+}
+
 AdminAccess AdminAccessOf(const ServiceContext& service, std::string_view token,
-                          const PeerAddress& peer) {
+                          const PeerAddress& peer, const std::vector<std::string>& client_names) {
+  if (!AdminClientName(service, client_names).empty()) return AdminAccess::kWrite;
   if (service.admin_token.empty()) {
     return IsLoopback(peer) ? AdminAccess::kWrite : AdminAccess::kNone;
   }

@@ -6,6 +6,7 @@
 
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "server/context/service_context.h"
 #include "server/net/peer_address.h"
@@ -18,9 +19,17 @@ enum class AdminAccess {
   kWrite,  // the admin token, or a loopback client when no admin token is set
 };
 
-// Access of a client that presents `token` ("" : none) from `peer`.
+// Access of a client that presents `token` ("" : none) from `peer`, over a
+// connection whose verified client certificate has `client_names` (mTLS):
+// one that admin.client_names lists is an admin identity (kWrite) with or
+// without a token.
 AdminAccess AdminAccessOf(const ServiceContext& service, std::string_view token,
-                          const PeerAddress& peer);
+                          const PeerAddress& peer,
+                          const std::vector<std::string>& client_names = {});
+
+// The name among `client_names` that admin.client_names lists; empty: none.
+std::string_view AdminClientName(const ServiceContext& service,
+                                 const std::vector<std::string>& client_names);
 
 // Why a token presented by `peer` must be refused however good it is: sent
 // in clear (`secure` false) from another host, with admin.allow_plaintext
@@ -28,7 +37,8 @@ AdminAccess AdminAccessOf(const ServiceContext& service, std::string_view token,
 std::string PlaintextTokenRefusal(const ServiceContext& service, std::string_view token,
                                   const PeerAddress& peer, bool secure);
 
-// The change log's word for it: "admin", "read" or "loopback".
+// The change log's word for it: "admin", "read" or "loopback" (a client
+// certificate's name is "client_cert", server/http and server/resp's Who).
 std::string_view AdminActorKind(const ServiceContext& service, AdminAccess access);
 
 bool IsLoopback(const PeerAddress& peer);

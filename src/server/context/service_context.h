@@ -42,6 +42,8 @@ struct ServiceContext {
   // loopback clients only.
   std::string admin_token;
   std::string read_token;
+  // admin.client_names: verified client certificate names that are admins.
+  std::vector<std::string> admin_client_names;
   bool admin_allow_plaintext = false;  // admin.allow_plaintext
   int64_t started_at_ns = 0;           // clock().MonotonicNs() when the server started
   int threads = 1;

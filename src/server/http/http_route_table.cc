@@ -181,7 +181,7 @@ bool Admit(LoopContext& loop, const http::Request& req, const HttpAsync& async, 
     Problem(loop, req, 403, why, out);
     return false;
   }
-  *admin = AdminAccessOf(service, token, async.self.Peer());
+  *admin = AdminAccessOf(service, token, async.self.Peer(), async.self.ClientNames());
   if (*admin == AdminAccess::kNone) {
     if (service.admin_token.empty()) {
       Problem(loop, req, 403,

@@ -85,9 +85,12 @@ void Check(LoopContext& loop, const http::Request& req, std::string_view query,
            const HttpAsync& async, std::string* out) {
   http::CheckRequest cr;
   std::string error;
-  const bool parsed = req.method == "GET" ? http::DecodeCheckRequestQuery(query, &cr, &error)
-                                          : http::DecodeCheckRequestJson(req.body, &cr, &error) &&
-                                                http::DecodeDenyStatusQuery(query, &cr, &error);
+  // HEAD is GET without the body (nginx auth_request can send it): the
+  // query says what to check.
+  const bool from_query = req.method == "GET" || req.method == "HEAD";
+  const bool parsed = from_query ? http::DecodeCheckRequestQuery(query, &cr, &error)
+                                 : http::DecodeCheckRequestJson(req.body, &cr, &error) &&
+                                       http::DecodeDenyStatusQuery(query, &cr, &error);
   if (!parsed) {
     AppendRouteProblem(loop, req.keep_alive, 400, "bad_request", error, out);
     return;

@@ -20,7 +20,11 @@ using text::EqualsIgnoreCase;
 bool Allowed(RespClient& c, bool write, std::string* out) {
   const ServiceContext& service = c.loop->service();
   AdminAccess access = c.admin;
-  if (service.admin_token.empty()) access = AdminAccessOf(service, "", c.self.Peer());
+  if (!AdminClientName(service, c.self.ClientNames()).empty()) {
+    access = AdminAccess::kWrite;
+  } else if (service.admin_token.empty()) {
+    access = AdminAccessOf(service, "", c.self.Peer());
+  }
   if (access == AdminAccess::kNone) {
     c.loop->service().metrics->CountError("unauthorized");
     resp::AppendErrorWithCode(
@@ -40,6 +44,9 @@ bool Allowed(RespClient& c, bool write, std::string* out) {
 
 service::Actor Who(RespClient& c) {
   const ServiceContext& service = c.loop->service();
+  if (const std::string_view name = AdminClientName(service, c.self.ClientNames()); !name.empty()) {
+    return service::Actor{"client_cert", c.self.Peer().ToString(), std::string(name)};
+  }
   AdminAccess access = c.admin;
   if (service.admin_token.empty()) access = AdminAccess::kWrite;
   return service::Actor{std::string(AdminActorKind(service, access)), c.self.Peer().ToString()};

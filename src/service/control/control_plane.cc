@@ -268,7 +268,7 @@ std::string ControlPlane::LogEntry(const Actor& who, std::string_view action,
     }
   } else {
     Log(LogLevel::kInfo, "admin change",
-        {{"who", who.kind},
+        {{"who", who.name.empty() ? who.kind : who.kind + ":" + who.name},
          {"peer", who.peer},
          {"action", std::string(action)},
          {"target", std::string(target)},
@@ -276,9 +276,10 @@ std::string ControlPlane::LogEntry(const Actor& who, std::string_view action,
          {"after", after.empty() ? "null" : std::string(after)}});
   }
   std::string out = "{\"at_ms\":" + std::to_string(clock_.NowMs()) +
-                    ",\"who\":" + Quoted(who.kind) + ",\"peer\":" + Quoted(who.peer) +
-                    ",\"action\":" + Quoted(action) + ",\"target\":" + Quoted(target) +
-                    ",\"before\":";
+                    ",\"who\":" + Quoted(who.kind) +
+                    (who.name.empty() ? "" : ",\"client\":" + Quoted(who.name)) +
+                    ",\"peer\":" + Quoted(who.peer) + ",\"action\":" + Quoted(action) +
+                    ",\"target\":" + Quoted(target) + ",\"before\":";
   out += before.empty() ? "null" : std::string(before);
   out += ",\"after\":";
   out += after.empty() ? "null" : std::string(after);

@@ -42,9 +42,12 @@ namespace floodgate::service {
 
 // Who asks for a change, as the change log names them.
 struct Actor {
-  std::string
-      kind;  // "admin" (the admin token), "loopback" (no admin token set), "rule" (block_for)
-  std::string peer;  // the client's address, or "" (an embedding program)
+  // "admin" (the admin token), "read" (the read token), "loopback" (no
+  // admin token set), "client_cert" (a name admin.client_names lists),
+  // "rule" (block_for).
+  std::string kind;
+  std::string peer;       // the client's address, or "" (an embedding program)
+  std::string name = {};  // "client_cert": the certificate's name admin.client_names lists
 };
 
 struct OverrideRecord {

@@ -75,6 +75,11 @@ def test_get_check_then_429(start_server, curl):
     r = curl(url(server, "/v1/check?rule=three&key=fresh&deny_status=403"))
     assert r.status == 200, r
     assert_problem(curl(url(server, "/v1/check?rule=three&key=x&deny_status=500")), 400)
+    # HEAD is GET without the body: the query is the check (and it counts).
+    r = curl(url(server, "/v1/check?rule=three&key=head"), "--head")
+    assert r.status == 200 and r.header("ratelimit") == '"three";r=2;t=3600', r
+    r = curl(url(server, "/v1/check?rule=three&key=head"))
+    assert r.json()["remaining"] == 1, r
 
 
 def test_multi_limit_headers_and_tiers(start_server, curl):

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import metric_value, require_tool, until
+from conftest import RespConn, metric_value, require_tool, until
 from test_tls import EC, make_certs, openssl, peer_serial, serial_of
 
 # Short, so that a stalled handshake is closed within a second and the file
@@ -201,3 +201,321 @@ def test_certificate_rotation_under_load_fails_no_request(start_server, certs):
     held.close()
     print(f"\nrotation: {REQUESTS} requests in {elapsed:.2f} s; reloads after "
           f"{[at for _, _, at in rotations]} requests")
+
+
+# --------------------------------------------------------------------------
+# Hostile handshakes
+
+HOSTILE = 500  # per storm, half on each TLS port
+WAVES = 5
+WAVE_GAP_S = 0.2
+PROBE_EVERY_S = 0.02
+# A decision on loopback takes well under a millisecond; 100 ms is what a
+# caller on the hot path would notice. Only a loop blocked by the hostile
+# connections (a handshake waited for, a read spun on) would come near it.
+PROBE_BOUND_S = 0.1
+# The handshake's timer is checked every request_timeout/4 (at least 10
+# ms); the rest is for a busy host and this process's own delays.
+CLOSE_MARGIN_S = 1.0
+
+
+def rss_kib(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    raise AssertionError(f"no VmRSS for {pid}")
+
+
+def first_flight(ctx: ssl.SSLContext) -> bytes:
+    """A real client's ClientHello, from a handshake that goes no further."""
+    incoming, outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()
+    obj = ctx.wrap_bio(incoming, outgoing, server_hostname="localhost")
+    with pytest.raises(ssl.SSLWantReadError):
+        obj.do_handshake()
+    hello = outgoing.read()
+    assert hello[:1] == b"\x16", hello[:16]  # a handshake record
+    return hello
+
+
+def garbage(protocol: str, i: int) -> bytes:
+    """What a confused or hostile client sends instead of a handshake: the
+    front's own plaintext, or random bytes. Neither may pass for a record
+    header, which OpenSSL would wait to complete (the timer's case, tested
+    with the ClientHellos): not a record type (0x14-0x18) first, nor a
+    version's major byte (3) second."""
+    if i % 2 == 0:
+        return (b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n" if protocol == "http"
+                else b"*1\r\n$4\r\nPING\r\n")
+    return bytes([i % 0x14, 0xff]) + os.urandom(200)
+
+
+class Hostile:
+    """One hostile connection: what it sent, what came back, and when the
+    server closed it (EOF or a reset: both are the server's doing)."""
+
+    def __init__(self, protocol: str, port: int, kind: str, payload: bytes):
+        self.protocol, self.kind = protocol, kind
+        self.opened = time.monotonic()
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=5)
+        self.sock.sendall(payload)
+        self.sock.setblocking(False)
+        self.received = b""
+        self.closed: float | None = None
+        self.how = ""
+
+    def on_readable(self) -> bool:
+        """True once the server closed it."""
+        try:
+            chunk = self.sock.recv(65536)
+        except BlockingIOError:
+            return False
+        except ConnectionResetError:
+            chunk, self.how = b"", "reset"
+        if chunk:
+            self.received += chunk
+            return False
+        self.closed = time.monotonic()
+        self.how = self.how or "eof"
+        return True
+
+
+class TlsResp(RespConn):
+    """conftest's RESP client over TLS: FG.CHECK on a kept-alive connection."""
+
+    def __init__(self, port: int, ctx: ssl.SSLContext):
+        raw = socket.create_connection(("127.0.0.1", port), timeout=5)
+        self.sock = ctx.wrap_socket(raw, server_hostname="localhost")
+        self.buf = b""
+
+
+class Prober:
+    """A normal client's requests, timed one by one every PROBE_EVERY_S in a
+    thread of its own: /healthz on a kept-alive HTTPS connection, FG.CHECK
+    on a kept-alive RESP TLS connection (each probe's first request includes
+    the handshake), and a check on a new HTTPS connection (a full handshake
+    each time). Samples the server's RSS as it goes, for its peak."""
+
+    def __init__(self, server, certs: Path):
+        self.server, self.certs = server, certs
+        self.times: dict[str, list[float]] = {"healthz": [], "check": [], "new_connection": []}
+        self.errors: list[str] = []
+        self.peak_rss_kib = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def start(self) -> "Prober":
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(10)
+        assert not self._thread.is_alive(), "the prober did not stop"
+
+    def rounds(self) -> int:
+        return len(self.times["healthz"])
+
+    def _timed(self, name: str, probe) -> None:
+        start = time.monotonic()
+        try:
+            probe()
+        except (AssertionError, OSError, http.client.HTTPException) as e:
+            self.errors.append(f"{name}: {e!r}")
+        self.times[name].append(time.monotonic() - start)
+
+    def _run(self) -> None:
+        ctx = client_context(self.certs)
+        kept: dict = {}
+
+        def healthz():
+            if "http" not in kept:
+                kept["http"] = https(self.server.http_port, self.certs)
+            status, body = get(kept["http"], "/healthz")
+            assert status == 200 and b'"ok"' in body, (status, body)
+
+        def check():
+            if "resp" not in kept:
+                kept["resp"] = TlsResp(self.server.resp_port, ctx)
+            reply = kept["resp"].command("FG.CHECK", "api", "probe")
+            assert isinstance(reply, list) and reply[0] == 1, reply
+
+        def new_connection():
+            conn = https(self.server.http_port, self.certs)
+            try:
+                status, body = get(conn, "/v1/check?rule=api&key=probe")
+                assert status == 200 and b'"allowed":true' in body, (status, body)
+            finally:
+                conn.close()
+
+        try:
+            while not self._stop.is_set():
+                self._timed("healthz", healthz)
+                self._timed("check", check)
+                self._timed("new_connection", new_connection)
+                self.peak_rss_kib = max(self.peak_rss_kib, rss_kib(self.server.proc.pid))
+                self._stop.wait(PROBE_EVERY_S)
+        finally:
+            for conn in kept.values():
+                conn.close()
+
+
+def storm(server, certs: Path) -> list[Hostile]:
+    """HOSTILE connections in WAVES, alternating the ports and, on each port,
+    a stalled handshake (a real ClientHello, then nothing) and garbage; each
+    watched until the server closes it (or a deadline well past the bound
+    the caller asserts)."""
+    ctx = client_context(certs)
+    # Made beforehand, so that a wave arrives in a burst.
+    hellos = [first_flight(ctx) for _ in range(HOSTILE // 2)]
+    ports = {"http": server.http_port, "resp": server.resp_port}
+    conns: list[Hostile] = []
+    closed = 0
+    sel = selectors.DefaultSelector()
+    next_wave = time.monotonic()
+    deadline = None
+    try:
+        while closed < HOSTILE:
+            now = time.monotonic()
+            if len(conns) < HOSTILE and now >= next_wave:
+                for _ in range(HOSTILE // WAVES):
+                    i = len(conns)
+                    protocol = ("http", "resp")[i % 2]
+                    if (i // 2) % 2 == 0:
+                        c = Hostile(protocol, ports[protocol], "stalled", hellos.pop())
+                    else:
+                        c = Hostile(protocol, ports[protocol], "garbage", garbage(protocol, i // 4))
+                    conns.append(c)
+                    sel.register(c.sock, selectors.EVENT_READ, c)
+                next_wave += WAVE_GAP_S
+                if len(conns) == HOSTILE:
+                    deadline = time.monotonic() + TIMEOUT_MS / 1000 + CLOSE_MARGIN_S + 2
+            if deadline is not None and now > deadline:
+                break
+            wait = 0.05 if len(conns) == HOSTILE else max(0.0, min(0.05, next_wave - now))
+            for key, _ in sel.select(wait):
+                if key.data.on_readable():
+                    sel.unregister(key.fileobj)
+                    closed += 1
+    finally:
+        sel.close()
+        for c in conns:
+            c.sock.close()
+    return conns
+
+
+@pytest.fixture
+def enough_files():
+    """Room for this process's 500 sockets and the server's (it inherits the
+    limit): a soft limit of 1024, common on CI, is close to that."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    want = 4096 if hard == resource.RLIM_INFINITY else min(4096, hard)
+    if soft < want:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
+    assert resource.getrlimit(resource.RLIMIT_NOFILE)[0] >= 2 * HOSTILE + 100
+    yield
+    resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+def test_hostile_handshakes_neither_slow_the_server_nor_stay_open(start_server, certs,
+                                                                   enough_files):
+    server = start_server(tls_config(certs))
+    pid = server.proc.pid
+    timeout_s = TIMEOUT_MS / 1000
+    prober = Prober(server, certs).start()
+    until(lambda: prober.rounds() >= 5, 10, "the first probes")
+    rss = [rss_kib(pid)]
+    report = []
+    try:
+        for _ in range(2):
+            before = metrics(server.http_port, certs)
+            probes_before = prober.rounds()
+            conns = storm(server, certs)
+            probes_during = prober.rounds() - probes_before
+
+            still_open = [c for c in conns if c.closed is None]
+            assert not still_open, (f"{len(still_open)} hostile connections still open "
+                                     f"{CLOSE_MARGIN_S + 2} s past the timeout")
+            stalled = [c for c in conns if c.kind == "stalled"]
+            junk = [c for c in conns if c.kind == "garbage"]
+            stalled_s = [c.closed - c.opened for c in stalled]
+            junk_s = [c.closed - c.opened for c in junk]
+            # The server answered each ClientHello (its first flight), then
+            # held the connection until the request timeout and no longer:
+            # stalled handshakes are closed as slowloris requests are.
+            assert all(c.received[:2] == b"\x16\x03" for c in stalled)
+            assert min(stalled_s) >= timeout_s - 0.05, sorted(stalled_s)[:5]
+            assert max(stalled_s) <= timeout_s + CLOSE_MARGIN_S, sorted(stalled_s)[-5:]
+            # Garbage is refused at once, not left to the timer.
+            assert max(junk_s) < timeout_s, sorted(junk_s)[-5:]
+
+            after = metrics(server.http_port, certs)
+            for protocol in ("http", "resp"):
+                labels = {"protocol": protocol, "reason": "request_timeout"}
+                timed_out = (metric_value(after, "floodgate_connections_closed_total", labels)
+                             - metric_value(before, "floodgate_connections_closed_total", labels))
+                assert timed_out == sum(c.protocol == protocol for c in stalled), (protocol,
+                                                                                   timed_out)
+                accepted = (metric_value(after, "floodgate_connections_total",
+                                         {"protocol": protocol})
+                            - metric_value(before, "floodgate_connections_total",
+                                           {"protocol": protocol}))
+                assert accepted >= HOSTILE // 2, (protocol, accepted)
+            # Every slot is given back: only the probes' two kept-alive
+            # connections and this /metrics request remain.
+            def settled():
+                text = metrics(server.http_port, certs)
+                return (metric_value(text, "floodgate_connections", {"protocol": "http"}) <= 3
+                        and metric_value(text, "floodgate_connections", {"protocol": "resp"}) == 1)
+            until(settled, 5, "the open connection gauges back to the probes'")
+            rss.append(rss_kib(pid))
+            report.append((probes_during, max(stalled_s), max(junk_s),
+                           sum(c.how == "reset" for c in conns)))
+    finally:
+        prober.stop()
+
+    # Measured on a 2-core host: RSS grows by about 10 MiB over the first
+    # storm (up to ~150 stalled handshakes open at once, each with its
+    # OpenSSL state and buffers, some 60 KiB; freed memory the allocator
+    # keeps) and by 0-2 MiB over the second, which reuses it. The bounds are
+    # three times that: a leak of the stalled handshakes' state would add
+    # some 15 MiB a storm and cross the second.
+    assert rss[-1] - rss[0] < 32 * 1024, rss
+    assert rss[2] - rss[1] < 8 * 1024, rss
+    assert prober.errors == [], prober.errors[:10]
+    # Enough probes ran during each storm for their maximum to mean something.
+    assert all(r[0] >= 20 for r in report), report
+    worst = {name: max(times) for name, times in prober.times.items()}
+    assert all(t < PROBE_BOUND_S for t in worst.values()), worst
+    print(f"\nhostile: probes {sum(len(t) for t in prober.times.values())}, worst (ms) "
+          + ", ".join(f"{k} {v * 1000:.1f}" for k, v in worst.items())
+          + f"; per storm (probe rounds, stalled closed by s, garbage closed by s, resets): "
+          f"{[(p, round(a, 3), round(b, 3), r) for p, a, b, r in report]}"
+          f"; RSS KiB start/after 1/after 2/peak {rss} {prober.peak_rss_kib}")
+
+
+def handshake_failures(text: str) -> float | None:
+    """The sum of every sample whose name speaks of TLS handshakes, None
+    without one: the counter's exact name is the server's to choose."""
+    found = None
+    for line in text.splitlines():
+        name = line.split("{", 1)[0].split(" ", 1)[0]
+        if not line.startswith("#") and "handshake" in name:
+            found = (found or 0.0) + float(line.rsplit(" ", 1)[1])
+    return found
+
+
+@pytest.mark.xfail(strict=True, reason="the event loop counts refused handshakes "
+                   "(ListenerCounters::tls_handshake_failures) but /metrics does not show them")
+def test_refused_handshakes_are_counted_in_metrics(start_server, certs):
+    server = start_server(tls_config(certs))
+    before = handshake_failures(metrics(server.http_port, certs)) or 0.0
+    refused = 0
+    for protocol, port in (("http", server.http_port), ("resp", server.resp_port)):
+        for i in range(10):
+            c = Hostile(protocol, port, "garbage", garbage(protocol, i))
+            until(c.on_readable, 5, "the server's close", every_s=0.005)
+            c.sock.close()
+            refused += 1
+    after = handshake_failures(metrics(server.http_port, certs))
+    assert after is not None, "no handshake metric in /metrics"
+    assert after - before == refused

@@ -18,13 +18,15 @@ import signal
 import socket
 import ssl
 import subprocess
+import textwrap
 import threading
 import time
 from pathlib import Path
 
 import pytest
 
-from conftest import RespConn, avoid_window_edge, free_port, metric_value, require_tool, until
+from conftest import (SOURCE_DIR, RespConn, avoid_window_edge, free_port, metric_value,
+                      require_tool, until)
 from test_nginx import EXAMPLE, wait_port
 from test_tls import EC, make_certs, openssl, peer_serial, serial_of
 
@@ -417,8 +419,9 @@ def storm(server, certs: Path) -> list[Hostile]:
 
 @pytest.fixture
 def enough_files():
-    """Room for this process's 500 sockets and the server's (it inherits the
-    limit): a soft limit of 1024, common on CI, is close to that."""
+    """Room for this process's 500 sockets and its probes: a soft limit of
+    1024, common on CI, is close to that. (The server raises its own soft
+    limit to the hard one at start.)"""
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     want = 4096 if hard == resource.RLIM_INFINITY else min(4096, hard)
     if soft < want:
@@ -750,3 +753,71 @@ def test_nginx_auth_request_over_mtls_with_session_reuse(start_server, certs, ng
         if "alert internal error" in str(e):
             raise ResumedSessionRefused(str(e)) from None
         raise
+
+
+# --------------------------------------------------------------------------
+# docs/operations.md's TLS subsections, as written
+
+DOCS = SOURCE_DIR / "docs" / "operations.md"
+
+
+def docs_section(title: str) -> str:
+    text = DOCS.read_text()
+    assert f"\n### {title}\n" in text, f"docs/operations.md has no '### {title}'"
+    return re.split(r"\n##+ ", text.split(f"\n### {title}\n", 1)[1], maxsplit=1)[0]
+
+
+def proxy_ssl_lines(text: str, commented: bool = False) -> dict[str, str]:
+    pattern = r"^\s*" + ("#?" if commented else "") + r"(proxy_ssl_\w+)\s+([^;]+);"
+    return dict(re.findall(pattern, text, re.M))
+
+
+def test_the_docs_nginx_lines_are_the_examples():
+    blocks = re.findall(r"```nginx\n(.*?)```", docs_section("nginx in front, over TLS"), re.S)
+    assert len(blocks) == 2, blocks
+    example = NGINX_TLS.read_text()
+    documented, tested = proxy_ssl_lines(blocks[0]), proxy_ssl_lines(example)
+    assert documented.keys() == tested.keys(), (documented, tested)
+    # Files and the certificate's name are the reader's; the rest is what
+    # the nginx tests above ran.
+    for name in documented.keys() - {"proxy_ssl_trusted_certificate", "proxy_ssl_name"}:
+        assert documented[name] == tested[name], name
+    assert re.search(r"proxy_pass https://floodgate/v1/check\?[^;]*;", blocks[0])
+    assert (re.search(r"proxy_pass (\S+);", blocks[0]).group(1)
+            == re.search(r"proxy_pass (\S+);", example).group(1))
+    # The mTLS lines: the ones the mTLS test uncommented, with reuse off.
+    mtls = proxy_ssl_lines(blocks[1])
+    assert mtls.keys() <= proxy_ssl_lines(example, commented=True).keys(), mtls
+    assert mtls.get("proxy_ssl_session_reuse") == "off", mtls
+
+
+def test_the_deb_config_turns_tls_on_as_documented(floodgate_bin, start_server, certs, tmp_dir,
+                                                   curl_bin):
+    deb = (SOURCE_DIR / "deploy" / "debian" / "floodgate.yaml").read_text()
+    # The package's default serves plaintext.
+    assert not re.search(r"^(tls|listen_tls):", deb, re.M), deb
+    section = docs_section("Turning TLS on for the .deb")
+    block = textwrap.dedent(re.search(r"```yaml\n(.*?)```", section, re.S).group(1))
+    assert "/etc/floodgate/tls/server.crt" in block and "/etc/floodgate/tls/server.key" in block
+    block = (block.replace("/etc/floodgate/tls/server.crt", str(certs / "live.pem"))
+             .replace("/etc/floodgate/tls/server.key", str(certs / "live.key")))
+    # The documented listen section replaces the package's; data_dir is
+    # this test's, not the host's /var/lib/floodgate.
+    config, n = re.subn(r"^listen:\n(?:[ #].*\n|\n)*?(?=\S)", "", deb, flags=re.M)
+    assert n == 1, deb
+    config, n = re.subn(r"^data_dir: .*$", f"data_dir: {tmp_dir / 'state'}", config, flags=re.M)
+    assert n == 1, config
+    (tmp_dir / "state").mkdir()
+    config += "\n" + block
+    path = tmp_dir / "deb-tls.yaml"
+    path.write_text(config)
+    out = subprocess.run([str(floodgate_bin), "check-config", str(path)], capture_output=True,
+                         text=True, timeout=10)
+    assert out.returncode == 0, out.stderr
+    # Served on this test's ports (the documented ones may be taken here).
+    server = start_server(config, grpc="off")
+    assert server.listening["tls"] == "resp,http", server.listening
+    out = subprocess.run([curl_bin, "-s", "--cacert", str(certs / "ca.pem"),
+                          f"https://127.0.0.1:{server.http_port}/healthz"],
+                         capture_output=True, text=True, timeout=10)
+    assert out.returncode == 0 and '"ok"' in out.stdout, out

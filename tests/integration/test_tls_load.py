@@ -305,7 +305,8 @@ class TlsResp(RespConn):
 
 class Prober:
     """A normal client's requests, timed one by one every PROBE_EVERY_S in a
-    thread of its own: /healthz on a kept-alive HTTPS connection, FG.CHECK
+    thread of its own: /healthz on a kept-alive HTTPS connection (floodgate
+    has one HTTP listener, TLS here, so no plaintext probe), FG.CHECK
     on a kept-alive RESP TLS connection (each probe's first request includes
     the handshake), and a check on a new HTTPS connection (a full handshake
     each time). Samples the server's RSS as it goes, for its peak."""
@@ -423,9 +424,9 @@ def storm(http_port: int, resp_port: int, ca: str) -> list[Hostile]:
 
 @pytest.fixture
 def enough_files():
-    """Room for this process's 500 sockets and its probes: a soft limit of
-    1024, common on CI, is close to that. (The server raises its own soft
-    limit to the hard one at start.)"""
+    """Room for the storm's 500 sockets (its process inherits the limit)
+    and the probes': a soft limit of 1024, common on CI, is close to that.
+    The server raises its own soft limit to the hard one at start."""
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     want = 4096 if hard == resource.RLIM_INFINITY else min(4096, hard)
     if soft < want:
@@ -497,8 +498,8 @@ def test_hostile_handshakes_neither_slow_the_server_nor_stay_open(start_server, 
         pool.join()
 
     # Measured on a 2-core host: RSS grows by about 10 MiB over the first
-    # storm (up to ~150 stalled handshakes open at once, each with its
-    # OpenSSL state and buffers, some 60 KiB; freed memory the allocator
+    # storm (up to ~200 stalled handshakes open at once, each with its
+    # OpenSSL state and buffers, some 50-60 KiB; freed memory the allocator
     # keeps) and by 0-2 MiB over the second, which reuses it. The bounds are
     # three times that: a leak of the stalled handshakes' state would add
     # some 15 MiB a storm and cross the second.

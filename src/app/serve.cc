@@ -119,13 +119,13 @@ void LogReloadChanges(const Config& started, const Config& running, const Config
   }
 }
 
-// The fronts listen_tls puts on TLS, for the listening line: "off" or
-// e.g. "resp,http".
-std::string TlsFrontsForLog(const ListenTlsConfig& t) {
+// The fronts serving TLS, for the listening line: "off" or e.g.
+// "resp,http" (gRPC only when its front runs).
+std::string TlsFrontsForLog(const ListenTlsConfig& t, bool grpc_serves) {
   std::vector<std::string> fronts;
   if (t.resp) fronts.emplace_back("resp");
   if (t.http) fronts.emplace_back("http");
-  if (t.grpc) fronts.emplace_back("grpc");
+  if (t.grpc && grpc_serves) fronts.emplace_back("grpc");
   return fronts.empty() ? "off" : absl::StrJoin(fronts, ",");
 }
 
@@ -388,7 +388,7 @@ int RunServe(const ServeFlags& flags) {
        {"auth", options.auth_token.empty() ? "off" : "token"},
        {"admin", options.admin_token.empty() ? "loopback" : "token"},
        {"envoy_domains", std::to_string((*envoy_rules)->num_domains())},
-       {"tls", TlsFrontsForLog(config->listen_tls)}});
+       {"tls", TlsFrontsForLog(config->listen_tls, grpc_front != nullptr)}});
 
   // What serves now: the file's rules as last reloaded, and the
   // restart-only sections as they were at start.

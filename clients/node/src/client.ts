@@ -1,7 +1,7 @@
 // The promise API over floodgate's RESP front: FG.CHECK, FG.STATE, the
 // lease commands, FG.RESET and FG.REFUND, each reply turned into an object.
 
-import { RespConnection } from './connection';
+import { RespConnection, TlsOptions } from './connection';
 import { RespValue } from './resp';
 
 export interface ClientOptions {
@@ -17,6 +17,13 @@ export interface ClientOptions {
   connectTimeoutMs?: number;
   /** Time for a reply, on top of any WAIT the command asks for. Default 2000. */
   commandTimeoutMs?: number;
+  /**
+   * TLS to a RESP front with `listen_tls.resp`, as ioredis's `tls`: the
+   * options of Node's `tls.connect` (`ca`, `cert`, `key`, `servername`,
+   * ...), or `true` to trust Node's default CAs. The server's certificate
+   * is verified (`rejectUnauthorized` defaults to true). Default: plaintext.
+   */
+  tls?: boolean | TlsOptions;
 }
 
 /** FG.CHECK's answer. */
@@ -141,6 +148,7 @@ export class FloodgateClient {
           port: this.port,
           password: options.password,
           connectTimeoutMs: options.connectTimeoutMs ?? 1000,
+          tls: options.tls === true ? {} : options.tls || undefined,
         }),
       );
     }

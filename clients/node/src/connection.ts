@@ -1,7 +1,9 @@
 // One RESP connection to floodgate: commands pipelined, replies matched to
-// them in order, connected on first use and again after it closes.
+// them in order, connected on first use and again after it closes, in clear
+// or over TLS.
 
 import * as net from 'node:net';
+import * as tls from 'node:tls';
 
 import { FloodgateConnectionError, FloodgateReplyError, FloodgateTimeoutError } from './errors';
 import { encodeCommand, RespErrorReply, RespParser, RespProtocolError, RespValue } from './resp';
@@ -12,6 +14,70 @@ export interface ConnectionOptions {
   /** Sent as `AUTH password` first on every new connection. */
   password?: string;
   connectTimeoutMs: number;
+  /** TLS with these options; plaintext without. */
+  tls?: TlsOptions;
+}
+
+/**
+ * Node's `tls.connect` options but where to connect (`ca`, `cert`, `key`,
+ * `servername`, `rejectUnauthorized`, `minVersion`, ...): ioredis's `tls`.
+ */
+export type TlsOptions = Omit<tls.ConnectionOptions, 'host' | 'port' | 'path' | 'socket'>;
+
+// The alerts a server sends when it wants a client certificate and got
+// none, or got one its client CAs did not sign (TLS 1.3, then 1.2).
+const kClientCertRefused = new Set([
+  'ERR_SSL_TLSV13_ALERT_CERTIFICATE_REQUIRED',
+  'ERR_SSL_TLSV1_ALERT_UNKNOWN_CA',
+  'ERR_SSL_SSLV3_ALERT_BAD_CERTIFICATE',
+  'ERR_SSL_SSLV3_ALERT_HANDSHAKE_FAILURE',
+]);
+
+// Why a TLS connection failed, for a user who sees only this message:
+// OpenSSL's reason rather than its error stack, and what to check. The text
+// follows "floodgate at host:port". `handshaken`: this client accepted the
+// server; `answered`: a reply came.
+function tlsFailure(error: Error | undefined, handshaken: boolean, answered: boolean): string {
+  const code = (error as NodeJS.ErrnoException | undefined)?.code ?? '';
+  // On the error, or only in its text when a write failed on it (EPROTO
+  // "...:SSL routines:function:reason:file:line:").
+  const reason =
+    error === undefined
+      ? undefined
+      : ((error as { reason?: string }).reason ??
+        /:SSL routines:[^:]*:([^:]+)/.exec(error.message)?.[1]);
+  // The socket's own: ECONNREFUSED, ECONNRESET, ...
+  const socketError = reason === undefined && /^E[A-Z]+$/.test(code);
+  const clientCertHint =
+    'does it require a client certificate (tls.cert, tls.key) that its client_ca_file signed?';
+  if (kClientCertRefused.has(code)) {
+    return `: TLS: floodgate refused this client (${reason}): ${clientCertHint}`;
+  }
+  if (!handshaken) {
+    if (error === undefined) return ' closed the connection during the TLS handshake';
+    if (socketError) return `: ${error.message}`;
+    if (reason === 'wrong version number') {
+      return `: TLS handshake failed (${reason}): the port does not speak TLS ` +
+        '(floodgate serves TLS on a front only when its listen_tls says so)';
+    }
+    // Node's verify codes have no ERR_SSL_ prefix (UNABLE_TO_VERIFY_LEAF_SIGNATURE,
+    // SELF_SIGNED_CERT_IN_CHAIN, CERT_HAS_EXPIRED, ERR_TLS_CERT_ALTNAME_INVALID).
+    if (code !== '' && !code.startsWith('ERR_SSL_')) {
+      return `: TLS handshake failed: floodgate's certificate was not accepted: ${error.message} ` +
+        `(${code}); is tls.ca the CA that signed it, and the host (or tls.servername) ` +
+        'one of its names?';
+    }
+    return `: TLS handshake failed: ${reason ?? error.message.trim()}`;
+  }
+  // A TLS 1.3 server checks the client's certificate after the client's
+  // handshake is over, and its alert can be lost to the reset that follows:
+  // then a close before any reply is all this client sees of a refusal.
+  if (!answered && (error === undefined || code === 'ECONNRESET' || code === 'EPIPE')) {
+    const what = error === undefined ? 'closed' : error.message;
+    return ` ended the TLS connection before any reply (${what}): ${clientCertHint}`;
+  }
+  if (error === undefined) return ' closed the connection';
+  return socketError ? `: ${error.message}` : `: TLS: ${reason ?? error.message.trim()}`;
 }
 
 interface Pending {
@@ -25,6 +91,8 @@ interface Link {
   socket: net.Socket;
   parser: RespParser;
   pending: Pending[];
+  /** A reply came on it (what a refused TLS client never sees). */
+  answered: boolean;
 }
 
 /**
@@ -90,9 +158,16 @@ export class RespConnection {
   }
 
   private open(): Link {
-    const socket = net.createConnection({ host: this.options.host, port: this.options.port });
+    const { host, port } = this.options;
+    const tlsOptions = this.options.tls;
+    // A TLSSocket takes writes before its handshake is done and sends them
+    // after it, as a plain socket does before it connects.
+    const socket: net.Socket =
+      tlsOptions !== undefined
+        ? tls.connect({ ...tlsOptions, host, port })
+        : net.createConnection({ host, port });
     socket.setNoDelay(true);
-    const link: Link = { socket, parser: new RespParser(), pending: [] };
+    const link: Link = { socket, parser: new RespParser(), pending: [], answered: false };
     this.link = link;
     const connectTimer = setTimeout(() => {
       socket.destroy(
@@ -105,10 +180,16 @@ export class RespConnection {
     }, this.options.connectTimeoutMs);
     connectTimer.unref();
     let lastError: Error | undefined;
-    socket.once('connect', () => clearTimeout(connectTimer));
+    // Connected means handshaken for TLS: the connect timeout bounds both.
+    let handshaken = false;
+    socket.once(tlsOptions !== undefined ? 'secureConnect' : 'connect', () => {
+      handshaken = true;
+      clearTimeout(connectTimer);
+    });
     socket.on('data', (chunk: Buffer) => this.onData(link, chunk));
     socket.on('error', (error: NodeJS.ErrnoException) => {
-      lastError = error;
+      // The first says why: a failed handshake is followed by a failed write.
+      if (lastError === undefined) lastError = error;
     });
     socket.on('close', () => {
       clearTimeout(connectTimer);
@@ -117,9 +198,12 @@ export class RespConnection {
         lastError instanceof FloodgateConnectionError || lastError instanceof FloodgateTimeoutError
           ? lastError
           : new FloodgateConnectionError(
-              lastError !== undefined
-                ? `floodgate at ${this.address()}: ${lastError.message}`
-                : `floodgate at ${this.address()} closed the connection`,
+              `floodgate at ${this.address()}` +
+                (tlsOptions !== undefined
+                  ? tlsFailure(lastError, handshaken, link.answered)
+                  : lastError !== undefined
+                    ? `: ${lastError.message}`
+                    : ' closed the connection'),
               (lastError as NodeJS.ErrnoException | undefined)?.code,
             );
       for (const entry of link.pending.splice(0)) {
@@ -138,6 +222,7 @@ export class RespConnection {
 
   private onData(link: Link, chunk: Buffer): void {
     const { socket } = link;
+    link.answered = true;
     let replies: RespValue[];
     try {
       replies = link.parser.push(chunk);

@@ -21,4 +21,5 @@ export {
 export { ceilSeconds, rateLimitFields } from './headers';
 export { floodgate, type FloodgateRequest, type MiddlewareOptions } from './middleware';
 export { FloodgateStore, type ClientRateLimitInfo, type StoreOptions } from './store';
+export type { TlsOptions } from './connection';
 export type { RespValue } from './resp';

@@ -1,6 +1,7 @@
-// The promise API against a live floodgate: FG.CHECK's figures, pipelining,
-// FG.STATE, tiers, the server's errors, leases, reconnecting after a
-// restart, and an unreachable or silent server.
+// The promise API against a live floodgate, in clear and over TLS:
+// FG.CHECK's figures, pipelining, FG.STATE, tiers, the server's errors,
+// leases; then reconnecting after a restart, and an unreachable or silent
+// server. tls.test.mjs has what only TLS has.
 //
 //   FLOODGATE_BIN=build/release/floodgate node --test clients/node/test/
 //
@@ -11,7 +12,7 @@ import assert from 'node:assert/strict';
 import net from 'node:net';
 import { createRequire } from 'node:module';
 
-import { closedPort, Floodgate, uniqueKey } from './floodgate.mjs';
+import { closedPort, Floodgate, makeCerts, uniqueKey } from './floodgate.mjs';
 
 const require = createRequire(import.meta.url);
 const {
@@ -21,18 +22,26 @@ const {
   FloodgateTimeoutError,
 } = require('../dist/index.js');
 
-describe('floodgate-client', { timeout: 60000 }, () => {
+for (const transport of ['plaintext', 'tls']) describe(`floodgate-client (${transport})`, { timeout: 60000 }, () => {
+  let certs;
   let server;
   let fg;
 
   before(async () => {
-    server = await new Floodgate().start();
-    fg = createClient({ host: '127.0.0.1', port: server.respPort });
+    if (transport === 'tls') {
+      certs = makeCerts();
+      server = await new Floodgate(undefined, [], { tls: { certs } }).start();
+      fg = createClient({ host: '127.0.0.1', port: server.respPort, tls: { ca: certs.ca } });
+    } else {
+      server = await new Floodgate().start();
+      fg = createClient({ host: '127.0.0.1', port: server.respPort });
+    }
   });
 
   after(async () => {
     await fg?.close();
     await server?.dispose();
+    certs?.dispose();
   });
 
   test('a 5/minute rule admits exactly 5, then denies with a retry time', async () => {

@@ -1,10 +1,11 @@
 // Starts and stops a live floodgate for the tests: the binary in
 // FLOODGATE_BIN (default build/release/floodgate of the source tree), on
-// free loopback ports, with a config in a temporary directory. Only the
-// processes started here are stopped.
+// free loopback ports, with a config in a temporary directory, in clear or
+// over TLS with a throwaway CA. Only the processes started here are stopped.
 
-import { spawn } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { execFileSync, spawn } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import https from 'node:https';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -24,13 +25,76 @@ rules:
   exports: { algorithm: concurrency, max_in_flight: 3, lease_ttl: 30s }
 `;
 
+/**
+ * A throwaway CA in a temporary directory, made with the openssl CLI: the
+ * server's certificate (for 127.0.0.1 and localhost), a client certificate
+ * it signed, and a second CA with a client certificate of its own, which
+ * floodgate must not trust. Contents are Buffers, paths end in `File`.
+ */
+export function makeCerts() {
+  const dir = mkdtempSync(path.join(tmpdir(), 'floodgate-node-certs-'));
+  const file = (name) => path.join(dir, name);
+  const openssl = (...args) => execFileSync('openssl', args, { stdio: ['ignore', 'ignore', 'pipe'] });
+  const ec = ['-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes'];
+  // 30 days: floodgate warns about a certificate that expires within 14.
+  const ca = (name) =>
+    openssl('req', '-x509', ...ec, '-keyout', file(`${name}.key`), '-out', file(`${name}.pem`),
+      '-days', '30', '-subj', `/CN=floodgate-test-${name}`);
+  const leaf = (name, signer, cn, ext) => {
+    openssl('req', ...ec, '-keyout', file(`${name}.key`), '-out', file(`${name}.csr`),
+      '-subj', `/CN=${cn}`);
+    const extArgs = [];
+    if (ext !== undefined) {
+      writeFileSync(file(`${name}.ext`), ext);
+      extArgs.push('-extfile', file(`${name}.ext`));
+    }
+    openssl('x509', '-req', '-in', file(`${name}.csr`), '-CA', file(`${signer}.pem`),
+      '-CAkey', file(`${signer}.key`), '-CAcreateserial', '-days', '30', '-out', file(`${name}.pem`),
+      ...extArgs);
+  };
+  ca('ca');
+  ca('other-ca');
+  leaf('server', 'ca', 'localhost', 'subjectAltName=IP:127.0.0.1,DNS:localhost\n');
+  leaf('client', 'ca', 'floodgate-test-client');
+  leaf('rogue', 'other-ca', 'floodgate-test-rogue');
+  const read = (name) => readFileSync(file(name));
+  return {
+    dir,
+    caFile: file('ca.pem'),
+    serverCertFile: file('server.pem'),
+    serverKeyFile: file('server.key'),
+    ca: read('ca.pem'),
+    otherCa: read('other-ca.pem'),
+    cert: read('client.pem'),
+    key: read('client.key'),
+    rogueCert: read('rogue.pem'),
+    rogueKey: read('rogue.key'),
+    dispose: () => rmSync(dir, { recursive: true, force: true }),
+  };
+}
+
 /** A floodgate process; `start()` resolves once it listens. */
 export class Floodgate {
-  /** `args`: more `serve` arguments (e.g. `['--store', 'redis://…']`). */
-  constructor(config = CONFIG, args = []) {
+  /**
+   * `args`: more `serve` arguments (e.g. `['--store', 'redis://…']`).
+   * `tls`: `{ certs, requireClientCert }` serves RESP and HTTP over TLS
+   * with `certs` (makeCerts()), asking clients for a certificate of that CA.
+   */
+  constructor(config = CONFIG, args = [], { tls } = {}) {
     this.args = args;
+    this.tls = tls;
     this.dir = mkdtempSync(path.join(tmpdir(), 'floodgate-node-client-'));
     this.configPath = path.join(this.dir, 'floodgate.yaml');
+    if (tls !== undefined) {
+      const { certs, requireClientCert = false } = tls;
+      config =
+        `tls: { cert_file: ${JSON.stringify(certs.serverCertFile)}, ` +
+        `key_file: ${JSON.stringify(certs.serverKeyFile)}, ` +
+        `client_ca_file: ${JSON.stringify(certs.caFile)}, ` +
+        `require_client_cert: ${requireClientCert} }\n` +
+        'listen_tls: { resp: true, http: true }\n' +
+        config;
+    }
     writeFileSync(this.configPath, config);
     this.proc = null;
     this.respPort = 0;
@@ -91,10 +155,33 @@ export class Floodgate {
     rmSync(this.dir, { recursive: true, force: true });
   }
 
-  /** GET on floodgate's own HTTP front: { status, headers, body }. */
+  /** GET on floodgate's own HTTP front (over TLS when it serves TLS): { status, headers, body }. */
   async httpGet(pathAndQuery) {
-    const res = await fetch(`http://127.0.0.1:${this.httpPort}${pathAndQuery}`);
-    return { status: res.status, headers: res.headers, body: await res.json() };
+    if (this.tls === undefined) {
+      const res = await fetch(`http://127.0.0.1:${this.httpPort}${pathAndQuery}`);
+      return { status: res.status, headers: res.headers, body: await res.json() };
+    }
+    const { ca, cert, key } = this.tls.certs;
+    return new Promise((resolve, reject) => {
+      const req = https.get(
+        { host: '127.0.0.1', port: this.httpPort, path: pathAndQuery, ca, cert, key, timeout: 5000 },
+        (res) => {
+          let text = '';
+          res.setEncoding('utf8');
+          res.on('data', (chunk) => (text += chunk));
+          res.on('end', () => {
+            // fetch's Headers, as the plaintext path gives.
+            const headers = new Headers();
+            for (let i = 0; i < res.rawHeaders.length; i += 2) {
+              headers.append(res.rawHeaders[i], res.rawHeaders[i + 1]);
+            }
+            resolve({ status: res.statusCode, headers, body: JSON.parse(text) });
+          });
+        },
+      );
+      req.on('timeout', () => req.destroy(new Error(`no answer from ${pathAndQuery} in 5 s`)));
+      req.on('error', reject);
+    });
   }
 }
 

@@ -1,7 +1,9 @@
 """Fixtures for floodgate_client's tests: a live `floodgate serve` on a free
-port with a few rules, and a recording proxy in front of it that keeps every
-answer floodgate sent, so that tests can compare what the package and the
-middleware pass on with what floodgate itself said.
+port with a few rules, in clear or over TLS with a throwaway CA made by the
+openssl CLI, and a recording proxy in front of it that keeps every answer
+floodgate sent, so that tests can compare what the package and the
+middleware pass on with what floodgate itself said. `transport` runs a test
+once in clear and once over TLS.
 
 The binary is $FLOODGATE_BIN, else build/release/floodgate. Run with
 Debian's interpreter (python3-pytest, python3-flask, python3-starlette,
@@ -12,6 +14,7 @@ python3-uvicorn):
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -23,6 +26,7 @@ import threading
 import time
 import uuid
 from pathlib import Path
+from typing import Dict, Optional
 
 import pytest
 
@@ -51,13 +55,67 @@ def find_binary() -> Path:
     return path
 
 
-class Floodgate:
-    """One `floodgate serve` with only the HTTP front, on a free port."""
+class Certs:
+    """A throwaway CA in `dir`, made with the openssl CLI: the server's
+    certificate (for 127.0.0.1 and localhost), a client certificate it
+    signed, and a second CA with a client certificate of its own, which
+    floodgate must not trust. Attributes are file paths."""
 
-    def __init__(self, config: str):
+    def __init__(self, dir: Path):
+        self.dir = dir
+
+        def openssl(*args: str) -> None:
+            subprocess.run(["openssl", *args], check=True, timeout=30,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+
+        ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
+
+        def ca(name: str) -> None:
+            # 30 days: floodgate warns about a certificate that expires within 14.
+            openssl("req", "-x509", *ec, "-keyout", str(dir / f"{name}.key"),
+                    "-out", str(dir / f"{name}.pem"), "-days", "30",
+                    "-subj", f"/CN=floodgate-test-{name}")
+
+        def leaf(name: str, signer: str, cn: str, ext: Optional[str] = None) -> None:
+            openssl("req", *ec, "-keyout", str(dir / f"{name}.key"),
+                    "-out", str(dir / f"{name}.csr"), "-subj", f"/CN={cn}")
+            more = []
+            if ext is not None:
+                (dir / f"{name}.ext").write_text(ext)
+                more = ["-extfile", str(dir / f"{name}.ext")]
+            openssl("x509", "-req", "-in", str(dir / f"{name}.csr"),
+                    "-CA", str(dir / f"{signer}.pem"), "-CAkey", str(dir / f"{signer}.key"),
+                    "-CAcreateserial", "-days", "30", "-out", str(dir / f"{name}.pem"), *more)
+
+        ca("ca")
+        ca("other-ca")
+        leaf("server", "ca", "localhost", "subjectAltName=IP:127.0.0.1,DNS:localhost\n")
+        leaf("client", "ca", "floodgate-test-client")
+        leaf("rogue", "other-ca", "floodgate-test-rogue")
+        self.ca = str(dir / "ca.pem")
+        self.other_ca = str(dir / "other-ca.pem")
+        self.server_cert, self.server_key = str(dir / "server.pem"), str(dir / "server.key")
+        self.cert, self.key = str(dir / "client.pem"), str(dir / "client.key")
+        self.rogue_cert, self.rogue_key = str(dir / "rogue.pem"), str(dir / "rogue.key")
+
+
+class Floodgate:
+    """One `floodgate serve` with only the HTTP front, on a free port. With
+    `certs`, over TLS, asking clients for a certificate their CA signed
+    (and refusing those without with `require_client_cert`)."""
+
+    def __init__(self, config: str, certs: Optional[Certs] = None,
+                 require_client_cert: bool = False):
         self.dir = Path(tempfile.mkdtemp(prefix="floodgate-pyclient-"))
         cfg = self.dir / "floodgate.yaml"
+        if certs is not None:
+            config = (f"tls: {{ cert_file: {json.dumps(certs.server_cert)}, "
+                      f"key_file: {json.dumps(certs.server_key)}, "
+                      f"client_ca_file: {json.dumps(certs.ca)}, "
+                      f"require_client_cert: {json.dumps(require_client_cert)} }}\n"
+                      "listen_tls: { http: true }\n" + config)
         cfg.write_text(config)
+        scheme = "https" if certs is not None else "http"
         self.proc = subprocess.Popen(
             [str(find_binary()), "serve", "--config", str(cfg), "--http", "127.0.0.1:0",
              "--resp", "off", "--threads", "2"],
@@ -80,7 +138,7 @@ class Floodgate:
         if not ready.wait(10) or self.port is None:
             self.proc.kill()
             pytest.fail("floodgate did not start:\n" + "\n".join(self.lines), pytrace=False)
-        self.url = f"http://127.0.0.1:{self.port}"
+        self.url = f"{scheme}://127.0.0.1:{self.port}"
 
     def stop(self) -> None:
         if self.proc.poll() is None:
@@ -98,13 +156,15 @@ class Floodgate:
 class RecordingProxy:
     """A TCP relay to floodgate that parses and records each HTTP response
     floodgate sends (status and header fields) before passing it on, and
-    counts the connections it was given."""
+    counts the connections it was given. Over TLS (`scheme` "https") it
+    only relays and counts: the bytes are not its to read."""
 
-    def __init__(self, port: int):
+    def __init__(self, port: int, scheme: str = "http"):
         self.upstream = port
+        self.record = scheme == "http"
         self.listener = socket.create_server(("127.0.0.1", 0))
         self.port = self.listener.getsockname()[1]
-        self.url = f"http://127.0.0.1:{self.port}"
+        self.url = f"{scheme}://127.0.0.1:{self.port}"
         self.responses: list[tuple[int, dict[str, str]]] = []
         self.connections = 0
         self.lock = threading.Lock()
@@ -123,7 +183,8 @@ class RecordingProxy:
                 self.connections += 1
                 self.socks += [down, up]
             threading.Thread(target=self._pump, args=(down, up, False), daemon=True).start()
-            threading.Thread(target=self._pump, args=(up, down, True), daemon=True).start()
+            threading.Thread(target=self._pump, args=(up, down, self.record),
+                             daemon=True).start()
 
     def _pump(self, src: socket.socket, dst: socket.socket, record: bool) -> None:
         buf = b""
@@ -185,6 +246,48 @@ def floodgate():
 @pytest.fixture
 def proxy(floodgate):
     p = RecordingProxy(floodgate.port)
+    yield p
+    p.close()
+
+
+@pytest.fixture(scope="session")
+def certs(tmp_path_factory):
+    return Certs(tmp_path_factory.mktemp("certs"))
+
+
+@pytest.fixture(scope="session")
+def tls_floodgate(certs):
+    """floodgate's HTTP front over TLS; a client certificate is asked for,
+    not required."""
+    server = Floodgate(CONFIG, certs)
+    yield server
+    server.stop()
+
+
+class Transport:
+    """How a test reaches floodgate: `url`, and the TLS arguments a Client
+    or AsyncClient takes to get there ({} in clear)."""
+
+    def __init__(self, server: Floodgate, tls: Dict[str, str]):
+        self.server = server
+        self.url = server.url
+        self.tls = tls
+        self.scheme = "https" if tls else "http"
+
+
+@pytest.fixture(params=["http", "https"])
+def transport(request):
+    """The test once in clear, once over TLS (verified against the test CA)."""
+    if request.param == "http":
+        return Transport(request.getfixturevalue("floodgate"), {})
+    certs = request.getfixturevalue("certs")
+    return Transport(request.getfixturevalue("tls_floodgate"), {"ca_file": certs.ca})
+
+
+@pytest.fixture
+def transport_proxy(transport):
+    """A RecordingProxy to the transport's floodgate (relaying only, over TLS)."""
+    p = RecordingProxy(transport.server.port, transport.scheme)
     yield p
     p.close()
 

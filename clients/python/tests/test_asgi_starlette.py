@@ -1,6 +1,6 @@
 """FloodgateASGI around a Starlette app served by uvicorn in a thread,
 driven with real HTTP requests (and a websocket handshake), against a live
-floodgate."""
+floodgate (reached over TLS too by the tests taking `transport`)."""
 
 from __future__ import annotations
 
@@ -124,7 +124,7 @@ def test_five_then_429_with_floodgate_fields(serve, proxy, key):
     assert proxy.connections == 1  # one kept-alive connection for six checks
 
 
-def test_keys_cost_and_tier(serve, floodgate, key):
+def test_keys_cost_and_tier(serve, transport, key):
     calls = []
 
     async def cost(scope):  # an async callable is awaited
@@ -132,7 +132,7 @@ def test_keys_cost_and_tier(serve, floodgate, key):
 
     app = FloodgateASGI(starlette_app(calls, []), rule="tiered", key=api_key,
                         cost=cost, tier=lambda scope: "pro" if scope["path"] == "/" else None,
-                        client=AsyncClient(floodgate.url))
+                        client=AsyncClient(transport.url, **transport.tls))
     s = serve(app)
     status, fields, _ = s.get("/?big", headers={"X-Api-Key": key})
     assert (status, fields["ratelimit-policy"], fields["ratelimit"]) == \

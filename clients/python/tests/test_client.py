@@ -1,4 +1,5 @@
-"""Client and AsyncClient against a live floodgate."""
+"""Client and AsyncClient against a live floodgate; those taking `transport`
+run in clear and over TLS (test_tls.py has what only TLS has)."""
 
 from __future__ import annotations
 
@@ -41,8 +42,8 @@ def test_five_per_minute_admits_exactly_five(proxy, key):
         assert proxy.connections == 1
 
 
-def test_cost_and_tier_are_passed(floodgate, key):
-    with Client(floodgate.url) as c:
+def test_cost_and_tier_are_passed(transport, key):
+    with Client(transport.url, **transport.tls) as c:
         d = c.check("five", key, cost=3)
         assert (d.allowed, d.remaining) == (True, 2)
         d = c.check("five", key, cost=3)
@@ -55,14 +56,14 @@ def test_cost_and_tier_are_passed(floodgate, key):
         assert (d.limit, d.remaining) == (5, 4)  # the default tier is another subject
 
 
-def test_keys_are_independent(floodgate, key):
-    with Client(floodgate.url) as c:
+def test_keys_are_independent(transport, key):
+    with Client(transport.url, **transport.tls) as c:
         assert [c.check("five", key + "a").allowed for _ in range(6)] == [True] * 5 + [False]
         assert [c.check("five", key + "b").allowed for _ in range(6)] == [True] * 5 + [False]
 
 
-def test_unknown_rule_and_bad_arguments_are_request_errors(floodgate, key):
-    with Client(floodgate.url) as c:
+def test_unknown_rule_and_bad_arguments_are_request_errors(transport, key):
+    with Client(transport.url, **transport.tls) as c:
         with pytest.raises(RequestError) as e:
             c.check("no_such_rule", key)
         assert (e.value.status, e.value.detail) == (404, "unknown rule 'no_such_rule'")
@@ -96,8 +97,9 @@ def test_silent_server_times_out(silent_server):
     assert 0.3 <= time.monotonic() - start < 2.0
 
 
-def test_threads_share_one_client_exactly(proxy, key):
-    c = Client(proxy.url)
+def test_threads_share_one_client_exactly(transport, transport_proxy, key):
+    proxy = transport_proxy
+    c = Client(proxy.url, **transport.tls)
     results: list[bool] = []
     lock = threading.Lock()
     start = threading.Barrier(16)
@@ -140,9 +142,11 @@ def test_module_level_check_uses_floodgate_url(floodgate, key, monkeypatch):
     floodgate_client.default_client().close()
 
 
-def test_async_client_concurrent_tasks_exactly(proxy, key):
+def test_async_client_concurrent_tasks_exactly(transport, transport_proxy, key):
+    proxy = transport_proxy
+
     async def main() -> list[bool]:
-        async with AsyncClient(proxy.url, max_connections=8) as c:
+        async with AsyncClient(proxy.url, max_connections=8, **transport.tls) as c:
             return await asyncio.gather(*(c.check("hundred", key) for _ in range(300)))
 
     decisions = asyncio.run(main())

@@ -1,5 +1,6 @@
 """FloodgateWSGI around a Flask app served by werkzeug's WSGI server,
-driven with real HTTP requests, against a live floodgate."""
+driven with real HTTP requests, against a live floodgate (reached over TLS
+too by the tests taking `transport`)."""
 
 from __future__ import annotations
 
@@ -100,11 +101,11 @@ def test_five_then_429_with_floodgate_fields(serve, proxy, key):
     assert calls == [key] * 5  # the denied request never reached the app
 
 
-def test_keys_from_a_header_are_independent_and_absent_key_passes(serve, floodgate, key):
+def test_keys_from_a_header_are_independent_and_absent_key_passes(serve, transport, key):
     calls = []
     app = flask_app(calls)
     app.wsgi_app = FloodgateWSGI(app.wsgi_app, rule="five", key=api_key,
-                                 client=Client(floodgate.url))
+                                 client=Client(transport.url, **transport.tls))
     s = serve(app)
     a = [s.get(headers={"X-Api-Key": key + "a"})[0] for _ in range(6)]
     b = [s.get(headers={"X-Api-Key": key + "b"})[0] for _ in range(6)]

@@ -7,8 +7,9 @@ import asyncio
 import ssl
 from typing import Dict, List, Optional, Tuple
 
-from ._common import (DEFAULT_TIMEOUT, Decision, Endpoint, UnavailableError, decode_check,
-                      encode_check, read_timeout, token_or_env)
+from ._common import (DEFAULT_TIMEOUT, Decision, Endpoint, UnavailableError,
+                      closed_before_answer, decode_check, encode_check, read_timeout, tls_context,
+                      tls_failure, token_or_env)
 
 _MAX_HEADER_LINES = 100
 _MAX_LINE = 16384
@@ -34,15 +35,18 @@ class _Conn:
 class AsyncClient:
     """The asyncio counterpart of Client: `await client.check(...)`.
 
-    Same arguments as Client, plus `max_connections`, the most connections
-    open at once (further checks wait for one). A client belongs to the
-    event loop that first uses it; its connections are not shared across
-    loops (a check from another loop starts afresh there).
+    Same arguments as Client (TLS included), plus `max_connections`, the
+    most connections open at once (further checks wait for one). A client
+    belongs to the event loop that first uses it; its connections are not
+    shared across loops (a check from another loop starts afresh there).
     """
 
     def __init__(self, url: Optional[str] = None, timeout: float = DEFAULT_TIMEOUT,
-                 token: Optional[str] = None, max_connections: int = 64):
+                 token: Optional[str] = None, max_connections: int = 64, *,
+                 ca_file: Optional[str] = None, cert_file: Optional[str] = None,
+                 key_file: Optional[str] = None, ssl_context: Optional[ssl.SSLContext] = None):
         self._endpoint = Endpoint(url)
+        self._ssl_context = tls_context(self._endpoint, ca_file, cert_file, key_file, ssl_context)
         self.url = self._endpoint.url
         self.timeout = timeout
         self._max_connections = max_connections
@@ -75,12 +79,15 @@ class AsyncClient:
                     conn.close()
                     if reused:
                         continue  # the server closed it while idle: once more on a new one
-                    raise UnavailableError(
-                        f"floodgate at {self.url} closed the connection") from e
+                    raise closed_before_answer(self.url, self._endpoint.https,
+                                               e.__cause__ or e) from e
                 except asyncio.TimeoutError as e:
                     conn.close()
                     raise UnavailableError(
                         f"floodgate at {self.url} did not answer within {timeout:g} s") from e
+                except ssl.SSLError as e:
+                    conn.close()
+                    raise tls_failure(self.url, e) from e
                 except (OSError, ValueError, asyncio.IncompleteReadError,
                         asyncio.LimitOverrunError) as e:
                     conn.close()
@@ -131,14 +138,14 @@ class AsyncClient:
         e = self._endpoint
         try:
             reader, writer = await asyncio.wait_for(
-                asyncio.open_connection(e.host, e.port,
-                                        ssl=ssl.create_default_context() if e.https else None,
-                                        limit=_MAX_LINE),
+                asyncio.open_connection(e.host, e.port, ssl=self._ssl_context, limit=_MAX_LINE),
                 self.timeout)
         except asyncio.TimeoutError as err:
             raise UnavailableError(
                 f"floodgate at {self.url} did not accept a connection within "
                 f"{self.timeout:g} s") from err
+        except ssl.SSLError as err:
+            raise tls_failure(self.url, err) from err
         except OSError as err:
             raise UnavailableError(f"floodgate at {self.url} is unreachable: {err}") from err
         return _Conn(reader, writer), False
@@ -150,7 +157,8 @@ class AsyncClient:
             conn.writer.write(request)
             await conn.writer.drain()
             status_line = await conn.reader.readline()
-        except (ConnectionResetError, BrokenPipeError, ConnectionAbortedError) as e:
+        except (ConnectionResetError, BrokenPipeError, ConnectionAbortedError,
+                ssl.SSLEOFError) as e:
             raise _Stale() from e
         if not status_line:
             raise _Stale()

@@ -5,17 +5,20 @@ from __future__ import annotations
 
 import http.client
 import socket
+import ssl
 import threading
 from typing import List, Optional, Tuple
 
-from ._common import (DEFAULT_TIMEOUT, Decision, Endpoint, UnavailableError, decode_check,
-                      encode_check, read_timeout, token_or_env)
+from ._common import (DEFAULT_TIMEOUT, Decision, Endpoint, UnavailableError,
+                      closed_before_answer, decode_check, encode_check, read_timeout, tls_context,
+                      tls_failure, token_or_env)
 
 # What a kept-alive connection the server has meanwhile closed looks like
 # when it is used again: nothing of the request was read, so sending it
-# again on a new connection counts it once.
+# again on a new connection counts it once. (Over TLS, a close without
+# close_notify is an SSLEOFError.)
 _STALE = (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError,
-          ConnectionAbortedError)
+          ConnectionAbortedError, ssl.SSLEOFError)
 
 
 class Client:
@@ -26,11 +29,20 @@ class Client:
     connecting and each answer, in seconds. Connections are kept alive and
     reused; at most `max_idle` idle ones are kept. One Client may be used by
     many threads at once.
+
+    An https:// URL is TLS (floodgate's `listen_tls.http`); floodgate's
+    certificate is always verified: against `ca_file` (PEM; default the
+    system's CAs), or as `ssl_context` says. `cert_file` and `key_file`
+    (PEM) are the client certificate for a floodgate that asks for one
+    (`client_ca_file`). TLS options with an http:// URL are refused.
     """
 
     def __init__(self, url: Optional[str] = None, timeout: float = DEFAULT_TIMEOUT,
-                 token: Optional[str] = None, max_idle: int = 16):
+                 token: Optional[str] = None, max_idle: int = 16, *,
+                 ca_file: Optional[str] = None, cert_file: Optional[str] = None,
+                 key_file: Optional[str] = None, ssl_context: Optional[ssl.SSLContext] = None):
         self._endpoint = Endpoint(url)
+        self._ssl_context = tls_context(self._endpoint, ca_file, cert_file, key_file, ssl_context)
         self.url = self._endpoint.url
         self.timeout = timeout
         self._max_idle = max_idle
@@ -64,11 +76,14 @@ class Client:
                 conn.close()
                 if reused:
                     continue  # the server closed it while idle: once more on a new one
-                raise UnavailableError(f"floodgate at {self.url} closed the connection: {e}") from e
+                raise closed_before_answer(self.url, self._endpoint.https, e) from e
             except (socket.timeout, TimeoutError) as e:
                 conn.close()
                 raise UnavailableError(
                     f"floodgate at {self.url} did not answer within {timeout:g} s") from e
+            except ssl.SSLError as e:
+                conn.close()
+                raise tls_failure(self.url, e) from e
             except (OSError, http.client.HTTPException) as e:
                 conn.close()
                 raise UnavailableError(f"floodgate at {self.url} is unreachable: {e}") from e
@@ -101,8 +116,10 @@ class Client:
             if self._idle:
                 return self._idle.pop(), True
         e = self._endpoint
-        cls = http.client.HTTPSConnection if e.https else http.client.HTTPConnection
-        return cls(e.host, e.port, timeout=self.timeout), False
+        if e.https:
+            return http.client.HTTPSConnection(e.host, e.port, timeout=self.timeout,
+                                               context=self._ssl_context), False
+        return http.client.HTTPConnection(e.host, e.port, timeout=self.timeout), False
 
     def _give(self, conn: http.client.HTTPConnection) -> None:
         with self._lock:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import ssl
 import urllib.parse
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional, Tuple
@@ -94,6 +95,92 @@ class Endpoint:
         default_port = 443 if self.https else 80
         host = f"[{self.host}]" if ":" in self.host else self.host
         self.host_field = host if self.port == default_port else f"{host}:{self.port}"
+
+
+def tls_context(endpoint: Endpoint, ca_file: Optional[str], cert_file: Optional[str],
+                key_file: Optional[str],
+                ssl_context: Optional[ssl.SSLContext]) -> Optional[ssl.SSLContext]:
+    """The context for an https:// endpoint (None for http://): `ssl_context`
+    as given, else one that verifies floodgate's certificate against
+    `ca_file` (default: the system's CAs) and presents `cert_file` (with
+    `key_file`, or the key in the same file) when floodgate asks for one.
+    Every file is read here, so a bad one fails the client's construction,
+    not its first check."""
+    given = [name for name, v in (("ca_file", ca_file), ("cert_file", cert_file),
+                                  ("key_file", key_file), ("ssl_context", ssl_context))
+             if v is not None]
+    if not endpoint.https:
+        # TLS asked for and a plaintext URL: refuse rather than send in clear.
+        if given:
+            raise ValueError(f"{', '.join(given)} given for the plaintext URL {endpoint.url!r}: "
+                             "use https://")
+        return None
+    if ssl_context is not None:
+        if len(given) > 1:
+            raise ValueError("ssl_context or ca_file/cert_file/key_file, not both: "
+                             "load the files into the context")
+        return ssl_context
+    if key_file is not None and cert_file is None:
+        raise ValueError("key_file without cert_file")
+    try:
+        ctx = ssl.create_default_context(cafile=ca_file)
+    except (OSError, ValueError) as e:
+        raise ValueError(f"cannot load ca_file {ca_file!r}: {_reason(e)}") from e
+    if cert_file is not None:
+        try:
+            ctx.load_cert_chain(cert_file, key_file)
+        except (OSError, ValueError) as e:
+            raise ValueError(f"cannot load cert_file {cert_file!r}"
+                             + (f" with key_file {key_file!r}" if key_file else "")
+                             + f": {_reason(e)}") from e
+    return ctx
+
+
+def _reason(e: BaseException) -> str:
+    # OSError's str() is "[Errno 2] No such file or directory" without
+    # the path, which the message already names.
+    if isinstance(e, ssl.SSLError):
+        return e.reason or str(e)
+    if isinstance(e, OSError) and e.strerror:
+        return e.strerror
+    return str(e)
+
+
+# The alerts a server sends when it wants a client certificate and got none,
+# or got one its client CAs did not sign (TLS 1.3, then 1.2).
+_CLIENT_CERT_REFUSED = {"TLSV13_ALERT_CERTIFICATE_REQUIRED", "TLSV1_ALERT_UNKNOWN_CA",
+                        "SSLV3_ALERT_BAD_CERTIFICATE", "SSLV3_ALERT_HANDSHAKE_FAILURE"}
+_CLIENT_CERT_HINT = ("does it require a client certificate (cert_file, key_file) that its "
+                     "client_ca_file signed?")
+
+
+def closed_before_answer(url: str, https: bool, e: BaseException) -> UnavailableError:
+    """A new connection closed before floodgate answered. A TLS 1.3 server
+    checks the client's certificate after the client's handshake is over,
+    and its alert can be lost to the reset that follows: then such a close
+    is all the client sees of a refusal."""
+    if https:
+        return UnavailableError(f"floodgate at {url} ended the TLS connection before answering "
+                                f"({e or 'closed'}): {_CLIENT_CERT_HINT}")
+    return UnavailableError(f"floodgate at {url} closed the connection"
+                            + (f": {e}" if str(e) else ""))
+
+
+def tls_failure(url: str, e: ssl.SSLError) -> UnavailableError:
+    """The error for a TLS failure, saying what to check."""
+    if isinstance(e, ssl.SSLCertVerificationError):
+        msg = (f"floodgate at {url}: TLS handshake failed: floodgate's certificate was not "
+               f"accepted: {e.verify_message}; is ca_file the CA that signed it, and the URL's "
+               "host one of its names?")
+    elif e.reason in _CLIENT_CERT_REFUSED:
+        msg = (f"floodgate at {url}: TLS: floodgate refused this client ({e.reason}): "
+               + _CLIENT_CERT_HINT)
+    elif e.reason == "WRONG_VERSION_NUMBER":
+        msg = (f"floodgate at {url}: TLS handshake failed ({e.reason}): the port does not speak "
+               "TLS (floodgate serves TLS on a front only when its listen_tls says so)")
+    else:
+        msg = f"floodgate at {url}: TLS failed: {e}"
+    return UnavailableError(msg)
 
 
 def token_or_env(token: Optional[str]) -> Optional[str]:

@@ -527,6 +527,13 @@ def curl(curl_bin):
     return run
 
 
+def sanitized(pid: int) -> bool:
+    """Whether the server runs a sanitizer's allocator, which keeps freed
+    memory in quarantine: its RSS is not glibc's heap."""
+    with open(f"/proc/{pid}/maps") as f:
+        return any(("libasan" in line or "libtsan" in line) for line in f)
+
+
 def metric_value(text: str, name: str, labels: dict[str, str] | None = None) -> float | None:
     """The value of one sample in Prometheus text, or None."""
     want = labels or {}

@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 
-from conftest import RespConn, metric_value, require_tool
+from conftest import RespConn, metric_value, require_tool, sanitized
 
 MAX_MEMORY = 64 << 20
 CONFIG = """\
@@ -35,13 +35,6 @@ def rss_bytes(pid: int) -> int:
             if line.startswith("VmRSS:"):
                 return int(line.split()[1]) * 1024
     raise AssertionError(f"no VmRSS for {pid}")
-
-
-def sanitized(pid: int) -> bool:
-    """Whether the server runs a sanitizer's allocator, which keeps freed
-    memory in quarantine: its RSS is not glibc's heap."""
-    with open(f"/proc/{pid}/maps") as f:
-        return any(("libasan" in line or "libtsan" in line) for line in f)
 
 
 def test_sliding_log_flood_keeps_rss_within_max_memory(start_server, redis_benchmark, curl):

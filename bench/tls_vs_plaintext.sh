@@ -110,6 +110,12 @@ declare -A rps_runs cpu_runs busy_runs
 commands_used=()
 failures=0
 
+# round_ratios "A1 A2 ..." "B1 B2 ...": A1/B1 A2/B2 ..., two decimals.
+round_ratios() {
+  paste -d' ' <(tr ' ' '\n' <<<"${1% }") <(tr ' ' '\n' <<<"${2% }") |
+    awk '$2 > 0 { printf "%s%.2f", (NR > 1 ? " " : ""), $1 / $2 }'
+}
+
 decisions() {  # decisions SIDE: allowed + denied of rule bench so far
   local a d
   read -r a d <<<"$(bench_floodgate_decisions bench "${url[$1]}")"
@@ -212,15 +218,17 @@ for cell in "${cells[@]}"; do
   b_p=$(bench_median ${busy_runs[$kp]})
   # shellcheck disable=SC2086
   b_t=$(bench_median ${busy_runs[$kt]})
-  c_rounds=$(paste -d' ' <(tr ' ' '\n' <<<"${cpu_runs[$kt]% }") <(tr ' ' '\n' <<<"${cpu_runs[$kp]% }") |
-    awk '$2 > 0 { printf "%s%.2f", (NR > 1 ? " " : ""), $1 / $2 }')
+  c_rounds=$(round_ratios "${cpu_runs[$kt]}" "${cpu_runs[$kp]}")
+  r_rounds=$(round_ratios "${rps_runs[$kt]}" "${rps_runs[$kp]}")
   rr_p="" rr_t=""
   for v in ${rps_runs[$kp]}; do rr_p+="$(bench_fmt_int "$v") "; done
   for v in ${rps_runs[$kt]}; do rr_t+="$(bench_fmt_int "$v") "; done
-  echo "| ${front^^} | $load | $(bench_fmt_int "$r_p") | $(bench_fmt_int "$r_t") | $(bench_ratio "$r_t" "$r_p") | $c_p | $c_t | **$(bench_ratio "$c_t" "$c_p")** | $c_rounds | $(bench_fmt_int "$b_p") % / $(bench_fmt_int "$b_t") % | ${rr_p% } | ${rr_t% } |"
+  # shellcheck disable=SC2086
+  echo "| ${front^^} | $load | $(bench_fmt_int "$r_p") | $(bench_fmt_int "$r_t") | $(bench_median $r_rounds) | $c_p | $c_t | **$(bench_median $c_rounds)** | $c_rounds | $(bench_fmt_int "$b_p") % / $(bench_fmt_int "$b_t") % | ${rr_p% } | ${rr_t% } |"
 done
 echo
 echo "CPU us/decision: the server's CPU time over the run, every thread (/proc/<pid>/task/*/schedstat), divided by the decisions its /metrics counted over the run."
+echo "TLS / plain: the median of the rounds' ratios (in each round the two servers ran back to back)."
 echo "server CPU busy: that CPU time over the run's wall time (100 % per loop thread: under it, the server waited for the client)."
 echo "Each run holds 50 connections open throughout: 50 TLS handshakes a run, not counted apart."
 echo

@@ -15,8 +15,8 @@
 #
 # The rule (1e9/minute) never denies: the cost of a decision. Connections
 # stay open for the whole run (wrk and redis-benchmark keep them alive):
-# each run makes 50 handshakes (about 0.35 ms of the server's CPU each on
-# this machine: under 1 % of a run's), so the TLS figures are those of a
+# each run makes 50 handshakes (about 0.4 ms of the server's CPU each on
+# a 2.6 GHz core: 0.4-1.1 % of a run's), so the TLS figures are those of a
 # session's reads and writes (record encryption and decryption, the
 # library's buffers and syscalls), not of handshakes.
 #

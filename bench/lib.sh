@@ -12,6 +12,10 @@
 # removed at exit (kept if BENCH_KEEP_TMP=1).
 #
 # Binaries: FLOODGATE_BIN and LOADGEN_BIN override the defaults below.
+#
+# TLS: bench_make_tls_cert makes a throwaway CA and a server certificate
+# for 127.0.0.1; BENCH_FLOODGATE_TLS=1 and BENCH_NGINX_TLS=1 then start
+# floodgate (RESP and HTTP) and nginx serving TLS with it.
 
 BENCH_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 REPO_ROOT=$(cd "$BENCH_DIR/.." && pwd)
@@ -291,6 +295,37 @@ bench_wait_tcp() {
 }
 
 # ---------------------------------------------------------------------------
+# TLS. bench_make_tls_cert: a throwaway CA and a server certificate for
+# 127.0.0.1 and localhost (EC P-256, as docs/operations.md "TLS" makes
+# them), in $BENCH_TMP/tls. Sets BENCH_TLS_CA, BENCH_TLS_CERT, BENCH_TLS_KEY
+# and BENCH_TLS_CMDS (the openssl commands, for the report).
+bench_make_tls_cert() {
+  bench_require openssl
+  local dir=$BENCH_TMP/tls cmd
+  mkdir -p "$dir"
+  BENCH_TLS_CMDS=(
+    "openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout ca.key -out ca.pem -days 2 -subj /CN=floodgate-bench-ca"
+    "openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout server.key -out server.csr -subj /CN=localhost"
+    "printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\\n' > server.ext"
+    "openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 2 -out server.pem -extfile server.ext"
+  )
+  for cmd in "${BENCH_TLS_CMDS[@]}"; do
+    (cd "$dir" && eval "$cmd") >"$dir/openssl.log" 2>&1 ||
+      bench_die "making the test certificate failed: $cmd: $(tail -n 3 "$dir/openssl.log")"
+  done
+  BENCH_TLS_CA=$dir/ca.pem
+  BENCH_TLS_CERT=$dir/server.pem
+  BENCH_TLS_KEY=$dir/server.key
+}
+
+# bench_tls_session HOST:PORT: "TLSv1.3 TLS_AES_256_GCM_SHA384", what an
+# OpenSSL client negotiates with the server there (verified against the CA).
+bench_tls_session() {
+  timeout 10 openssl s_client -connect "$1" -CAfile "$BENCH_TLS_CA" -verify_return_error </dev/null 2>/dev/null |
+    awk '/^New, / { sub(/,$/, "", $2); p = $2; c = $NF } END { if (p == "") print "no TLS session"; else print p, c }'
+}
+
+# ---------------------------------------------------------------------------
 # CPU placement, and what a process spent.
 #
 # Every script takes --server-cpus LIST and --client-cpus LIST (taskset
@@ -346,6 +381,14 @@ bench_cpu_ns() {
   cat /proc/"$1"/task/*/schedstat 2>/dev/null | awk '{ t += $1 } END { printf "%.0f\n", t }'
 }
 
+# bench_cpu_ns_tree PID: bench_cpu_ns of PID and of its descendants (nginx:
+# the master and its workers).
+bench_cpu_ns_tree() {
+  local p t=0
+  for p in "$1" $(_bench_descendants "$1"); do t=$((t + $(bench_cpu_ns "$p"))); done
+  echo "$t"
+}
+
 # bench_redis_cpu_us PORT: microseconds of CPU the redis-server on PORT has
 # spent, user and system, all threads (INFO cpu).
 bench_redis_cpu_us() {
@@ -396,14 +439,23 @@ bench_start_redis() {
 
 # ---------------------------------------------------------------------------
 # floodgate. bench_start_floodgate THREADS [STORE_URL] (THREADS 0: the default). Sets FLOODGATE_PID,
-# FLOODGATE_RESP_PORT, FLOODGATE_HTTP_PORT, FLOODGATE_CMD, FLOODGATE_CONFIG.
+# FLOODGATE_RESP_PORT, FLOODGATE_HTTP_PORT, FLOODGATE_HTTP_URL (http://, or
+# https:// with TLS), FLOODGATE_CMD, FLOODGATE_CONFIG.
 # With STORE_URL (redis://127.0.0.1:PORT), state lives there (--store), with
 # the request timeout BENCH_FLOODGATE_REDIS_TIMEOUT_MS if set.
+# BENCH_FLOODGATE_TLS=1: RESP and HTTP serve TLS with bench_make_tls_cert's
+# certificate (tls and listen_tls in the config). BENCH_FLOODGATE_NAME (default
+# floodgate) names the config and the log, for a script that starts two.
 bench_write_floodgate_config() {
-  FLOODGATE_CONFIG=$BENCH_TMP/floodgate.yaml
+  FLOODGATE_CONFIG=$BENCH_TMP/${BENCH_FLOODGATE_NAME:-floodgate}.yaml
   {
     echo "# Written by bench/lib.sh."
     echo "store: memory"
+    if [[ ${BENCH_FLOODGATE_TLS:-0} == 1 ]]; then
+      [[ -n ${BENCH_TLS_CERT:-} ]] || bench_die "BENCH_FLOODGATE_TLS=1 needs bench_make_tls_cert first"
+      echo "tls: { cert_file: $BENCH_TLS_CERT, key_file: $BENCH_TLS_KEY }"
+      echo "listen_tls: { resp: true, http: true }"
+    fi
     if [[ -n ${BENCH_FLOODGATE_REDIS_TIMEOUT_MS:-} ]]; then
       echo "redis: { timeout_ms: $BENCH_FLOODGATE_REDIS_TIMEOUT_MS }"
     fi
@@ -429,7 +481,7 @@ bench_start_floodgate() {
   local threads=$1 store=${2:-} log i line
   bench_require_floodgate
   bench_write_floodgate_config
-  log=$BENCH_TMP/floodgate.log
+  log=$BENCH_TMP/${BENCH_FLOODGATE_NAME:-floodgate}.log
   local -a argv=("$FLOODGATE_BIN" serve --config "$FLOODGATE_CONFIG" --resp 127.0.0.1:0
     --http 127.0.0.1:0)
   # THREADS 0: floodgate's own default, as a user who sets nothing gets it.
@@ -453,14 +505,29 @@ bench_start_floodgate() {
   [[ -n $FLOODGATE_RESP_PORT && -n $FLOODGATE_HTTP_PORT ]] ||
     bench_die "cannot parse the ports from: $line"
   FLOODGATE_GRPC_PORT=$(sed -n 's/.* grpc=[^ ]*:\([0-9][0-9]*\).*/\1/p' <<<"$line")
+  FLOODGATE_HTTP_URL=http://127.0.0.1:$FLOODGATE_HTTP_PORT
+  if [[ ${BENCH_FLOODGATE_TLS:-0} == 1 ]]; then
+    [[ $line == *" tls=resp,http"* ]] || bench_die "floodgate was asked for TLS on RESP and HTTP but says: $line"
+    FLOODGATE_HTTP_URL=https://127.0.0.1:$FLOODGATE_HTTP_PORT
+  fi
   bench_wait_tcp "$FLOODGATE_RESP_PORT" 5 "$FLOODGATE_PID" || bench_die "floodgate RESP port not reachable"
   bench_wait_tcp "$FLOODGATE_HTTP_PORT" 5 "$FLOODGATE_PID" || bench_die "floodgate HTTP port not reachable"
-  bench_log "floodgate pid $FLOODGATE_PID: resp 127.0.0.1:$FLOODGATE_RESP_PORT http 127.0.0.1:$FLOODGATE_HTTP_PORT threads $threads${store:+ store $store}"
+  local tls=""
+  if [[ ${BENCH_FLOODGATE_TLS:-0} == 1 ]]; then tls=", TLS"; fi
+  bench_log "floodgate pid $FLOODGATE_PID: resp 127.0.0.1:$FLOODGATE_RESP_PORT http 127.0.0.1:$FLOODGATE_HTTP_PORT threads $threads${store:+ store $store}$tls"
 }
 
-# bench_floodgate_decisions RULE: prints "allowed denied" from /metrics.
+# bench_curl ARG...: curl, trusting bench_make_tls_cert's CA when there is one.
+bench_curl() {
+  local -a ca=()
+  if [[ -n ${BENCH_TLS_CA:-} ]]; then ca=(--cacert "$BENCH_TLS_CA"); fi
+  curl "${ca[@]}" "$@"
+}
+
+# bench_floodgate_decisions RULE [BASE_URL]: prints "allowed denied" from
+# /metrics (of FLOODGATE_HTTP_URL, or BASE_URL: http://... or https://...).
 bench_floodgate_decisions() {
-  curl -s --max-time 5 "http://127.0.0.1:$FLOODGATE_HTTP_PORT/metrics" | awk -v rule="$1" '
+  bench_curl -s --max-time 5 "${2:-$FLOODGATE_HTTP_URL}/metrics" | awk -v rule="$1" '
     index($0, "floodgate_decisions_total{rule=\"" rule "\",outcome=\"allowed\"}") == 1 { a = $2 }
     index($0, "floodgate_decisions_total{rule=\"" rule "\",outcome=\"denied\"}") == 1 { d = $2 }
     END { printf "%d %d\n", a, d }'
@@ -469,7 +536,8 @@ bench_floodgate_decisions() {
 # ---------------------------------------------------------------------------
 # nginx: limit_req keyed by $arg_key that never rejects, in front of a tiny
 # static reply. bench_start_nginx WORKERS. Sets NGINX_PID, NGINX_PORT,
-# NGINX_CMD, NGINX_CONF.
+# NGINX_URL, NGINX_CMD, NGINX_CONF. BENCH_NGINX_TLS=1: HTTPS with
+# bench_make_tls_cert's certificate (NGINX_URL https://...).
 #
 # Why empty_gif and not "return 204": return runs in nginx's rewrite phase,
 # which comes before the preaccess phase where limit_req runs, so
@@ -479,8 +547,17 @@ bench_floodgate_decisions() {
 bench_start_nginx() {
   local workers=$1 attempt port dir i
   bench_require nginx curl
-  local nginx_bin
+  local nginx_bin scheme=http ssl="" tls_conf=""
   nginx_bin=$(command -v nginx)
+  if [[ ${BENCH_NGINX_TLS:-0} == 1 ]]; then
+    [[ -n ${BENCH_TLS_CERT:-} ]] || bench_die "BENCH_NGINX_TLS=1 needs bench_make_tls_cert first"
+    scheme=https
+    ssl=" ssl"
+    # As floodgate: TLS 1.2 and 1.3 only, the library's default ciphers.
+    tls_conf="ssl_certificate $BENCH_TLS_CERT;
+    ssl_certificate_key $BENCH_TLS_KEY;
+    ssl_protocols TLSv1.2 TLSv1.3;"
+  fi
   for attempt in 1 2 3; do
     bench_free_port
     port=$BENCH_FREE_PORT
@@ -507,7 +584,8 @@ http {
   limit_req_zone \$arg_key zone=z:64m rate=100000000r/s;
   limit_req_zone \$arg_key zone=probe:1m rate=1r/m;
   server {
-    listen 127.0.0.1:$port;
+    listen 127.0.0.1:$port$ssl;${tls_conf:+
+    $tls_conf}
     location / {
       limit_req zone=z burst=1000000 nodelay;
       empty_gif;
@@ -528,14 +606,15 @@ EOF
     _BENCH_LOGS+=("$dir/error.log")
     if bench_wait_tcp "$port" 10 "$NGINX_PID"; then
       NGINX_PORT=$port
+      NGINX_URL=$scheme://127.0.0.1:$port
       local first second
-      first=$(curl -s -o /dev/null -w '%{http_code}' --max-time 5 "http://127.0.0.1:$port/__limit_req_probe?key=p")
-      second=$(curl -s -o /dev/null -w '%{http_code}' --max-time 5 "http://127.0.0.1:$port/__limit_req_probe?key=p")
+      first=$(bench_curl -s -o /dev/null -w '%{http_code}' --max-time 5 "$NGINX_URL/__limit_req_probe?key=p")
+      second=$(bench_curl -s -o /dev/null -w '%{http_code}' --max-time 5 "$NGINX_URL/__limit_req_probe?key=p")
       [[ $first == 200 && $second == 503 ]] ||
         bench_die "nginx limit_req probe answered $first then $second (expected 200 then 503)"
-      i=$(curl -s -o /dev/null -w '%{http_code}' --max-time 5 "http://127.0.0.1:$port/v1/check?rule=bench&key=key:1")
+      i=$(bench_curl -s -o /dev/null -w '%{http_code}' --max-time 5 "$NGINX_URL/v1/check?rule=bench&key=key:1")
       [[ $i == 200 ]] || bench_die "nginx answered $i to a benchmark request"
-      bench_log "nginx pid $NGINX_PID on 127.0.0.1:$port, $workers worker(s); limit_req probe ok"
+      bench_log "nginx pid $NGINX_PID on $NGINX_URL, $workers worker(s); limit_req probe ok"
       return 0
     fi
     bench_log "nginx did not come up on port $port (attempt $attempt): $(tail -n 2 "$dir/error.log" 2>/dev/null)"

@@ -210,9 +210,14 @@ Result<std::shared_ptr<const TlsContext>> TlsContext::Load(const TlsFiles& files
     return InternalError("cannot set the TLS 1.2 ciphers: " + OpenSslError());
   }
   // Partial writes and a moving write buffer: the loops write what the
-  // socket takes and keep the rest in the connection's output.
-  SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER |
-                            SSL_MODE_RELEASE_BUFFERS);
+  // socket takes and keep the rest in the connection's output. Read-ahead:
+  // one read() takes whatever records have arrived, not a record's header
+  // and then its body (two system calls a request); what it read past the
+  // record is SSL_has_pending's. The record buffers stay while a connection
+  // is busy (allocating them per record cost more than the cipher) and are
+  // given back once it is quiet (EventLoop::SweepTimers, SSL_free_buffers).
+  SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
+  SSL_CTX_set_read_ahead(ctx, 1);
   if (!UseCertificateChain(ctx, pem.cert_chain)) {
     return FileError("cert_file", files.cert_file,
                      "not a PEM certificate (chain): " + OpenSslError());

@@ -6,7 +6,9 @@ query must be one a live floodgate serves at GET /metrics: a renamed or
 removed metric, or a typo in the dashboard, fails here instead of leaving a
 panel silently empty. The server runs on a real Redis with the gRPC front on,
 so that the Redis store's and the Envoy front's metrics are there too, and
-gets a little traffic first (checks admitted and denied, leases, sets, OTP).
+gets a little traffic first (checks admitted and denied, leases, sets, OTP);
+an embedded one with a data_dir and one with listen_tls add the snapshot's
+and the certificate's families.
 The other way round, every metric family floodgate exports must be shown
 by some panel.
 
@@ -23,6 +25,7 @@ import re
 import pytest
 
 from conftest import SOURCE_DIR, http_get, metric_value
+from test_tls import make_certs
 
 DASHBOARD = SOURCE_DIR / "deploy" / "grafana" / "floodgate.json"
 
@@ -326,6 +329,17 @@ def test_every_metric_the_dashboard_uses_is_exported(start_server, redis_server,
     assert metric_value(snapshot_text, "floodgate_snapshots_total", {"result": "ok"}) == 0
     text += "".join(line + "\n" for line in snapshot_text.splitlines()
                     if "floodgate_snapshot" in line)
+    # The certificate's families come from a server with listen_tls.
+    certs = tmp_dir / "tls"
+    certs.mkdir()
+    make_certs(certs)
+    tls = start_server(f"tls: {{ cert_file: {certs / 'server.pem'}, "
+                       f"key_file: {certs / 'server.key'} }}\nlisten_tls: {{ resp: true }}\n"
+                       + CONFIG, env={"FG_OTP_SECRET": OTP_SECRET})
+    tls_text = http_get(tls.http_port, "/metrics").body.decode()
+    assert metric_value(tls_text, "floodgate_tls_reloads_total", {"result": "ok"}) == 0
+    text += "".join(line + "\n" for line in tls_text.splitlines()
+                    if "floodgate_tls_reloads" in line or "floodgate_tls_certificate" in line)
     # The traffic arrived, so the rule-labelled series the variables read exist.
     assert metric_value(text, "floodgate_decisions_total", {"rule": "api", "outcome": "allowed"}) >= 1
     assert metric_value(text, "floodgate_decisions_total", {"rule": "api", "outcome": "denied"}) >= 1

@@ -20,12 +20,16 @@
 namespace floodgate::server {
 namespace {
 
-// Mozilla's "intermediate" TLS 1.2 suites (forward secrecy, AEAD only);
-// TLS 1.3's are OpenSSL's defaults, all AEAD.
+// Mozilla's "intermediate" TLS 1.2 suites (forward secrecy, AEAD only),
+// and TLS 1.3's in its order: AES-128-GCM first (OpenSSL's default puts
+// AES-256 first, a little more work per record for no gain a rate limiter's
+// replies need).
 constexpr const char* kTls12Ciphers =
     "ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256:"
     "ECDHE-ECDSA-AES256-GCM-SHA384:ECDHE-RSA-AES256-GCM-SHA384:"
     "ECDHE-ECDSA-CHACHA20-POLY1305:ECDHE-RSA-CHACHA20-POLY1305";
+constexpr const char* kTls13Suites =
+    "TLS_AES_128_GCM_SHA256:TLS_AES_256_GCM_SHA384:TLS_CHACHA20_POLY1305_SHA256";
 
 Status FileError(std::string_view what, const std::string& path, const std::string& why) {
   return InvalidArgumentError("tls." + std::string(what) + " '" + path + "': " + why);
@@ -208,6 +212,9 @@ Result<std::shared_ptr<const TlsContext>> TlsContext::Load(const TlsFiles& files
       ctx, SSL_OP_CIPHER_SERVER_PREFERENCE | SSL_OP_NO_RENEGOTIATION | SSL_OP_NO_COMPRESSION);
   if (SSL_CTX_set_cipher_list(ctx, kTls12Ciphers) != 1) {
     return InternalError("cannot set the TLS 1.2 ciphers: " + OpenSslError());
+  }
+  if (SSL_CTX_set_ciphersuites(ctx, kTls13Suites) != 1) {
+    return InternalError("cannot set the TLS 1.3 suites: " + OpenSslError());
   }
   // Partial writes and a moving write buffer: the loops write what the
   // socket takes and keep the rest in the connection's output. Read-ahead:

@@ -6,6 +6,7 @@
 
 #include <arpa/inet.h>
 
+#include <bit>
 #include <cstring>
 
 namespace floodgate {
@@ -19,10 +20,18 @@ constexpr std::array<uint8_t, 12> kMappedPrefix = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
 // 45 bytes). Anything longer is refused without a copy.
 constexpr size_t kMaxAddressText = 45;
 
+// Lookups convert every address to words, so these are a load or a store
+// and a byte swap rather than a loop over bytes.
 uint64_t LoadBigEndian64(const uint8_t* p) {
-  uint64_t v = 0;
-  for (int i = 0; i < 8; ++i) v = (v << 8) | p[i];
+  uint64_t v;
+  std::memcpy(&v, p, sizeof(v));
+  if constexpr (std::endian::native == std::endian::little) v = __builtin_bswap64(v);
   return v;
+}
+
+void StoreBigEndian64(uint64_t v, uint8_t* p) {
+  if constexpr (std::endian::native == std::endian::little) v = __builtin_bswap64(v);
+  std::memcpy(p, &v, sizeof(v));
 }
 
 }  // namespace
@@ -40,6 +49,13 @@ IpAddress IpAddress::FromV4(uint32_t address) {
 IpAddress IpAddress::FromV6Bytes(const std::array<uint8_t, 16>& bytes) {
   IpAddress a;
   a.bytes_ = bytes;
+  return a;
+}
+
+IpAddress IpAddress::FromV6Words(uint64_t high, uint64_t low) {
+  IpAddress a;
+  StoreBigEndian64(high, a.bytes_.data());
+  StoreBigEndian64(low, a.bytes_.data() + 8);
   return a;
 }
 

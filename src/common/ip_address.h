@@ -45,6 +45,8 @@ class IpAddress {
   static IpAddress FromV4(uint32_t address);
   // 16 bytes in network order; an IPv4-mapped address gives an IPv4 one.
   static IpAddress FromV6Bytes(const std::array<uint8_t, 16>& bytes);
+  // The same from the first and last 8 bytes as big-endian integers.
+  static IpAddress FromV6Words(uint64_t high, uint64_t low);
   // The address `text` spells (see the contract), or nullopt.
   static std::optional<IpAddress> Parse(std::string_view text);
 

@@ -42,6 +42,8 @@ TEST(IpAddressTest, TheMappedFormIsTheIPv4Address) {
   EXPECT_TRUE(from_socket.is_v4());
   EXPECT_EQ(from_socket.ToString(), "10.0.0.7");
   EXPECT_EQ(from_socket.bytes(), bytes);
+  EXPECT_EQ(IpAddress::FromV6Words(from_socket.high64(), from_socket.low64()), from_socket);
+  EXPECT_EQ(IpAddress::FromV6Words(0, 0x0000ffff0a000007u), from_socket);
 }
 
 TEST(IpAddressTest, OtherEmbeddingsStayIPv6) {
@@ -134,6 +136,7 @@ TEST(IpAddressTest, TextRoundTripsRandomAddresses) {
       bytes[10] = bytes[11] = 0xff;
     }
     const IpAddress a = IpAddress::FromV6Bytes(bytes);
+    ASSERT_EQ(IpAddress::FromV6Words(a.high64(), a.low64()), a);
     const std::string text = a.ToString();
     ASSERT_EQ(IpAddress::Parse(text), a) << text;
     EXPECT_EQ(a.is_v4(), i % 4 == 0) << text;

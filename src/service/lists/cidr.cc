@@ -2,7 +2,6 @@
 // IPv4, are here and nowhere else, so a list, a block and a lookup agree.
 #include "service/lists/cidr.h"
 
-#include <array>
 #include <string>
 
 #include "common/text.h"
@@ -13,14 +12,16 @@ namespace {
 // The first 96 bits of an IPv4-mapped address are the mapped prefix.
 constexpr int kMappedPrefixLen = 96;
 
-// `bytes` with every bit from `prefix_len` (of 128) on cleared.
-std::array<uint8_t, 16> MaskBytes(std::array<uint8_t, 16> bytes, int prefix_len) {
-  for (int i = 0; i < 16; ++i) {
-    const int kept = prefix_len - 8 * i;  // bits of byte i that stay
-    if (kept >= 8) continue;
-    bytes[i] = kept <= 0 ? 0 : static_cast<uint8_t>(bytes[i] & (0xff00 >> kept));
+// `address`'s 128 bits with every bit from `prefix_len` on cleared.
+IpAddress MaskV6(const IpAddress& address, int prefix_len) {
+  uint64_t high = address.high64(), low = address.low64();
+  if (prefix_len <= 64) {
+    high = prefix_len == 0 ? 0 : high & (~uint64_t{0} << (64 - prefix_len));
+    low = 0;
+  } else {
+    low &= ~uint64_t{0} << (128 - prefix_len);
   }
-  return bytes;
+  return IpAddress::FromV6Words(high, low);
 }
 
 Status CidrError(std::string_view text, std::string_view what) {
@@ -38,13 +39,13 @@ std::optional<Cidr> Cidr::Of(const IpAddress& address, int prefix_len) {
   if (prefix_len < 0 || prefix_len > kMaxPrefixLenV6) return std::nullopt;
   // Clearing bits never turns an IPv6 address into a mapped one: that
   // would need bits 80..95 kept and a nonzero bit below 80 cleared.
-  return Cidr(IpAddress::FromV6Bytes(MaskBytes(address.bytes(), prefix_len)), prefix_len);
+  return Cidr(MaskV6(address, prefix_len), prefix_len);
 }
 
 bool Cidr::Contains(const IpAddress& address) const {
   if (address.is_v4() != is_v4()) return false;
   if (is_v4()) return *Of(address, prefix_len_) == *this;
-  return MaskBytes(address.bytes(), prefix_len_) == address_.bytes();
+  return MaskV6(address, prefix_len_) == address_;
 }
 
 std::string Cidr::ToString() const {
@@ -101,7 +102,7 @@ Result<Cidr> ParseCidr(std::string_view text) {
   // spans more than the IPv4 space and stays an IPv6 network.
   if (v6_text && address->is_v4()) {
     if (prefix_len >= kMappedPrefixLen) return *Cidr::Of(*address, prefix_len - kMappedPrefixLen);
-    return *Cidr::Of(IpAddress::FromV6Bytes(MaskBytes(address->bytes(), prefix_len)), prefix_len);
+    return *Cidr::Of(MaskV6(*address, prefix_len), prefix_len);
   }
   return *Cidr::Of(*address, prefix_len);
 }

@@ -175,33 +175,42 @@ TEST(CidrSetTest, MemoryBytesCountsTheNodes) {
 
 // Networks drawn near each other so that they nest and overlap, as real
 // lists do: a few hundred base addresses, each prefix of a random length.
+// Confined, every base and network is in 10.0.0.0/8 or 2001:db8::/32, so
+// the trie's root has a prefix of its own; random lookups still roam.
 struct RandomNetworks {
-  explicit RandomNetworks(uint64_t seed) : rng(seed) {
-    for (int i = 0; i < 300; ++i) bases.push_back(RandomAddress(i % 2 == 0));
+  RandomNetworks(uint64_t seed, bool confined)
+      : rng(seed), kept_v4(confined ? 8 : 0), kept_v6(confined ? 32 : 8) {
+    for (int i = 0; i < 300; ++i) {
+      IpAddress base = RandomAddress(i % 2 == 0);
+      if (confined && base.is_v4()) {
+        base = IpAddress::FromV4((base.v4() & 0x00ffffff) | 0x0a000000);
+      } else if (confined) {
+        base = IpAddress::FromV6Words((base.high64() & 0xffffffff) | 0x20010db8'00000000,
+                                      base.low64());
+      }
+      bases.push_back(base);
+    }
   }
 
   IpAddress RandomAddress(bool v4) {
     if (v4) return IpAddress::FromV4(static_cast<uint32_t>(rng()));
-    std::array<uint8_t, 16> bytes;
-    const uint64_t high = rng(), low = rng();
-    for (int b = 0; b < 8; ++b) {
-      bytes[b] = static_cast<uint8_t>(high >> (56 - 8 * b));
-      bytes[8 + b] = static_cast<uint8_t>(low >> (56 - 8 * b));
-    }
-    // A random high word is never mapped: keep it IPv6 by construction.
-    if (bytes[0] == 0) bytes[0] = 0x20;
-    return IpAddress::FromV6Bytes(bytes);
+    // A random first byte other than 0 is never mapped: IPv6 by
+    // construction.
+    const uint64_t high = rng();
+    return IpAddress::FromV6Words(high >> 56 == 0 ? high | uint64_t{0x20} << 56 : high, rng());
   }
 
-  // `base` with its bits from `from` on replaced by random ones.
+  // `base` with its bits from `from` on replaced by random ones, those of
+  // the confining prefix kept.
   IpAddress Near(const IpAddress& base, int from) {
     const IpAddress noise = RandomAddress(base.is_v4());
     if (base.is_v4()) {
+      from = std::max(from, kept_v4);
       const uint32_t keep = from == 0 ? 0 : ~uint32_t{0} << (32 - from);
       return IpAddress::FromV4((base.v4() & keep) | (noise.v4() & ~keep));
     }
     std::array<uint8_t, 16> bytes = base.bytes();
-    for (int bit = std::max(from, 8); bit < 128; ++bit) {
+    for (int bit = std::max(from, kept_v6); bit < 128; ++bit) {
       const uint8_t m = static_cast<uint8_t>(0x80 >> (bit % 8));
       bytes[bit / 8] = static_cast<uint8_t>((bytes[bit / 8] & ~m) | (noise.bytes()[bit / 8] & m));
     }
@@ -213,7 +222,9 @@ struct RandomNetworks {
     const int bits = base.is_v4() ? 32 : 128;
     // Half are hosts, half of a length from a quarter of the bits up (/0
     // has tests of its own: here it would hold every lookup).
-    const int len = rng() % 2 ? bits : bits / 4 + static_cast<int>(rng() % (bits - bits / 4 + 1));
+    int len = rng() % 2 ? bits : bits / 4 + static_cast<int>(rng() % (bits - bits / 4 + 1));
+    // Confined, none is the confining prefix: it would hold every lookup.
+    if (kept_v4 > 0) len = std::max(len, (base.is_v4() ? kept_v4 : kept_v6) + 8);
     return *Cidr::Of(Near(base, static_cast<int>(rng() % (bits + 1))), len);
   }
 
@@ -224,6 +235,7 @@ struct RandomNetworks {
   }
 
   std::mt19937_64 rng;
+  const int kept_v4, kept_v6;
   std::vector<IpAddress> bases;
 };
 
@@ -235,8 +247,7 @@ std::optional<Cidr> LinearLongestMatch(const std::vector<Cidr>& networks, const 
   return best;
 }
 
-TEST(CidrSetTest, AgreesWithALinearScan) {
-  RandomNetworks random(0x5eed'c1d2);
+void ExpectAgreesWithALinearScan(RandomNetworks& random) {
   std::vector<Cidr> networks;
   for (int i = 0; i < 4000; ++i) networks.push_back(random.Network());
   const CidrSet set = CidrSet::Build(networks).value();
@@ -269,8 +280,18 @@ TEST(CidrSetTest, AgreesWithALinearScan) {
   }
 }
 
+TEST(CidrSetTest, AgreesWithALinearScan) {
+  RandomNetworks random(0x5eed'c1d2, /*confined=*/false);
+  ExpectAgreesWithALinearScan(random);
+}
+
+TEST(CidrSetTest, AgreesWithALinearScanUnderACommonPrefix) {
+  RandomNetworks random(0x5eed'c1d3, /*confined=*/true);
+  ExpectAgreesWithALinearScan(random);
+}
+
 TEST(CidrSetTest, ReadersOnManyThreadsAgree) {
-  RandomNetworks random(77);
+  RandomNetworks random(77, /*confined=*/false);
   std::vector<Cidr> networks;
   for (int i = 0; i < 2000; ++i) networks.push_back(random.Network());
   const CidrSet set = CidrSet::Build(networks).value();

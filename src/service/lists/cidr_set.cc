@@ -111,6 +111,8 @@ struct V6Family {
 
 }  // namespace
 
+// One family's trie: its build and its walk. A friend of CidrSet, whose
+// nodes it lays out; static, as the set holds all the state.
 template <typename Family>
 class CidrTrie {
  public:
@@ -126,15 +128,6 @@ class CidrTrie {
     friend bool operator==(const Entry&, const Entry&) = default;
     friend auto operator<=>(const Entry&, const Entry&) = default;
   };
-
-  static Trie& Of(CidrSet& set) {
-    if constexpr (kV4) {
-      return set.v4_;
-    } else {
-      return set.v6_;
-    }
-  }
-  static const Trie& Of(const CidrSet& set) { return Of(const_cast<CidrSet&>(set)); }
 
   static Key KeyOf(const Node& node) {
     if constexpr (kV4) {

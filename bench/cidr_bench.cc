@@ -220,8 +220,10 @@ void BM_LongestMatch(benchmark::State& state) {
   }
   state.SetItemsProcessed(state.iterations());
   state.SetLabel(std::string(state.range(0) == 4 ? "IPv4 " : "IPv6 ") + kKinds[state.range(1)]);
+  // The share of lookups that found a network (1 for hits, 0 for misses).
   state.counters["found"] =
-      benchmark::Counter(static_cast<double>(found) / static_cast<double>(state.iterations()));
+      benchmark::Counter(static_cast<double>(found) / static_cast<double>(state.iterations()),
+                         benchmark::Counter::kAvgThreads);
 }
 BENCHMARK(BM_LongestMatch)
     ->ArgNames({"family", "kind"})

@@ -1,5 +1,5 @@
 // Cidr and ParseCidr: see cidr.h. The masking, and the mapped range read as
-// IPv4, are here and nowhere else, so a list, a block and a lookup agree.
+// IPv4, are here and nowhere else, so every list and lookup agree on them.
 #include "service/lists/cidr.h"
 
 #include <string>
@@ -38,7 +38,8 @@ std::optional<Cidr> Cidr::Of(const IpAddress& address, int prefix_len) {
   }
   if (prefix_len < 0 || prefix_len > kMaxPrefixLenV6) return std::nullopt;
   // Clearing bits never turns an IPv6 address into a mapped one: that
-  // would need bits 80..95 kept and a nonzero bit below 80 cleared.
+  // would need bits 80..95 kept (a length of 96 or more) and a nonzero bit
+  // before them cleared (a length under 80).
   return Cidr(MaskV6(address, prefix_len), prefix_len);
 }
 

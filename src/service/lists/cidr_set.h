@@ -8,10 +8,11 @@
 //    the most specific one holding the address.
 //  - IPv4 and IPv6 are apart (cidr.h): an IPv4 address, mapped form
 //    included, is matched against the IPv4 networks only.
-//  - A lookup reads one slot of a table indexed by the address's first
-//    bits, then the nodes of a path-compressed binary trie below it: a few
-//    on the typical path (at most 33 for IPv4, 129 for IPv6). It allocates
-//    nothing and takes no lock.
+//  - A lookup reads one slot of a table indexed by the address's bits that
+//    follow the prefix all networks share, then the nodes of a
+//    path-compressed binary trie below it: a few on the typical path (at
+//    most 33 for IPv4, 129 for IPv6). It allocates nothing and takes no
+//    lock.
 //  - Memory: 12 bytes a node for IPv4, 24 for IPv6, at most two nodes per
 //    network, and the table at most 8 bytes per node.
 //  - At most kMaxCidrSetNetworks networks: Build refuses more with
@@ -43,7 +44,7 @@ class CidrSet {
 
   static Result<CidrSet> Build(std::vector<Cidr> networks);
 
-  // Whether some network holds `address`. Stops at the first (shortest) one.
+  // Whether some network holds `address`. Stops at the first one it meets.
   bool Contains(const IpAddress& address) const;
   // The longest network holding `address`, or nullopt.
   std::optional<Cidr> LongestMatch(const IpAddress& address) const;

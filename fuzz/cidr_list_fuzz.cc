@@ -16,8 +16,8 @@ namespace {
 using floodgate::service::Cidr;
 
 void CheckRoundTrip(const Cidr& network) {
-  const int max_len = network.is_v4() ? floodgate::service::kMaxPrefixLenV4
-                                      : floodgate::service::kMaxPrefixLenV6;
+  const int max_len =
+      network.is_v4() ? floodgate::service::kMaxPrefixLenV4 : floodgate::service::kMaxPrefixLenV6;
   if (network.prefix_len() < 0 || network.prefix_len() > max_len) __builtin_trap();
   const std::string text = network.ToString();
   auto again = floodgate::service::ParseCidr(text);

@@ -3,6 +3,7 @@
 #include "service/subjects/jwks.h"
 
 #include <gtest/gtest.h>
+#include <openssl/err.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -225,6 +226,7 @@ TEST_F(JwksTest, RefusesAnRsaKeyItCannotUse) {
   n.back() = static_cast<char>(n.back() & ~1);  // an even modulus
   key["n"] = EncodeBase64Url(n);
   EXPECT_EQ(Error({key}), bad);
+  EXPECT_EQ(ERR_peek_error(), 0u);  // OpenSSL's refusals are not left queued
 }
 
 TEST_F(JwksTest, RefusesAnEcKeyItCannotUse) {

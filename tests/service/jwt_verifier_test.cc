@@ -6,6 +6,7 @@
 #include "service/subjects/jwt_verifier.h"
 
 #include <gtest/gtest.h>
+#include <openssl/err.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -361,6 +362,9 @@ TEST_F(JwtVerifierTest, OneBitFlippedInTheSignatureOrThePayload) {
             "bad_signature: ES256 signature does not verify");
   EXPECT_EQ(Why(FlipSignatureBit(Hs(Claims()), 100)),
             "bad_signature: HS256 signature does not verify");
+  // A failed verification leaves nothing queued for the thread's next
+  // OpenSSL call (a TLS read on the same loop) to take as its own.
+  EXPECT_EQ(ERR_peek_error(), 0u);
   // "ana" becomes "cna" in the payload; the signature is the original's.
   for (const std::string& token : {Rs(Claims()), Es(Claims()), Hs(Claims())}) {
     const size_t dot1 = token.find('.');

@@ -12,6 +12,7 @@
 
 #include <openssl/bn.h>
 #include <openssl/core_names.h>
+#include <openssl/err.h>
 #include <openssl/evp.h>
 #include <openssl/param_build.h>
 
@@ -94,7 +95,7 @@ class KeyReader {
 };
 
 // A public key made of `params` for `type` ("RSA", "EC"), and checked.
-EvpPkeyPtr KeyFromParams(const char* type, OSSL_PARAM_BLD* bld) {
+EvpPkeyPtr CheckedKey(const char* type, OSSL_PARAM_BLD* bld) {
   std::unique_ptr<OSSL_PARAM, ParamsFree> params(OSSL_PARAM_BLD_to_param(bld));
   std::unique_ptr<EVP_PKEY_CTX, PkeyCtxFree> ctx(
       EVP_PKEY_CTX_new_from_name(nullptr, type, nullptr));
@@ -105,6 +106,15 @@ EvpPkeyPtr KeyFromParams(const char* type, OSSL_PARAM_BLD* bld) {
   std::unique_ptr<EVP_PKEY_CTX, PkeyCtxFree> check(
       EVP_PKEY_CTX_new_from_pkey(nullptr, key.get(), nullptr));
   if (!check || EVP_PKEY_public_check(check.get()) != 1) return nullptr;
+  return key;
+}
+
+// CheckedKey, or null with OpenSSL's error queue cleared: the refusal is
+// reported here, and a reload may run on a thread that also does TLS,
+// which would read a stale error as its own.
+EvpPkeyPtr KeyFromParams(const char* type, OSSL_PARAM_BLD* bld) {
+  EvpPkeyPtr key = CheckedKey(type, bld);
+  if (!key) ERR_clear_error();
   return key;
 }
 

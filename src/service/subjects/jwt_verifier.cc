@@ -9,6 +9,7 @@
 // its own.
 #include "service/subjects/jwt_verifier.h"
 
+#include <openssl/bn.h>
 #include <openssl/crypto.h>
 #include <openssl/ecdsa.h>
 #include <openssl/err.h>
@@ -17,7 +18,9 @@
 
 #include <cmath>
 #include <limits>
+#include <memory>
 #include <optional>
+#include <string>
 #include <utility>
 #include <vector>
 

@@ -27,8 +27,10 @@
 //    "iss" must equal `issuer` when one is configured; "aud" must equal
 //    `audience`, or be an array holding it, when one is configured
 //    (without one, "aud" is not read).
-//  - The answer maps each top-level claim to text: a string as it is, an
-//    integer in decimal, a boolean as "true"/"false". Claims of any other
+//  - The answer maps each top-level claim to text: a string as it is (any
+//    UTF-8, escapes decoded, NUL included: bounding and escaping it is
+//    the key template's business), an integer in decimal, a boolean as
+//    "true"/"false". Claims of any other
 //    type (null, a fraction, an object, an array such as a list "aud")
 //    are left out: they cannot be a subject part, so such a part is
 //    missing.
@@ -106,8 +108,9 @@ class JwtVerifier {
   ~JwtVerifier();
 
   // The claims of `token` at `now_s`, or INVALID_ARGUMENT with a short
-  // message (no token bytes beyond a quoted, cut claim value) and, when
-  // `reason` is given, why.
+  // message (of the token, only header and claim values, quoted and cut
+  // to 64 bytes) and, when `reason` is given, why (a Status has no room
+  // for it; metrics count by it).
   Result<JwtClaims> Verify(std::string_view token, int64_t now_s,
                            JwtReason* reason = nullptr) const;
 

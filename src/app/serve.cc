@@ -426,8 +426,8 @@ int RunServe(const ServeFlags& flags) {
            {"rules", std::to_string(fresh->rules.size())},
            {"envoy_domains", std::to_string((*fresh_envoy)->num_domains())}});
       // The certificate and key are read again; bad new files keep the
-      // old ones serving (open connections keep theirs either way).
-      // (TlsReloader logs and counts either way.)
+      // old ones serving (open connections keep theirs either way), and
+      // TlsReloader logs and counts the outcome.
       if (tls_reloader != nullptr) (void)tls_reloader->Reload(TlsFilesOf(fresh->tls));
       LogReloadChanges(started, running, *fresh);
       running = std::move(*fresh);

@@ -261,3 +261,49 @@ def test_require_client_cert_refuses_clients_without_one(start_server, certs, cu
                           str(certs / "client.key"), base], capture_output=True, text=True,
                          timeout=10)
     assert out.returncode == 0 and '"ok"' in out.stdout, out
+
+
+def test_grpc_with_required_client_certificates(start_server, certs, tmp_dir, node_ready):
+    envoy = tmp_dir / "envoy"
+    envoy.mkdir()
+    (envoy / "tls.yaml").write_text(ENVOY_DOMAIN)
+    text = (f"tls: {{ cert_file: {certs / 'server.pem'}, key_file: {certs / 'server.key'}, "
+            f"client_ca_file: {certs / 'ca.pem'}, require_client_cert: true }}\n"
+            "listen_tls: { grpc: true }\n"
+            f"envoy_ratelimit: {{ files: [{envoy}] }}\n")
+    server = start_server(text, grpc="127.0.0.1:0")
+    trusting = {"FG_GRPC_CA": str(certs / "ca.pem")}
+    # No client certificate, or one another CA signed: no call is made.
+    rc, _, err = grpc_call(node_ready, server.grpc_port, trusting)
+    assert rc == 1 and "UNAVAILABLE" in err, err
+    rc, _, err = grpc_call(node_ready, server.grpc_port,
+                           {**trusting, "FG_GRPC_CERT": str(certs / "stranger.pem"),
+                            "FG_GRPC_KEY": str(certs / "stranger.key")})
+    assert rc == 1 and "UNAVAILABLE" in err, err
+    rc, out, err = grpc_call(node_ready, server.grpc_port,
+                             {**trusting, "FG_GRPC_CERT": str(certs / "client.pem"),
+                              "FG_GRPC_KEY": str(certs / "client.key")})
+    assert rc == 0 and json.loads(out)["overall_code"] == "OK", err
+
+
+def test_redis_cli_auth_and_an_admin_command_over_tls(start_server, certs):
+    text = (f"tls: {{ cert_file: {certs / 'server.pem'}, key_file: {certs / 'server.key'} }}\n"
+            "listen_tls: { resp: true }\n"
+            "server: { auth_token_env: FG_TEST_DATA }\n"
+            "admin: { token_env: FG_TEST_ADMIN }\n"
+            "rules:\n  api: { algorithm: fixed_window, limits: [5/minute] }\n")
+    server = start_server(text, env={"FG_TEST_DATA": "data-token", "FG_TEST_ADMIN": "admin-token"})
+    cli = require_tool("redis-cli", "redis-tools")
+    resp = [cli, "--tls", "--cacert", str(certs / "ca.pem"), "-p", str(server.resp_port)]
+
+    def run(*args):
+        return subprocess.run([*resp, *args], capture_output=True, text=True,
+                              timeout=10).stdout.strip()
+
+    assert "NOAUTH" in run("FG.CHECK", "api", "k")
+    assert run("-a", "data-token", "--no-auth-warning", "FG.CHECK", "api", "k").split()[:2] == [
+        "1", "5"]
+    # The admin token over TLS: the admin commands (from loopback it would
+    # be allowed in clear too; over TLS it is allowed from anywhere).
+    assert run("-a", "admin-token", "--no-auth-warning", "FG.BLOCK", "k", "60000") == "OK"
+    assert run("-a", "data-token", "--no-auth-warning", "FG.CHECK", "api", "k").split()[0] == "0"

@@ -573,6 +573,66 @@ def node_ready():
 
 
 # --------------------------------------------------------------------------
+# nginx (examples/nginx), started on a free port
+
+
+def wait_port(port: int, proc: subprocess.Popen, timeout: float = 5.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            return False
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+            return True
+        except OSError:
+            time.sleep(0.05)
+    return False
+
+
+@pytest.fixture
+def nginx(tmp_dir):
+    """nginx(conf_for_port) -> (port, stop): conf_for_port(port, prefix) is
+    the config's text; stop() ends it and returns its stderr. Every nginx
+    still running at the end is stopped."""
+    binary = require_tool("nginx", "nginx-light")
+    running = []
+
+    def stop(proc) -> str:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGQUIT)
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=5)
+        text = proc.stderr.read().decode(errors="replace")
+        proc.stderr.close()
+        return text
+
+    def start(conf_for_port):
+        prefix = tmp_dir / f"nginx-{len(running)}"
+        prefix.mkdir()
+        err = ""
+        for _attempt in range(3):  # the free port may be taken between probe and bind
+            port = free_port()
+            (prefix / "nginx.conf").write_text(conf_for_port(port, prefix))
+            proc = subprocess.Popen([binary, "-p", str(prefix), "-c", str(prefix / "nginx.conf"),
+                                     "-g", "master_process off;"],
+                                    stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                    stderr=subprocess.PIPE)
+            running.append(proc)
+            if wait_port(port, proc):
+                return port, lambda: stop(proc)
+            err = stop(proc)
+        pytest.fail(f"nginx did not start: {err}", pytrace=False)
+
+    yield start
+    for proc in running:
+        if proc.poll() is None:
+            stop(proc)
+
+
+# --------------------------------------------------------------------------
 # Real redis-server processes (the Redis store's backend)
 
 

@@ -2,35 +2,10 @@
 serving each page; the 6th page view in a minute is answered 429."""
 
 import re
-import signal
-import socket
-import subprocess
-import time
 
-import pytest
-
-from conftest import SOURCE_DIR, avoid_window_edge, require_tool
+from conftest import SOURCE_DIR, avoid_window_edge
 
 EXAMPLE = SOURCE_DIR / "examples" / "nginx"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_port(port: int, proc: subprocess.Popen, timeout: float = 5.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            return False
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-            return True
-        except OSError:
-            time.sleep(0.05)
-    return False
 
 
 def render_conf(floodgate_http_port: int, listen_port: int, tmp) -> str:
@@ -47,42 +22,11 @@ def render_conf(floodgate_http_port: int, listen_port: int, tmp) -> str:
     return conf
 
 
-@pytest.fixture
-def nginx_bin():
-    return require_tool("nginx", "nginx-light")
-
-
-def test_nginx_auth_request(start_server, tmp_dir, nginx_bin, curl):
+def test_nginx_auth_request(start_server, nginx, curl):
     config = (EXAMPLE / "floodgate.yaml").read_text()
     # The example's listen: addresses are overridden by --resp/--http port 0.
     server = start_server(config)
-    proc = None
-    for _attempt in range(3):  # the free port may be taken between probe and bind
-        port = free_port()
-        (tmp_dir / "nginx.conf").write_text(render_conf(server.http_port, port, tmp_dir))
-        proc = subprocess.Popen([nginx_bin, "-p", str(tmp_dir), "-c", str(tmp_dir / "nginx.conf"),
-                                 "-g", "master_process off;"],
-                                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE)
-        if wait_port(port, proc):
-            break
-        proc.kill()
-        out, err = proc.communicate(timeout=5)
-        proc = None
-    assert proc is not None, f"nginx did not start: {err.decode(errors='replace')}"
-    def stop_nginx() -> str:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGQUIT)
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=5)
-        text = proc.stderr.read().decode(errors="replace")
-        proc.stdout.close()
-        proc.stderr.close()
-        return text
-
+    port, stop_nginx = nginx(lambda p, prefix: render_conf(server.http_port, p, prefix))
     try:
         avoid_window_edge(60, 5)
         page = (EXAMPLE / "site" / "index.html").read_bytes()

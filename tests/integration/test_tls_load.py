@@ -25,9 +25,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import (SOURCE_DIR, RespConn, avoid_window_edge, free_port, metric_value,
-                      require_tool, sanitized, until)
-from test_nginx import EXAMPLE, wait_port
+from conftest import (SOURCE_DIR, RespConn, avoid_window_edge, metric_value, require_tool,
+                      sanitized, until)
+from test_nginx import EXAMPLE
 from test_tls import EC, make_certs, openssl, peer_serial, serial_of
 
 # Short, so that a stalled handshake is closed within a second and the file
@@ -602,49 +602,6 @@ def render_tls_conf(floodgate_port: int, listen_port: int, prefix: Path, certs: 
         conf, n = re.subn(pattern, repl, conf)
         assert n >= 1, f"examples/nginx/nginx-tls.conf no longer contains {pattern!r}"
     return conf
-
-
-@pytest.fixture
-def nginx(tmp_dir):
-    """nginx(conf_for_port) -> (port, stop): conf_for_port(port, prefix) is
-    the config's text; stop() ends it and returns its stderr. Every nginx
-    still running at the end is stopped."""
-    binary = require_tool("nginx", "nginx-light")
-    running = []
-
-    def stop(proc) -> str:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGQUIT)
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=5)
-        text = proc.stderr.read().decode(errors="replace")
-        proc.stderr.close()
-        return text
-
-    def start(conf_for_port):
-        prefix = tmp_dir / f"nginx-{len(running)}"
-        prefix.mkdir()
-        err = ""
-        for _attempt in range(3):  # the free port may be taken between probe and bind
-            port = free_port()
-            (prefix / "nginx.conf").write_text(conf_for_port(port, prefix))
-            proc = subprocess.Popen([binary, "-p", str(prefix), "-c", str(prefix / "nginx.conf"),
-                                     "-g", "master_process off;"],
-                                    stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                    stderr=subprocess.PIPE)
-            running.append(proc)
-            if wait_port(port, proc):
-                return port, lambda: stop(proc)
-            err = stop(proc)
-        pytest.fail(f"nginx did not start: {err}", pytrace=False)
-
-    yield start
-    for proc in running:
-        if proc.poll() is None:
-            stop(proc)
 
 
 WEB_RULE = "rules:\n  web: { algorithm: fixed_window, limits: [3/hour] }\n"

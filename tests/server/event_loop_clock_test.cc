@@ -8,18 +8,13 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <atomic>
 #include <chrono>
-#include <memory>
 #include <string>
-#include <thread>
-#include <vector>
 
 #include "floodgate/clock.h"
 #include "server/net/event_loop.h"
-#include "server/net/listener.h"
-#include "server/net/session.h"
 #include "testing/eventually.h"
+#include "testing/line_loop.h"
 
 namespace floodgate::server {
 namespace {
@@ -31,71 +26,7 @@ using std::chrono::milliseconds;
 // acted, had it been going to.
 constexpr milliseconds kGrace{30};
 
-// Echoes each complete line; a line without its '\n' is a partial request.
-class LineSession final : public Session {
- public:
-  size_t OnInput(std::string_view input, std::string* output, bool*) override {
-    const size_t end = input.find('\n');
-    if (end == std::string_view::npos) return 0;
-    output->append(input.substr(0, end + 1));
-    return end + 1;
-  }
-};
-
-class LineFactory final : public SessionFactory {
- public:
-  std::unique_ptr<Session> NewSession(int, ConnectionRef) override {
-    return std::make_unique<LineSession>();
-  }
-  std::string RefusalMessage() const override { return ""; }
-};
-
-// One loop on one loopback listener, on `clock`.
-class LoopOnClock {
- public:
-  LoopOnClock(ManualClock& clock, const ConnectionPolicy& policy) : clock_(clock) {
-    Endpoint endpoint{"127.0.0.1", 0};
-    Result<int> fd = Listen(&endpoint);
-    EXPECT_TRUE(fd.ok()) << fd.status().ToString();
-    port_ = endpoint.port;
-    std::vector<ListenerSpec> listeners;
-    listeners.push_back(
-        ListenerSpec{fd.ok() ? *fd : -1, &factory_, &counters_, "", "timeout\n", "line", policy});
-    LoopLimits limits;
-    limits.idle_polls = 0;
-    loop_ = std::make_unique<EventLoop>(0, std::move(listeners), limits, &open_, clock);
-    thread_ = std::thread([this] { loop_->Run(); });
-  }
-  ~LoopOnClock() {
-    loop_->Stop();
-    clock_.AdvanceMs(3'600'000);  // whatever is still busy, the drain ends
-    thread_.join();
-  }
-
-  // A connected client socket (blocking), accepted by the loop.
-  int Connect() {
-    const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_port = htons(static_cast<uint16_t>(port_));
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    EXPECT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
-    EXPECT_TRUE(Eventually([&] { return counters_.accepted.load() == 1; }));
-    return fd;
-  }
-  int64_t closed(CloseReason reason) const {
-    return counters_.closed[static_cast<int>(reason)].load();
-  }
-
- private:
-  ManualClock& clock_;
-  LineFactory factory_;
-  ListenerCounters counters_;
-  std::atomic<int64_t> open_{0};
-  int port_ = 0;
-  std::unique_ptr<EventLoop> loop_;
-  std::thread thread_;
-};
+using floodgate::testing::LineLoop;
 
 // Reads until `n` bytes or EOF (within 10 s of real time).
 std::string Read(int fd, size_t n) {
@@ -121,7 +52,7 @@ TEST(EventLoopClockTest, AnIdleConnectionIsClosedWhenTheClockSaysSo) {
   ManualClock clock;
   ConnectionPolicy policy;
   policy.idle_timeout_ms = 1000;  // swept every 250 ms of the clock
-  LoopOnClock loop(clock, policy);
+  LineLoop loop(clock, policy);
   const int fd = loop.Connect();
   ASSERT_EQ(::send(fd, "hi\n", 3, 0), 3);
   ASSERT_EQ(Read(fd, 3), "hi\n");  // active at the clock's start
@@ -143,7 +74,7 @@ TEST(EventLoopClockTest, APartialRequestTimesOutWhenTheClockSaysSo) {
   ManualClock clock;
   ConnectionPolicy policy;
   policy.request_timeout_ms = 500;  // swept every 125 ms of the clock
-  LoopOnClock loop(clock, policy);
+  LineLoop loop(clock, policy);
   const int fd = loop.Connect();
   // One line and the start of another, in one segment: once the line's echo
   // is back, the partial request has been read too.

@@ -13,21 +13,17 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <atomic>
 #include <chrono>
-#include <cstdlib>
 #include <ctime>
 #include <memory>
 #include <string>
 #include <thread>
-#include <vector>
 
 #include "floodgate/clock.h"
 #include "server/net/event_loop.h"
-#include "server/net/listener.h"
-#include "server/net/session.h"
 #include "server/net/tls_context.h"
 #include "testing/eventually.h"
+#include "testing/line_loop.h"
 #include "testing/test_certs.h"
 
 namespace floodgate::server {
@@ -35,69 +31,15 @@ namespace {
 
 using floodgate::testing::Eventually;
 
-// Echoes each complete line.
-class LineSession final : public Session {
- public:
-  size_t OnInput(std::string_view input, std::string* output, bool*) override {
-    const size_t end = input.find('\n');
-    if (end == std::string_view::npos) return 0;
-    output->append(input.substr(0, end + 1));
-    return end + 1;
-  }
-};
-
-class LineFactory final : public SessionFactory {
- public:
-  std::unique_ptr<Session> NewSession(int, ConnectionRef) override {
-    return std::make_unique<LineSession>();
-  }
-  std::string RefusalMessage() const override { return ""; }
-};
-
-testing::TestCerts* g_certs = nullptr;
-
-std::string Path(const std::string& name) { return g_certs->Path(name); }
 int64_t Now() { return static_cast<int64_t>(std::time(nullptr)); }
 
-class EventLoopTlsTest : public ::testing::Test {
+class EventLoopTlsTest : public testing::CertsTest {
  protected:
-  static void SetUpTestSuite() {
-    g_certs = new testing::TestCerts("loop-tls");
-    ASSERT_TRUE(g_certs->ok()) << "the openssl CLI failed in " << g_certs->dir();
-  }
-  static void TearDownTestSuite() { delete g_certs; }
-
   void Start(const ConnectionPolicy& policy = {}) {
     auto context = TlsContext::Load({Path("server.pem"), Path("server.key"), "", false}, Now());
     ASSERT_TRUE(context.ok()) << context.status().ToString();
     holder_ = std::make_unique<TlsContextHolder>(*context);
-    Endpoint endpoint{"127.0.0.1", 0};
-    Result<int> fd = Listen(&endpoint);
-    ASSERT_TRUE(fd.ok()) << fd.status().ToString();
-    port_ = endpoint.port;
-    std::vector<ListenerSpec> listeners;
-    listeners.push_back(
-        ListenerSpec{*fd, &factory_, &counters_, "", "timeout\n", "line", policy, holder_.get()});
-    LoopLimits limits;
-    limits.idle_polls = 0;
-    loop_ = std::make_unique<EventLoop>(0, std::move(listeners), limits, &open_, clock_);
-    thread_ = std::thread([this] { loop_->Run(); });
-  }
-  void TearDown() override {
-    if (loop_ == nullptr) return;
-    loop_->Stop();
-    clock_.AdvanceMs(3'600'000);  // whatever is still busy, the drain ends
-    thread_.join();
-  }
-
-  int Connect() {
-    const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_port = htons(static_cast<uint16_t>(port_));
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    EXPECT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
-    return fd;
+    loop_ = std::make_unique<testing::LineLoop>(clock_, policy, holder_.get());
   }
 
   // A TLS client on a new connection, trusting the test CA; null if the
@@ -142,7 +84,7 @@ class EventLoopTlsTest : public ::testing::Test {
     c->ctx = SSL_CTX_new(TLS_client_method());
     SSL_CTX_load_verify_locations(c->ctx, Path("ca.pem").c_str(), nullptr);
     SSL_CTX_set_verify(c->ctx, SSL_VERIFY_PEER, nullptr);
-    c->fd = Connect();
+    c->fd = loop_->Connect();
     c->ssl = SSL_new(c->ctx);
     SSL_set_fd(c->ssl, c->fd);
     SSL_set_tlsext_host_name(c->ssl, "localhost");
@@ -154,14 +96,11 @@ class EventLoopTlsTest : public ::testing::Test {
     return c;
   }
 
+  const ListenerCounters& counters() const { return loop_->counters(); }
+
   ManualClock clock_;
-  LineFactory factory_;
-  ListenerCounters counters_;
-  std::atomic<int64_t> open_{0};
-  std::unique_ptr<TlsContextHolder> holder_;
-  int port_ = 0;
-  std::unique_ptr<EventLoop> loop_;
-  std::thread thread_;
+  std::unique_ptr<TlsContextHolder> holder_;  // outlives loop_
+  std::unique_ptr<testing::LineLoop> loop_;
 };
 
 TEST_F(EventLoopTlsTest, EchoesOverTlsIncludingARepliesLargerThanTheSocketTakes) {
@@ -175,12 +114,12 @@ TEST_F(EventLoopTlsTest, EchoesOverTlsIncludingARepliesLargerThanTheSocketTakes)
   std::thread writer([&] { EXPECT_TRUE(client->Send(big)); });
   EXPECT_EQ(client->Read(big.size()), big);
   writer.join();
-  EXPECT_EQ(counters_.tls_handshake_failures.load(), 0);
+  EXPECT_EQ(counters().tls_handshake_failures.load(), 0);
 }
 
 TEST_F(EventLoopTlsTest, PlaintextOnTheTlsPortIsRefusedAndCounted) {
   Start();
-  const int fd = Connect();
+  const int fd = loop_->Connect();
   const std::string ping = "*1\r\n$4\r\nPING\r\n";
   ASSERT_EQ(::send(fd, ping.data(), ping.size(), 0), static_cast<ssize_t>(ping.size()));
   char buf[256];
@@ -191,7 +130,7 @@ TEST_F(EventLoopTlsTest, PlaintextOnTheTlsPortIsRefusedAndCounted) {
   std::string got;
   while ((r = ::recv(fd, buf, sizeof(buf), 0)) > 0) got.append(buf, static_cast<size_t>(r));
   EXPECT_EQ(got.find("PONG"), std::string::npos);
-  EXPECT_TRUE(Eventually([&] { return counters_.tls_handshake_failures.load() == 1; }));
+  EXPECT_TRUE(Eventually([&] { return counters().tls_handshake_failures.load() == 1; }));
   ::close(fd);
   // And the port still serves TLS.
   auto client = TlsClient();
@@ -204,15 +143,15 @@ TEST_F(EventLoopTlsTest, AHandshakeThatNeverStartsIsClosedByTheRequestTimeout) {
   ConnectionPolicy policy;
   policy.request_timeout_ms = 500;
   Start(policy);
-  const int fd = Connect();
-  EXPECT_TRUE(Eventually([&] { return counters_.accepted.load() == 1; }));
+  const int fd = loop_->Connect();
+  EXPECT_TRUE(Eventually([&] { return counters().accepted.load() == 1; }));
   std::this_thread::sleep_for(std::chrono::milliseconds(30));
   clock_.AdvanceMs(499);
   std::this_thread::sleep_for(std::chrono::milliseconds(30));
-  EXPECT_EQ(counters_.closed[static_cast<int>(CloseReason::kRequestTimeout)].load(), 0);
+  EXPECT_EQ(counters().closed[static_cast<int>(CloseReason::kRequestTimeout)].load(), 0);
   clock_.AdvanceMs(125);
   EXPECT_TRUE(Eventually([&] {
-    return counters_.closed[static_cast<int>(CloseReason::kRequestTimeout)].load() == 1;
+    return counters().closed[static_cast<int>(CloseReason::kRequestTimeout)].load() == 1;
   }));
   char c;
   pollfd p{fd, POLLIN, 0};

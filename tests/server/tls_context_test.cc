@@ -22,14 +22,8 @@
 namespace floodgate::server {
 namespace {
 
-class TlsContextTest : public ::testing::Test {
+class TlsContextTest : public testing::CertsTest {
  protected:
-  static void SetUpTestSuite() {
-    certs_ = new testing::TestCerts("server-tls");
-    ASSERT_TRUE(certs_->ok()) << "the openssl CLI failed in " << certs_->dir();
-  }
-  static void TearDownTestSuite() { delete certs_; }
-  static std::string Path(const std::string& name) { return certs_->Path(name); }
   static TlsFiles Files(const std::string& cert = "server.pem",
                         const std::string& key = "server.key") {
     return TlsFiles{Path(cert), Path(key), "", false};
@@ -97,10 +91,7 @@ class TlsContextTest : public ::testing::Test {
     }
     return ctx;
   }
-
-  static testing::TestCerts* certs_;
 };
-testing::TestCerts* TlsContextTest::certs_ = nullptr;
 
 TEST_F(TlsContextTest, LoadsAndNamesItsCertificate) {
   auto c = TlsContext::Load(Files(), Now());

@@ -22,14 +22,8 @@ namespace {
 namespace fs = std::filesystem;
 using std::chrono::milliseconds;
 
-class TlsReloaderTest : public ::testing::Test {
+class TlsReloaderTest : public testing::CertsTest {
  protected:
-  static void SetUpTestSuite() {
-    certs_ = new testing::TestCerts("tls-reloader");
-    ASSERT_TRUE(certs_->ok()) << "the openssl CLI failed in " << certs_->dir();
-  }
-  static void TearDownTestSuite() { delete certs_; }
-
   void SetUp() override {
     // The files the server serves, replaced as a renewal would: a new
     // file renamed over the old one.
@@ -54,10 +48,8 @@ class TlsReloaderTest : public ::testing::Test {
   }
   std::string Serial() const { return holder_->Current()->serial(); }
 
-  static testing::TestCerts* certs_;
   std::unique_ptr<TlsContextHolder> holder_;
 };
-testing::TestCerts* TlsReloaderTest::certs_ = nullptr;
 
 TEST_F(TlsReloaderTest, ReplacedFilesAreLoadedWithoutASignal) {
   TlsReloader reloader(holder_.get(), 20);

@@ -72,4 +72,21 @@ class TestCerts {
   bool ok_ = false;
 };
 
+// A test suite whose tests share one TestCerts, made before its first test
+// and removed after its last: certs_->Path("server.pem") and so on.
+class CertsTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    certs_ = new TestCerts("tls-test");
+    ASSERT_TRUE(certs_->ok()) << "the openssl CLI failed in " << certs_->dir();
+  }
+  static void TearDownTestSuite() {
+    delete certs_;
+    certs_ = nullptr;
+  }
+  static std::string Path(const std::string& name) { return certs_->Path(name); }
+
+  inline static TestCerts* certs_ = nullptr;
+};
+
 }  // namespace floodgate::testing

@@ -2,6 +2,9 @@
 
 #include <sys/socket.h>
 
+#include <string>
+#include <utility>
+
 namespace floodgate::server {
 
 bool IsLoopback(const PeerAddress& peer) {
@@ -56,9 +59,16 @@ std::string PlaintextTokenRefusal(const ServiceContext& service, std::string_vie
          "read it): connect over TLS (listen_tls) or set admin.allow_plaintext: true";
 }
 
-std::string_view AdminActorKind(const ServiceContext& service, AdminAccess access) {
-  if (service.admin_token.empty()) return "loopback";
-  return access == AdminAccess::kWrite ? "admin" : "read";
+service::Actor AdminActor(const ServiceContext& service, AdminAccess access,
+                          const ConnectionRef& self) {
+  std::string peer = self.Peer().ToString();
+  if (const std::string_view name = AdminClientName(service, self.ClientNames()); !name.empty()) {
+    return service::Actor{"client_cert", std::move(peer), std::string(name)};
+  }
+  const char* kind = service.admin_token.empty()     ? "loopback"
+                     : access == AdminAccess::kWrite ? "admin"
+                                                     : "read";
+  return service::Actor{kind, std::move(peer)};
 }
 
 }  // namespace floodgate::server

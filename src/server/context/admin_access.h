@@ -10,6 +10,8 @@
 
 #include "server/context/service_context.h"
 #include "server/net/peer_address.h"
+#include "server/net/session.h"
+#include "service/control/control_plane.h"
 
 namespace floodgate::server {
 
@@ -37,9 +39,12 @@ std::string_view AdminClientName(const ServiceContext& service,
 std::string PlaintextTokenRefusal(const ServiceContext& service, std::string_view token,
                                   const PeerAddress& peer, bool secure);
 
-// The change log's word for it: "admin", "read" or "loopback" (a client
-// certificate's name is "client_cert", server/http and server/resp's Who).
-std::string_view AdminActorKind(const ServiceContext& service, AdminAccess access);
+// Who makes a change, for the change log: "client_cert" with the name
+// admin.client_names lists (the connection's verified certificate), else
+// "admin", "read" or "loopback" (no admin token set) as `access` says; and
+// from where.
+service::Actor AdminActor(const ServiceContext& service, AdminAccess access,
+                          const ConnectionRef& self);
 
 bool IsLoopback(const PeerAddress& peer);
 

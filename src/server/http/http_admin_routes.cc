@@ -38,12 +38,7 @@ void Problem(const RouteCall& c, int status, std::string_view detail) {
 // Who makes a change, for the change log: how the client got in, and from
 // where.
 service::Actor Who(const RouteCall& c) {
-  const std::string_view name = AdminClientName(c.loop.service(), c.async.self.ClientNames());
-  if (!name.empty()) {
-    return service::Actor{"client_cert", c.async.self.Peer().ToString(), std::string(name)};
-  }
-  return service::Actor{std::string(AdminActorKind(c.loop.service(), c.admin)),
-                        c.async.self.Peer().ToString()};
+  return AdminActor(c.loop.service(), c.admin, c.async.self);
 }
 
 void Json(std::string* out, bool keep_alive, int status, std::string_view body) {

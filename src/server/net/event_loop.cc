@@ -154,28 +154,26 @@ struct EventLoop::Connection {
   size_t unsent() const { return output.size() - output_start; }
 };
 
+EventLoop::Connection* EventLoop::Live(const ConnectionRef& ref) const {
+  if (ref.fd < 0 || static_cast<size_t>(ref.fd) >= connections_.size()) return nullptr;
+  const auto& slot = connections_[ref.fd];
+  return slot && slot->generation == ref.generation ? slot.get() : nullptr;
+}
+
 PeerAddress ConnectionRef::Peer() const {
-  if (loop == nullptr || fd < 0 || static_cast<size_t>(fd) >= loop->connections_.size()) return {};
-  const auto& slot = loop->connections_[fd];
-  if (!slot || slot->generation != generation) return {};
-  return slot->peer;
+  const EventLoop::Connection* c = loop != nullptr ? loop->Live(*this) : nullptr;
+  return c != nullptr ? c->peer : PeerAddress{};
 }
 
 bool ConnectionRef::Secure() const {
-  if (loop == nullptr || fd < 0 || static_cast<size_t>(fd) >= loop->connections_.size()) {
-    return false;
-  }
-  const auto& slot = loop->connections_[fd];
-  return slot && slot->generation == generation && slot->ssl != nullptr;
+  const EventLoop::Connection* c = loop != nullptr ? loop->Live(*this) : nullptr;
+  return c != nullptr && c->ssl != nullptr;
 }
 
 const std::vector<std::string>& ConnectionRef::ClientNames() const {
   static const std::vector<std::string> kNone;
-  if (loop == nullptr || fd < 0 || static_cast<size_t>(fd) >= loop->connections_.size()) {
-    return kNone;
-  }
-  const auto& slot = loop->connections_[fd];
-  return slot && slot->generation == generation ? slot->client_names : kNone;
+  const EventLoop::Connection* c = loop != nullptr ? loop->Live(*this) : nullptr;
+  return c != nullptr ? c->client_names : kNone;
 }
 
 void ConnectionRef::Complete(uint64_t tag, Completion completion) const {
@@ -286,10 +284,9 @@ void EventLoop::DeliverLocal() {
 }
 
 void EventLoop::Deliver(const ConnectionRef& ref, uint64_t tag, Completion completion) {
-  if (ref.fd < 0 || static_cast<size_t>(ref.fd) >= connections_.size()) return;
-  auto& slot = connections_[ref.fd];
-  if (!slot || slot->generation != ref.generation) return;  // closed meanwhile
-  Connection& c = *slot;
+  Connection* const live = Live(ref);
+  if (live == nullptr) return;  // closed meanwhile
+  Connection& c = *live;
   const bool was_full = c.session->InFlight() >= limits_.max_in_flight;
   c.session->OnCompletion(tag, std::move(completion), &c.output);
   if (draining_ && c.session->DrainClosesAfterReply()) c.drain_answered = true;

@@ -125,6 +125,9 @@ class EventLoop {
  private:
   friend struct ConnectionRef;
   struct Connection;
+  // The connection `ref` names, while it is open (its fd not reused since):
+  // null once it has closed.
+  Connection* Live(const ConnectionRef& ref) const;
   // A completion made on the loop's own thread (a store answer read by the
   // driver, or one known at once), delivered at the end of the round.
   struct LocalCompletion {

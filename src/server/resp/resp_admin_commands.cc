@@ -42,15 +42,7 @@ bool Allowed(RespClient& c, bool write, std::string* out) {
   return true;
 }
 
-service::Actor Who(RespClient& c) {
-  const ServiceContext& service = c.loop->service();
-  if (const std::string_view name = AdminClientName(service, c.self.ClientNames()); !name.empty()) {
-    return service::Actor{"client_cert", c.self.Peer().ToString(), std::string(name)};
-  }
-  AdminAccess access = c.admin;
-  if (service.admin_token.empty()) access = AdminAccess::kWrite;
-  return service::Actor{std::string(AdminActorKind(service, access)), c.self.Peer().ToString()};
-}
+service::Actor Who(RespClient& c) { return AdminActor(c.loop->service(), c.admin, c.self); }
 
 // A change's answer: +OK, or the error.
 service::ControlPlane::Done ReplyOk(RespClient& c, std::string* out) {

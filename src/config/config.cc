@@ -27,6 +27,7 @@
 #include "config/server_section.h"
 #include "config/sets_and_otp_section.h"
 #include "config/store_section.h"
+#include "config/subjects_section.h"
 #include "config/tls_section.h"
 #include "config/visibility_section.h"
 #include "config/yaml_fields.h"
@@ -65,6 +66,8 @@ Status ParseSection(const Fields& fields, const std::string& name, const YAML::N
   }
   if (name == "admin") return config::ParseAdmin(fields, key, value, config.admin);
   if (name == "visibility") return config::ParseVisibility(fields, key, value, config.visibility);
+  if (name == "lists") return config::ParseLists(fields, key, value, config.lists);
+  if (name == "jwt") return config::ParseJwt(fields, key, value, config.jwt);
   if (name == "redact_keys") {
     Result<bool> redact = fields.Bool(key, value, "redact_keys");
     if (!redact.ok()) return redact.status();
@@ -88,7 +91,7 @@ Status ParseSection(const Fields& fields, const std::string& name, const YAML::N
                      "unknown key '" + name +
                          "' at top level; expected store, listen, listen_tls, tls, engine, redis, "
                          "server, rules, "
-                         "sets, otp, alert_delivery, envoy_ratelimit, admin, visibility, "
+                         "sets, otp, alert_delivery, envoy_ratelimit, admin, visibility, lists, jwt, "
                          "redact_keys, data_dir or snapshot_interval",
                      name);
 }
@@ -195,6 +198,7 @@ Result<Config> ParseConfig(std::string_view yaml, std::string_view source) {
     config.source = std::string(source);
     if (Status s = ParseDocument(fields, root, config); !s.ok()) return s;
     if (Status s = config::CheckTls(fields, config); !s.ok()) return s;
+    if (Status s = config::CheckSubjects(fields, config); !s.ok()) return s;
     return config;
   } catch (const YAML::Exception& e) {
     // The line is quoted as it is, unless it may hold the auth token.

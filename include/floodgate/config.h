@@ -294,6 +294,9 @@ struct JwtConfig {
   std::string issuer;
   std::string audience;
   int64_t leeway_ms = 30'000;
+  // The field the token comes in, "Bearer <token>", lower-cased. Another
+  // than Authorization when server.auth_token takes that one.
+  std::string header = "authorization";
   std::string hs256_secret_env;  // "" : no HS256
   // The secret: read from hs256_secret_env when the subjects are built
   // (an embedding program may set it directly), never from the file.

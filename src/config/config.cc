@@ -87,13 +87,14 @@ Status ParseSection(const Fields& fields, const std::string& name, const YAML::N
     config.snapshot_interval_ms = *ms;
     return Status::Ok();
   }
-  return fields.Fail(key.Mark(),
-                     "unknown key '" + name +
-                         "' at top level; expected store, listen, listen_tls, tls, engine, redis, "
-                         "server, rules, "
-                         "sets, otp, alert_delivery, envoy_ratelimit, admin, visibility, lists, jwt, "
-                         "redact_keys, data_dir or snapshot_interval",
-                     name);
+  return fields.Fail(
+      key.Mark(),
+      "unknown key '" + name +
+          "' at top level; expected store, listen, listen_tls, tls, engine, redis, "
+          "server, rules, "
+          "sets, otp, alert_delivery, envoy_ratelimit, admin, visibility, lists, jwt, "
+          "redact_keys, data_dir or snapshot_interval",
+      name);
 }
 
 // Walks one config document; returns the first error found.

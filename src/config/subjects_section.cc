@@ -31,9 +31,8 @@ Status StringList(const Fields& fields, const YAML::Node& key, const YAML::Node&
     if (!text.ok()) return text.status();
     if (text->empty()) return fields.Fail(item.Mark(), "'" + field + "': an empty entry", "");
     if (out.size() == max) {
-      return fields.Fail(item.Mark(),
-                         "'" + field + "' has more than " + std::to_string(max) + " entries",
-                         *text);
+      return fields.Fail(
+          item.Mark(), "'" + field + "' has more than " + std::to_string(max) + " entries", *text);
     }
     out.push_back(*std::move(text));
   }
@@ -113,16 +112,28 @@ Status ParseJwt(const Fields& fields, const YAML::Node& key, const YAML::Node& v
           jwt.hs256_secret_env = *std::move(env);
           return Status::Ok();
         }
+        if (name == "header") {
+          Result<std::string> text = fields.String(k, v, path);
+          if (!text.ok()) return text.status();
+          if (text->empty() || text->size() > 64 ||
+              !std::all_of(text->begin(), text->end(), IsListNameChar)) {
+            return fields.FailAt(k, v, "'jwt.header' must be a header field name", *text);
+          }
+          jwt.header.clear();
+          for (char c : *text) jwt.header += (c >= 'A' && c <= 'Z') ? static_cast<char>(c + 32) : c;
+          return Status::Ok();
+        }
         std::string* target = name == "jwks_file"  ? &jwt.jwks_file
                               : name == "issuer"   ? &jwt.issuer
                               : name == "audience" ? &jwt.audience
                                                    : nullptr;
         if (target == nullptr) {
-          return fields.Fail(k.Mark(),
-                             "unknown key '" + name +
-                                 "' in jwt; expected jwks_file, issuer, audience, leeway or "
-                                 "hs256_secret_env",
-                             name);
+          return fields.Fail(
+              k.Mark(),
+              "unknown key '" + name +
+                  "' in jwt; expected jwks_file, issuer, audience, leeway, header or "
+                  "hs256_secret_env",
+              name);
         }
         Result<std::string> text = fields.String(k, v, path);
         if (!text.ok()) return text.status();
@@ -144,9 +155,9 @@ Status ParseTrustedProxies(const Fields& fields, const YAML::Node& key, const YA
   return StringList(fields, key, value, "server.trusted_proxies", kMaxTrustedProxies, out);
 }
 
-Status ParseRuleSubjectField(const Fields& fields, const std::string& field,
-                             const YAML::Node& key, const YAML::Node& value,
-                             const std::string& path, SubjectConfig& subject, bool* known) {
+Status ParseRuleSubjectField(const Fields& fields, const std::string& field, const YAML::Node& key,
+                             const YAML::Node& value, const std::string& path,
+                             SubjectConfig& subject, bool* known) {
   *known = true;
   if (field == "key") {
     Result<std::string> text = fields.String(key, value, path);
@@ -166,9 +177,8 @@ Status ParseRuleSubjectField(const Fields& fields, const std::string& field,
     } else if (*text == "skip") {
       subject.on_missing = OnMissing::kSkip;
     } else {
-      return fields.FailAt(key, value,
-                           "'" + path + "' must be deny, allow or skip (unset: a 400 answer)",
-                           *text);
+      return fields.FailAt(
+          key, value, "'" + path + "' must be deny, allow or skip (unset: a 400 answer)", *text);
     }
     return Status::Ok();
   }
@@ -196,9 +206,9 @@ Status CheckSubjects(const Fields& fields, const Config& config) {
     const SubjectConfig& subject = rule.subject;
     for (const std::string* list : {&subject.deny_list, &subject.allow_list}) {
       if (!list->empty() && !listed(*list)) {
-        return fail("rule '" + rule.name + "': " +
-                    (list == &subject.deny_list ? "deny_list" : "allow_list") + " '" + *list +
-                    "' is not a list of 'lists:'");
+        return fail("rule '" + rule.name +
+                    "': " + (list == &subject.deny_list ? "deny_list" : "allow_list") + " '" +
+                    *list + "' is not a list of 'lists:'");
       }
     }
     if (subject.key.empty()) {
@@ -216,6 +226,14 @@ Status CheckSubjects(const Fields& fields, const Config& config) {
       return fail("rule '" + rule.name + "': key '" + subject.key +
                   "' reads a token ({jwt:...}) but the config has no 'jwt:' section to verify "
                   "it with");
+    }
+    const bool data_token =
+        !config.server.auth_token.empty() || !config.server.auth_token_env.empty();
+    if (parsed.ok() && parsed->uses_jwt() && data_token && config.jwt.header == "authorization") {
+      return fail("rule '" + rule.name + "': key '" + subject.key +
+                  "' reads the client's token from Authorization, which server.auth_token "
+                  "takes for floodgate's own; set jwt.header (e.g. x-client-authorization) "
+                  "and have the proxy copy the client's Authorization there");
     }
   }
   return Status::Ok();

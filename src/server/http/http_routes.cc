@@ -86,9 +86,8 @@ void AppendCheckResponse(LoopContext& loop, const http::CheckRequest& cr, bool k
 // The answer to a check that no limit decided: a list's verdict or a
 // missing part's on_missing (docs/keys-from-requests.md). Nothing counted.
 void AppendUncheckedAnswer(const http::CheckRequest& cr, bool keep_alive, bool allowed,
-                           std::string_view reason, std::string_view list,
-                           std::string_view missing, bool skipped, std::string_view key,
-                           std::string* out) {
+                           std::string_view reason, std::string_view list, std::string_view missing,
+                           bool skipped, std::string_view key, std::string* out) {
   std::string body = "{\"allowed\":";
   body += allowed ? "true" : "false";
   if (skipped) body += ",\"skipped\":true";
@@ -141,19 +140,17 @@ bool ResolveSubject(LoopContext& loop, const http::Request& req, const HttpAsync
     case Kind::kNoKey:
       AppendRouteProblem(loop, req.keep_alive, 400, "bad_request",
                          std::string("missing required ") +
-                             (from_query ? "query parameter" : "field") +
-                             " \"key\" (rule '" + cr->rule +
-                             "' has no key template to build it from the request)",
+                             (from_query ? "query parameter" : "field") + " \"key\" (rule '" +
+                             cr->rule + "' has no key template to build it from the request)",
                          out);
       return false;
     case Kind::kDenyListed:
     case Kind::kAllowListed: {
       const bool allowed = a.kind == Kind::kAllowListed;
-      AppendUncheckedAnswer(*cr, req.keep_alive, allowed, allowed ? "allow_list" : "deny_list",
-                            a.list->name, {}, false,
-                            cr->key_given ? std::string_view(cr->key)
-                                          : std::string_view(a.address->ToString()),
-                            out);
+      AppendUncheckedAnswer(
+          *cr, req.keep_alive, allowed, allowed ? "allow_list" : "deny_list", a.list->name, {},
+          false,
+          cr->key_given ? std::string_view(cr->key) : std::string_view(a.address->ToString()), out);
       return false;
     }
     case Kind::kMissing:
@@ -273,6 +270,14 @@ void Rules(LoopContext& loop, const http::Request& req, std::string* out) {
     }
     j["timezone"] = r.timezone;
     j["shadow"] = r.shadow;
+    // Where the subject comes from (docs/keys-from-requests.md), when set.
+    if (!r.subject.key.empty()) {
+      j["key"] = r.subject.key;
+      static constexpr const char* kOnMissing[] = {"error", "deny", "allow", "skip"};
+      j["on_missing"] = kOnMissing[static_cast<int>(r.subject.on_missing)];
+    }
+    if (!r.subject.deny_list.empty()) j["deny_list"] = r.subject.deny_list;
+    if (!r.subject.allow_list.empty()) j["allow_list"] = r.subject.allow_list;
     j["on_backend_error"] = r.on_backend_error == OnBackendError::kAllow ? "allow" : "deny";
     j["on_store_full"] = r.on_store_full == OnStoreFull::kAllow ? "allow" : "deny";
     rules[r.name] = std::move(j);

@@ -36,10 +36,10 @@ void AppendSubjectMetrics(const service::Subjects& subjects, std::string* out) {
       "the request, answered by the rule's on_missing.\n";
   *out += "# TYPE floodgate_key_missing_total counter\n";
   for (const auto& [labels, n] : counts.missing) {
-    AppendMetricSample(out, "floodgate_key_missing_total",
-                       "rule=\"" + EscapeLabel(labels.first) + "\",part=\"" +
-                           EscapeLabel(labels.second) + "\"",
-                       n);
+    AppendMetricSample(
+        out, "floodgate_key_missing_total",
+        "rule=\"" + EscapeLabel(labels.first) + "\",part=\"" + EscapeLabel(labels.second) + "\"",
+        n);
   }
   if (rules->jwt() == nullptr) return;
   *out += "# HELP floodgate_jwt_rejected_total Bearer tokens that did not verify, by why.\n";
@@ -47,8 +47,8 @@ void AppendSubjectMetrics(const service::Subjects& subjects, std::string* out) {
   for (size_t i = 0; i < counts.jwt_rejected.size(); ++i) {
     AppendMetricSample(
         out, "floodgate_jwt_rejected_total",
-        "reason=\"" +
-            std::string(service::JwtReasonLabel(static_cast<service::JwtReason>(i))) + "\"",
+        "reason=\"" + std::string(service::JwtReasonLabel(static_cast<service::JwtReason>(i))) +
+            "\"",
         counts.jwt_rejected[i]);
   }
 }

@@ -57,6 +57,13 @@ Result<Rule> ParseRuntimeRule(std::string_view name, std::string_view json) {
   auto config = ParseConfig(yaml, "rule");
   if (!config.ok()) return config.status();
   if (config->rules.size() != 1) return InvalidArgumentError("expected one rule");
+  // The subjects room compiles the file's rules only (and a deny_list names
+  // a list of the file, which this one-rule config has none of).
+  if (config->rules.front().subject.any()) {
+    return InvalidArgumentError(
+        "a runtime rule takes no 'key' template, 'on_missing', 'deny_list' or 'allow_list': "
+        "put a rule that reads the request in the config file");
+  }
   return std::move(config->rules.front());
 }
 

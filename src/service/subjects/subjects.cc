@@ -65,6 +65,7 @@ Result<std::shared_ptr<const SubjectRules>> SubjectRules::Build(const Config& co
     Result<std::shared_ptr<const JwtVerifier>> jwt = OpenJwt(config.jwt);
     if (!jwt.ok()) return jwt.status();
     out->jwt_ = *std::move(jwt);
+    out->jwt_header_ = config.jwt.header;
   }
   auto list_named = [&](const std::string& name) -> const NetworkList* {
     for (const auto& l : out->lists_) {
@@ -172,8 +173,8 @@ SubjectAnswer Subjects::ResolveKey(const SubjectRules& rules, std::string_view r
 }
 
 SubjectAnswer Subjects::Resolve(const SubjectRules& rules, std::string_view rule,
-                                std::string_view given, const RequestView& request,
-                                int64_t now_ms, std::string* key) {
+                                std::string_view given, const RequestView& request, int64_t now_ms,
+                                std::string* key) {
   const RuleSubject* r = rules.Of(rule);
   key->clear();
   if (!given.empty() || r == nullptr || !r->key.has_value()) {
@@ -199,7 +200,7 @@ SubjectAnswer Subjects::Resolve(const SubjectRules& rules, std::string_view rule
   JwtClaims claims;
   const JwtClaims* verified = nullptr;
   if (r->key->uses_jwt() && rules.jwt() != nullptr) {
-    if (const std::string_view token = BearerTokenOf(request); !token.empty()) {
+    if (const std::string_view token = BearerTokenOf(request, rules.jwt_header()); !token.empty()) {
       JwtReason why = JwtReason::kMalformed;
       Result<JwtClaims> c = rules.jwt()->Verify(token, now_ms / 1000, &why);
       if (c.ok()) {
@@ -221,8 +222,8 @@ SubjectAnswer Subjects::Resolve(const SubjectRules& rules, std::string_view rule
   return a;
 }
 
-std::string_view BearerTokenOf(const RequestView& request) {
-  std::string_view v = request.Header("authorization");
+std::string_view BearerTokenOf(const RequestView& request, std::string_view header) {
+  std::string_view v = request.Header(header);
   if (v.size() < 7 || !text::EqualsIgnoreCase(v.substr(0, 7), "bearer ")) return {};
   v.remove_prefix(7);
   while (!v.empty() && v.front() == ' ') v.remove_prefix(1);

@@ -16,8 +16,8 @@
 //    lists do not apply. The deny list is tested first (a deny-listed
 //    partner is denied), then the allow list; then the template builds the
 //    key. A key given is used as given, as on every other front.
-//  - A {jwt:...} part reads the claims of the "Authorization: Bearer"
-//    token, verified once per request; a token that fails is no token
+//  - A {jwt:...} part reads the claims of the "Bearer" token of
+//    Authorization (or jwt.header), verified once per request; a token that fails is no token
 //    (each part missing), counted by its reason.
 //  - Counts: list matches per (list, rule, action), missing parts per
 //    (rule, part), refused tokens per reason, for /metrics.
@@ -79,6 +79,8 @@ class SubjectRules {
   const std::vector<std::unique_ptr<NetworkList>>& lists() const { return lists_; }
   const CidrSet& trusted_proxies() const { return trusted_; }
   const JwtVerifier* jwt() const { return jwt_.get(); }
+  // The field a token comes in (JwtConfig::header).
+  const std::string& jwt_header() const { return jwt_header_; }
 
  private:
   SubjectRules() = default;
@@ -86,17 +88,18 @@ class SubjectRules {
   absl::flat_hash_map<std::string, RuleSubject> rules_;
   CidrSet trusted_;
   std::shared_ptr<const JwtVerifier> jwt_;
+  std::string jwt_header_ = "authorization";
   bool any_lists_ = false;
 };
 
 // What a check's subject comes to.
 struct SubjectAnswer {
   enum class Kind {
-    kCheck,       // check `key` (the one given, or the one built)
-    kDenyListed,  // deny: `list` holds the address
-    kAllowListed, // admit unchecked: `list` holds the address
-    kMissing,     // `missing` is absent from the request: the rule's on_missing
-    kNoKey,       // no key given and the rule has no template
+    kCheck,        // check `key` (the one given, or the one built)
+    kDenyListed,   // deny: `list` holds the address
+    kAllowListed,  // admit unchecked: `list` holds the address
+    kMissing,      // `missing` is absent from the request: the rule's on_missing
+    kNoKey,        // no key given and the rule has no template
   };
   Kind kind = Kind::kCheck;
   const NetworkList* list = nullptr;
@@ -125,8 +128,7 @@ class Subjects {
   // The lists' verdict for a check whose key was given on a front that
   // has no request to read (RESP, gRPC): the key when it is an IP address.
   // kCheck when no list holds it (or the rule has none).
-  SubjectAnswer ResolveKey(const SubjectRules& rules, std::string_view rule,
-                           std::string_view key);
+  SubjectAnswer ResolveKey(const SubjectRules& rules, std::string_view rule, std::string_view key);
 
   struct Counts {
     // (list, rule, "deny" | "allow") -> matches
@@ -153,7 +155,7 @@ class Subjects {
   std::array<std::atomic<int64_t>, 8> jwt_rejected_{};
 };
 
-// The token of an "Authorization: Bearer <token>" field, or "".
-std::string_view BearerTokenOf(const RequestView& request);
+// The token of a "Bearer <token>" field named `header` (lower-cased), or "".
+std::string_view BearerTokenOf(const RequestView& request, std::string_view header);
 
 }  // namespace floodgate::service

@@ -1,5 +1,6 @@
 // BlockTable: the subjects blocked now (service/control/control_plane.h), as every
 // check asks: is this subject blocked on this rule, until when, and why?
+// Blocked networks are NetworkBlockTable's (network_block_table.h).
 //
 // Replaced whole when the control plane loads its records, added to by a
 // rule's block_for. any() is one relaxed load: while nothing is blocked a
@@ -49,6 +50,7 @@ class BlockTable {
   void Replace(const std::vector<BlockRecord>& blocks) {
     absl::flat_hash_map<std::string, std::vector<Entry>> fresh;
     for (const BlockRecord& b : blocks) {
+      if (!b.cidr.empty()) continue;  // a network's: NetworkBlockTable
       fresh[b.key].push_back(
           Entry{b.rule, b.expires_at_ms, std::make_shared<const std::string>(b.reason)});
     }

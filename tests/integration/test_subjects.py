@@ -786,3 +786,26 @@ def test_the_docs_nginx_lines_are_the_examples():
         assert any(opening in b and nginx_block(b, opening) == nginx_block(example, opening)
                    for b in blocks), f"docs/keys-from-requests.md does not show {opening!r} " \
                                      "as examples/nginx/nginx.conf has it"
+
+
+def test_a_network_block_holds_the_client_of_a_templated_rule(start_server):
+    # {ip/24} builds "198.51.100.0/24", which is no address: the block is
+    # tested against the client the request came from.
+    server = start_server(TRUST + NETWORK_RULES)
+    conn = http.client.HTTPConnection("127.0.0.1", server.http_port, timeout=10)
+    try:
+        conn.request("PUT", "/v1/admin/blocks/cidr/198.51.100.0/28",
+                     body=json.dumps({"ttl_ms": 60000, "reason": "scanner"}),
+                     headers={"Content-Type": "application/json"})
+        r = conn.getresponse()
+        assert r.status == 200, r.read()
+        r.read()
+    finally:
+        conn.close()
+    r = via(server, "per_network", "198.51.100.9")
+    has(r, 429, allowed=False, blocked=True, reason="scanner", key="198.51.100.0/24")
+    assert 55 <= int(r.header("Retry-After")) <= 60, r
+    # Outside the /28, in the same /24: admitted, counted on the /24.
+    admitted(via(server, "per_network", "198.51.100.17"), "198.51.100.0/24", 2)
+    admitted(via(server, "per_ip", "198.51.100.18"), "198.51.100.18", 2)
+    has(via(server, "per_ip", "198.51.100.1"), 429, blocked=True, reason="scanner")

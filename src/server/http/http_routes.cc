@@ -120,6 +120,27 @@ void AppendUncheckedAnswer(const http::CheckRequest& cr, bool keep_alive, bool a
   http::AppendResponse(out, status, http::StatusReason(status), json, body, keep_alive);
 }
 
+// A check whose client a network block holds: denied as a block is
+// (blocked, its reason, Retry-After the block's time left), nothing counted.
+void AppendBlockedAnswer(const http::CheckRequest& cr, bool keep_alive, int64_t left_ms,
+                         std::string_view reason, std::string* out) {
+  std::string body = "{\"allowed\":false,\"blocked\":true,\"reason\":\"";
+  http::AppendJsonEscaped(&body, reason);
+  body += "\",\"rule\":\"";
+  http::AppendJsonEscaped(&body, cr.rule);
+  body += "\",\"key\":\"";
+  http::AppendJsonEscaped(&body, cr.key);
+  body += "\",\"retry_after_ms\":";
+  body += std::to_string(left_ms);
+  body += '}';
+  char retry[24];
+  auto [end, ec] = std::to_chars(retry, retry + sizeof(retry), CeilSeconds(left_ms));
+  const http::HeaderField headers[] = {{"Content-Type", "application/json"},
+                                       {"Retry-After", std::string_view(retry, end - retry)}};
+  http::AppendResponse(out, cr.deny_status, http::StatusReason(cr.deny_status), headers, body,
+                       keep_alive);
+}
+
 // The subject of a check whose rule reads the request (a key template, a
 // list): true with cr->key set when the check goes on to the limiter,
 // false when it was answered here.
@@ -134,9 +155,20 @@ bool ResolveSubject(LoopContext& loop, const http::Request& req, const HttpAsync
                        loop.service().services->clock.NowMs(), &key);
   using Kind = service::SubjectAnswer::Kind;
   switch (a.kind) {
-    case Kind::kCheck:
+    case Kind::kCheck: {
       cr->key = std::move(key);
-      return true;
+      // A network block holds the client (docs/control-plane.md): a key
+      // given that is an address is the limiter's to test, as on every
+      // front; a key built from the request names no address to it.
+      const service::Controls& controls = *loop.service().services->controls;
+      if (cr->key_given || !a.address.has_value() || !controls.any_address_block()) return true;
+      const int64_t now = loop.service().services->clock.NowMs();
+      std::string_view reason;
+      const int64_t until = controls.AddressBlockedUntil(*a.address, cr->rule, now, &reason);
+      if (until == 0) return true;
+      AppendBlockedAnswer(*cr, req.keep_alive, until - now, reason, out);
+      return false;
+    }
     case Kind::kNoKey:
       AppendRouteProblem(loop, req.keep_alive, 400, "bad_request",
                          std::string("missing required ") +

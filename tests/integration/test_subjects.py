@@ -530,6 +530,31 @@ def test_hs256_with_the_secret_from_the_environment(start_server, tmp_dir, keys)
              "alice", 1)
 
 
+def test_the_token_beside_floodgates_own(start_server, floodgate_bin, tmp_dir, keys):
+    # With server.auth_token_env, Authorization carries floodgate's token:
+    # the client's comes in jwt.header, and a config that would read
+    # floodgate's own token as the client's is refused.
+    token_env = {"FG_DATA_TOKEN": "data-token-of-some-length"}
+    write_jwks(tmp_dir / "jwks.json", rsa_jwk(keys["rsa"], "rsa1"))
+    clash = ("server: { auth_token_env: FG_DATA_TOKEN }\n"
+             + jwt_section(tmp_dir / "jwks.json") + JWT_RULES)
+    path = tmp_dir / "clash.yaml"
+    path.write_text(clash)
+    out = check_config(floodgate_bin, path)
+    assert out.returncode == 1 and "jwt.header" in out.stderr, out.stderr
+    server = start_server(
+        "server: { auth_token_env: FG_DATA_TOKEN }\n"
+        + jwt_section(tmp_dir / "jwks.json", ", header: X-Client-Authorization") + JWT_RULES,
+        env=token_env)
+    alice = signed(keys["rsa"], "RS256", "alice", "rsa1")
+    ours = {"Authorization": "Bearer data-token-of-some-length"}
+    admitted(check(server, "per_user", {**ours, "X-Client-Authorization": f"Bearer {alice}"}),
+             "alice", 1)
+    # Floodgate's token is not the client's; without floodgate's, 401.
+    problem(check(server, "per_user", ours), 400, "{jwt:sub}")
+    assert check(server, "per_user", {"X-Client-Authorization": f"Bearer {alice}"}).status == 401
+
+
 def test_the_jwks_file_is_read_again_on_sighup(start_server, tmp_dir, keys):
     write_jwks(tmp_dir / "jwks.json", rsa_jwk(keys["rsa"], "rsa1"))
     config = jwt_section(tmp_dir / "jwks.json") + JWT_RULES

@@ -147,11 +147,10 @@ void AppendBlockedAnswer(const http::CheckRequest& cr, bool keep_alive, int64_t 
 bool ResolveSubject(LoopContext& loop, const http::Request& req, const HttpAsync& async,
                     bool from_query, http::CheckRequest* cr, std::string* out) {
   service::Subjects& subjects = *loop.service().services->subjects;
-  const std::shared_ptr<const service::SubjectRules> rules = subjects.Current();
   const HttpRequestView view(req, async.self);
   std::string key;
   const service::SubjectAnswer a =
-      subjects.Resolve(*rules, cr->rule, cr->key_given ? cr->key : std::string_view(), view,
+      subjects.Resolve(subjects.ForThisThread(), cr->rule, cr->key_given ? cr->key : std::string_view(), view,
                        loop.service().services->clock.NowMs(), &key);
   using Kind = service::SubjectAnswer::Kind;
   switch (a.kind) {

@@ -14,16 +14,14 @@ void AppendSubjectMetrics(const service::Subjects& subjects, std::string* out) {
   if (rules == nullptr || (rules->empty() && rules->lists().empty())) return;
   const service::Subjects::Counts counts = subjects.GetCounts();
 
-  *out += "# HELP floodgate_list_entries Networks each list holds (as last loaded).\n";
-  *out += "# TYPE floodgate_list_entries gauge\n";
+  AppendMetricHeader(out, "floodgate_list_entries", "gauge",
+                     "Networks each list holds (as last loaded).");
   for (const auto& list : rules->lists()) {
     AppendMetricSample(out, "floodgate_list_entries", "list=\"" + EscapeLabel(list->name) + "\"",
                        static_cast<int64_t>(list->networks.size()));
   }
-  *out +=
-      "# HELP floodgate_list_matches_total Checks a rule's deny_list denied or allow_list "
-      "admitted unchecked.\n";
-  *out += "# TYPE floodgate_list_matches_total counter\n";
+  AppendMetricHeader(out, "floodgate_list_matches_total", "counter",
+                     "Checks a rule's deny_list denied or allow_list admitted unchecked.");
   for (const auto& [labels, n] : counts.list_matches) {
     const auto& [list, rule, action] = labels;
     AppendMetricSample(out, "floodgate_list_matches_total",
@@ -31,10 +29,9 @@ void AppendSubjectMetrics(const service::Subjects& subjects, std::string* out) {
                            "\",action=\"" + action + "\"",
                        n);
   }
-  *out +=
-      "# HELP floodgate_key_missing_total Checks whose key template found a part missing from "
-      "the request, answered by the rule's on_missing.\n";
-  *out += "# TYPE floodgate_key_missing_total counter\n";
+  AppendMetricHeader(out, "floodgate_key_missing_total", "counter",
+                     "Checks whose key template found a part missing from the request, answered "
+                     "by the rule's on_missing.");
   for (const auto& [labels, n] : counts.missing) {
     AppendMetricSample(
         out, "floodgate_key_missing_total",
@@ -42,8 +39,8 @@ void AppendSubjectMetrics(const service::Subjects& subjects, std::string* out) {
         n);
   }
   if (rules->jwt() == nullptr) return;
-  *out += "# HELP floodgate_jwt_rejected_total Bearer tokens that did not verify, by why.\n";
-  *out += "# TYPE floodgate_jwt_rejected_total counter\n";
+  AppendMetricHeader(out, "floodgate_jwt_rejected_total", "counter",
+                     "Bearer tokens that did not verify, by why.");
   for (size_t i = 0; i < counts.jwt_rejected.size(); ++i) {
     AppendMetricSample(
         out, "floodgate_jwt_rejected_total",

@@ -72,9 +72,9 @@ void ReplyThrottle(LoopContext& loop, std::string_view key, int64_t quantity, co
 bool ReplyListVerdict(RespClient& c, std::string_view rule, std::string_view key, bool verbose,
                       std::string* out) {
   service::Subjects& subjects = *c.loop->service().services->subjects;
-  const std::shared_ptr<const service::SubjectRules> rules = subjects.Current();
-  if (!rules->any_lists()) return false;
-  const service::SubjectAnswer a = subjects.ResolveKey(*rules, rule, key);
+  const service::SubjectRules& rules = subjects.ForThisThread();
+  if (!rules.any_lists()) return false;
+  const service::SubjectAnswer a = subjects.ResolveKey(rules, rule, key);
   if (a.kind == service::SubjectAnswer::Kind::kCheck) return false;
   const bool deny = a.kind == service::SubjectAnswer::Kind::kDenyListed;
   resp::AppendArrayHeader(out, verbose ? 6 : 5);

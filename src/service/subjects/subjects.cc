@@ -13,13 +13,12 @@
 namespace floodgate::service {
 namespace {
 
-constexpr size_t kMaxForwardedBytes = 8 * 1024;
-
 // A header's lines joined by ",", as one list (X-Forwarded-For, Forwarded).
+// Whole: the right end is what the nearest proxy wrote, so no cut may drop
+// it, and the request's head is already bounded (8 KiB by default).
 std::string JoinedHeader(const RequestView& request, std::string_view name) {
   std::string joined;
   request.ForEachHeader(name, [&](std::string_view line) {
-    if (joined.size() > kMaxForwardedBytes) return;
     if (!joined.empty()) joined += ',';
     joined.append(line);
   });
@@ -109,15 +108,36 @@ const RuleSubject* SubjectRules::Of(std::string_view rule) const {
   return it == rules_.end() ? nullptr : &it->second;
 }
 
-Subjects::Subjects() : rules_(nullptr) {}
+namespace {
+std::atomic<uint64_t> next_room_id{1};
+}  // namespace
+
+Subjects::Subjects()
+    : id_(next_room_id.fetch_add(1, std::memory_order_relaxed)),
+      rules_(std::make_shared<const SubjectRules>()) {}
 
 void Subjects::Publish(std::shared_ptr<const SubjectRules> rules) {
-  const bool active = rules != nullptr && !rules->empty();
+  if (rules == nullptr) rules = std::make_shared<const SubjectRules>();
+  const bool active = !rules->empty();
   {
     std::lock_guard<std::mutex> lock(mu_);
     rules_ = std::move(rules);
+    version_.fetch_add(1, std::memory_order_release);
   }
   active_.store(active, std::memory_order_relaxed);
+}
+
+const SubjectRules& Subjects::ForThisThread() const {
+  thread_local uint64_t room = 0;
+  thread_local uint64_t seen = 0;
+  thread_local std::shared_ptr<const SubjectRules> held;
+  const uint64_t version = version_.load(std::memory_order_acquire);
+  if (room != id_ || seen != version || held == nullptr) {
+    held = Current();
+    room = id_;
+    seen = version;
+  }
+  return *held;
 }
 
 std::shared_ptr<const SubjectRules> Subjects::Current() const {

@@ -23,7 +23,8 @@
 //    (rule, part), refused tokens per reason, for /metrics.
 //
 // Thread-safe. A decision reads the published rules with one relaxed load
-// while no rule has a subject config (active()).
+// while no rule has a subject config (active()), and with one more acquire
+// load when one has (ForThisThread).
 #pragma once
 
 #include <array>
@@ -67,6 +68,8 @@ struct RuleSubject {
 // What the config says, read and compiled: immutable once built.
 class SubjectRules {
  public:
+  // None: no rule reads the request, no list.
+  SubjectRules() = default;
   // Reads the config's list files and JWKS file and the HS256 secret's
   // variable (unless config.jwt.hs256_secret is set). Errors name the
   // field or the file:line.
@@ -83,7 +86,6 @@ class SubjectRules {
   const std::string& jwt_header() const { return jwt_header_; }
 
  private:
-  SubjectRules() = default;
   std::vector<std::unique_ptr<NetworkList>> lists_;
   absl::flat_hash_map<std::string, RuleSubject> rules_;
   CidrSet trusted_;
@@ -118,6 +120,10 @@ class Subjects {
   // Whether any rule has a subject config: one relaxed load.
   bool active() const { return active_.load(std::memory_order_relaxed); }
   std::shared_ptr<const SubjectRules> Current() const;
+  // The same for a decision: this thread's copy, taken again only after a
+  // Publish (one acquire load otherwise, no lock, no shared count). Valid
+  // until this thread's next call.
+  const SubjectRules& ForThisThread() const;
 
   // The subject of one HTTP check of `rule` with key `given` ("" : none),
   // from `request`, at now_ms; the key goes to *key (given or built). The
@@ -148,6 +154,10 @@ class Subjects {
   void CountMatch(const NetworkList& list, std::string_view rule, bool deny);
 
   std::atomic<bool> active_{false};
+  // Tells this room's publications from another's (a test's), for the
+  // threads' copies: unique per room and per Publish.
+  const uint64_t id_;
+  std::atomic<uint64_t> version_{0};
   mutable std::mutex mu_;
   std::shared_ptr<const SubjectRules> rules_;  // guarded by mu_
   mutable std::mutex counts_mu_;

@@ -58,7 +58,8 @@ Status ParseIpPrefixes(std::string_view written, std::string_view spec, KeyPart&
     part.v6_prefix = kDefaultIpv6Prefix;
     return Status::Ok();
   }
-  if (*n > 128) return PartError(written, std::to_string(*n) + " is past 128, IPv6's longest prefix");
+  if (*n > 128)
+    return PartError(written, std::to_string(*n) + " is past 128, IPv6's longest prefix");
   if (*n % 4 != 0) {
     return PartError(written, std::to_string(*n) +
                                   " is past 32 for IPv4, and an IPv6 prefix here is a multiple "
@@ -98,8 +99,10 @@ Result<KeyPart> ParsePart(std::string_view inner) {
   static constexpr struct {
     std::string_view word;
     KeyPartKind kind;
-  } kNamed[] = {{"header", KeyPartKind::kHeader}, {"cookie", KeyPartKind::kCookie},
-                {"query", KeyPartKind::kQuery},   {"path", KeyPartKind::kPath},
+  } kNamed[] = {{"header", KeyPartKind::kHeader},
+                {"cookie", KeyPartKind::kCookie},
+                {"query", KeyPartKind::kQuery},
+                {"path", KeyPartKind::kPath},
                 {"jwt", KeyPartKind::kJwt}};
   for (const auto& k : kNamed) {
     if (kind != k.word) continue;
@@ -112,14 +115,15 @@ Result<KeyPart> ParsePart(std::string_view inner) {
     if (k.kind == KeyPartKind::kPath) {
       const std::optional<int> n = SmallNumber(name);
       if (!n || *n > kMaxPathSegment) {
-        return PartError(written, "a path segment is a number from 1 to " +
-                                      std::to_string(kMaxPathSegment));
+        return PartError(written,
+                         "a path segment is a number from 1 to " + std::to_string(kMaxPathSegment));
       }
       part.index = *n;
       return part;
     }
     if (name.size() > kMaxPartNameBytes) {
-      return PartError(written, "a name is at most " + std::to_string(kMaxPartNameBytes) + " bytes");
+      return PartError(written,
+                       "a name is at most " + std::to_string(kMaxPartNameBytes) + " bytes");
     }
     for (char c : name) {
       if (!IsNameChar(c)) {

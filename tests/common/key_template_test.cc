@@ -181,6 +181,16 @@ TEST(KeyTemplateTest, IpPrefixRefusalsNameThePart) {
   EXPECT_EQ(Error("{ip/,64}"), "'{ip/,64}': the IPv4 prefix must be a length from 1 to 32");
 }
 
+// A sign is not a digit: "-1" must not pass for a length (every request's
+// {ip/-1} would be missing, and the config would have passed check-config).
+TEST(KeyTemplateTest, NegativeNumbersAreRefused) {
+  EXPECT_EQ(Error("{ip/-1}"), std::string("'{ip/-1}': ") + kExpectedPrefix);
+  EXPECT_EQ(Error("{ip/-24}"), std::string("'{ip/-24}': ") + kExpectedPrefix);
+  EXPECT_EQ(Error("{ip/-8,64}"), "'{ip/-8,64}': the IPv4 prefix must be a length from 1 to 32");
+  EXPECT_EQ(Error("{ip/24,-64}"), "'{ip/24,-64}': the IPv6 prefix must be a length from 1 to 128");
+  EXPECT_EQ(Error("{path:-1}"), "'{path:-1}': a path segment is a number from 1 to 32");
+}
+
 TEST(KeyTemplateTest, PathSegments) {
   EXPECT_EQ(One("{path:1}").index, 1);
   EXPECT_EQ(One("{path:32}").index, 32);

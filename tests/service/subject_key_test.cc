@@ -290,6 +290,17 @@ TEST(SubjectKeyTest, AnAbsoluteFormTargetIsReadFromItsPath) {
   EXPECT_EQ(PathAndQuery("/a/b"), "/a/b ? ");
 }
 
+// An absolute URI's path may be empty with a query after the authority
+// (RFC 3986 section 3): the query is the query, and a '/' in it is no path.
+TEST(SubjectKeyTest, AnAbsoluteFormTargetWithAnEmptyPathKeepsItsQuery) {
+  EXPECT_EQ(PathAndQuery("http://api.example.com?q=1"), "/ ? q=1");
+  EXPECT_EQ(PathAndQuery("http://api.example.com?next=/a/b"), "/ ? next=/a/b");
+  EXPECT_EQ(Key("{path:1}", Target("http://h?next=/admin")), "missing {path:1}");
+  EXPECT_EQ(Key("{query:next}", Target("http://h?next=/admin")), "/admin");
+  // A "://" after a '?' is in a query, not after a scheme.
+  EXPECT_EQ(PathAndQuery("?to=http://x.example/y"), " ? to=http://x.example/y");
+}
+
 TEST(SubjectKeyTest, JwtClaims) {
   const JwtClaims claims = {{"sub", "ana"},
                             {"tenant", "acme"},

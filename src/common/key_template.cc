@@ -19,8 +19,10 @@ bool IsNameChar(char c) {
 }
 
 // A decimal number of 1 to 3 digits without a leading zero, or nullopt.
+// Digits only: from_chars alone would read "-1" as a number, and {ip/-1}
+// would pass check-config to be missing from every request.
 std::optional<int> SmallNumber(std::string_view text) {
-  if (text.empty() || text.size() > 3 || text[0] == '0') return std::nullopt;
+  if (text.empty() || text.size() > 3 || text[0] < '1' || text[0] > '9') return std::nullopt;
   int n = 0;
   const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
   if (ec != std::errc() || end != text.data() + text.size()) return std::nullopt;

@@ -148,16 +148,22 @@ OriginalRequest OriginalOf(const RequestView& request, bool trusted) {
     if (std::string_view u = request.Header("x-original-uri"); !u.empty()) target = u;
     if (std::string_view h = request.Header("x-original-host"); !h.empty()) host = h;
   }
-  // An absolute-form target ("http://host/path") is read from its path.
+  // An absolute-form target ("http://host/path?q") is read from its path
+  // and query. The authority ends at the first '/' or '?' (RFC 3986
+  // section 3.2): "http://host?next=/a" has an empty path, which is "/",
+  // and its query is "next=/a", not a path of "/a".
+  bool absolute = false;
   if (const size_t scheme = target.find("://");
-      scheme != std::string_view::npos && scheme < target.find('/')) {
-    const size_t path = target.find('/', scheme + 3);
-    target = path == std::string_view::npos ? std::string_view("/") : target.substr(path);
+      scheme != std::string_view::npos && scheme < target.find_first_of("/?")) {
+    absolute = true;
+    const size_t end = target.find_first_of("/?", scheme + 3);
+    target = end == std::string_view::npos ? std::string_view() : target.substr(end);
   }
   const size_t q = target.find('?');
   OriginalRequest out;
   out.method = method;
   out.path = target.substr(0, q);
+  if (absolute && out.path.empty()) out.path = "/";
   out.query = q == std::string_view::npos ? std::string_view() : target.substr(q + 1);
   out.host = host;
   return out;

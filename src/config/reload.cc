@@ -22,10 +22,11 @@ Status CheckServesSomething(const Config& config, size_t envoy_domains) {
 std::vector<std::string> RestartOnlyChanges(const Config& running, const Config& fresh) {
   // One row per restart-only section, in the file's usual order. A reload
   // applies the rules, their tiers, alerts and block_for, the
-  // envoy_ratelimit files, the lists, jwt and server.trusted_proxies; everything here is read once
-  // at start (the listeners, the store and its tables, the fronts' policies, the feature stores,
-  // the tokens). server.trusted_proxies is applied again on reload, with the lists it sits beside
-  // (service/subjects): the rest of `server` is not.
+  // envoy_ratelimit files, the lists, jwt and server.trusted_proxies;
+  // everything here is read once at start (the listeners, the store and
+  // its tables, the fronts' policies, the feature stores, the tokens).
+  // `server` is compared without trusted_proxies, which the subjects
+  // (service/subjects) take again on reload.
   ServerConfig running_server = running.server, fresh_server = fresh.server;
   running_server.trusted_proxies.clear();
   fresh_server.trusted_proxies.clear();

@@ -101,8 +101,15 @@ Status ParseJwt(const Fields& fields, const YAML::Node& key, const YAML::Node& v
       key, value, "jwt", [&](const std::string& name, const YAML::Node& k, const YAML::Node& v) {
         const std::string path = "jwt." + name;
         if (name == "leeway") {
-          Result<int64_t> ms = fields.DurationOrOff(k, v, path, kMaxJwtLeewayMs);
+          // Token times are whole seconds: "0s" is none, like "0" and "off".
+          const bool zero = v.IsScalar() && v.Scalar() == "0s";
+          Result<int64_t> ms = zero ? Result<int64_t>(int64_t{0})
+                                    : fields.DurationOrOff(k, v, path, kMaxJwtLeewayMs);
           if (!ms.ok()) return ms.status();
+          if (*ms % 1000 != 0) {
+            return fields.FailAt(k, v, "'jwt.leeway' is whole seconds (token times are)",
+                                 v.Scalar());
+          }
           jwt.leeway_ms = *ms;
           return Status::Ok();
         }

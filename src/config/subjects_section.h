@@ -25,9 +25,9 @@ Status ParseTrustedProxies(const Fields& fields, const YAML::Node& key, const YA
                            std::vector<std::string>& out);
 // One of a rule's subject fields (key, on_missing, deny_list, allow_list);
 // false in *known when `field` is none of them.
-Status ParseRuleSubjectField(const Fields& fields, const std::string& field,
-                             const YAML::Node& key, const YAML::Node& value,
-                             const std::string& path, SubjectConfig& subject, bool* known);
+Status ParseRuleSubjectField(const Fields& fields, const std::string& field, const YAML::Node& key,
+                             const YAML::Node& value, const std::string& path,
+                             SubjectConfig& subject, bool* known);
 // What needs the whole file: each rule's lists are in `lists:`, and a
 // template with {jwt:...} has a `jwt:` section.
 Status CheckSubjects(const Fields& fields, const Config& config);

@@ -149,9 +149,9 @@ bool ResolveSubject(LoopContext& loop, const http::Request& req, const HttpAsync
   service::Subjects& subjects = *loop.service().services->subjects;
   const HttpRequestView view(req, async.self);
   std::string key;
-  const service::SubjectAnswer a =
-      subjects.Resolve(subjects.ForThisThread(), cr->rule, cr->key_given ? cr->key : std::string_view(), view,
-                       loop.service().services->clock.NowMs(), &key);
+  const service::SubjectAnswer a = subjects.Resolve(
+      subjects.ForThisThread(), cr->rule, cr->key_given ? cr->key : std::string_view(), view,
+      loop.service().services->clock.NowMs(), &key);
   using Kind = service::SubjectAnswer::Kind;
   switch (a.kind) {
     case Kind::kCheck: {

@@ -117,7 +117,11 @@ TEST(SubjectsSectionTest, JwtLeewayBounds) {
   EXPECT_EQ(Parse("jwt: { jwks_file: /k, leeway: 300s }\n").jwt.leeway_ms, 300'000);
   EXPECT_EQ(Parse("jwt: { jwks_file: /k, leeway: 0 }\n").jwt.leeway_ms, 0);
   EXPECT_EQ(Parse("jwt: { jwks_file: /k, leeway: off }\n").jwt.leeway_ms, 0);
-  EXPECT_EQ(Parse("jwt: { jwks_file: /k, leeway: 1ms }\n").jwt.leeway_ms, 1);
+  EXPECT_EQ(Parse("jwt: { jwks_file: /k, leeway: 0s }\n").jwt.leeway_ms, 0);
+  EXPECT_EQ(Parse("jwt: { jwks_file: /k, leeway: 1s }\n").jwt.leeway_ms, 1000);
+  // Token times are whole seconds: a part of one would be cut silently.
+  EXPECT_EQ(Error("jwt: { jwks_file: /k, leeway: 1500ms }\n"),
+            "test.yaml:1:31: 'jwt.leeway' is whole seconds (token times are) (near '1500ms')");
   EXPECT_EQ(Error("jwt: { jwks_file: /k, leeway: 301s }\n"),
             "test.yaml:1:31: 'jwt.leeway' must be from 1ms to 5m (near '301s')");
   EXPECT_EQ(Error("jwt: { jwks_file: /k, leeway: 1h }\n"),
@@ -136,7 +140,12 @@ TEST(SubjectsSectionTest, JwtMistakes) {
   EXPECT_EQ(Error("jwt: { jwks_file: \"\" }\n"), "test.yaml:1:1: " + neither);
   EXPECT_EQ(Error("jwt: { jwks_file: /k, secret: abc }\n"),
             "test.yaml:1:23: unknown key 'secret' in jwt; expected jwks_file, issuer, audience, "
-            "leeway or hs256_secret_env (near 'secret')");
+            "leeway, header or hs256_secret_env (near 'secret')");
+  EXPECT_EQ(Parse("jwt: { jwks_file: /k, header: X-Client-Authorization }\n").jwt.header,
+            "x-client-authorization");
+  EXPECT_EQ(Parse("jwt: { jwks_file: /k }\n").jwt.header, "authorization");
+  EXPECT_EQ(Error("jwt: { jwks_file: /k, header: \"a b\" }\n"),
+            "test.yaml:1:31: 'jwt.header' must be a header field name (near 'a b')");
   EXPECT_EQ(Error("jwt: { hs256_secret_env: 1BAD }\n"),
             "test.yaml:1:26: 'jwt.hs256_secret_env' must name an environment variable "
             "([A-Za-z_][A-Za-z0-9_]*) (near '1BAD')");

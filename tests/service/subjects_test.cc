@@ -605,7 +605,10 @@ TEST_F(SubjectsTest, Hs256SecretRefusals) {
 
 TEST_F(SubjectsTest, PublishAndActive) {
   EXPECT_FALSE(subjects_.active());
-  EXPECT_EQ(subjects_.Current(), nullptr);
+  // Nothing published is no rule at all, never a null to trip on.
+  ASSERT_NE(subjects_.Current(), nullptr);
+  EXPECT_TRUE(subjects_.Current()->empty());
+  EXPECT_TRUE(subjects_.ForThisThread().empty());
   Config config = ListsConfig();
   config.rules.push_back(RuleOf("gate").Deny("bad"));
   const auto rules = MustBuild(config);
@@ -621,12 +624,16 @@ TEST_F(SubjectsTest, PublishAndActive) {
   EXPECT_TRUE(subjects_.active());
   subjects_.Publish(nullptr);
   EXPECT_FALSE(subjects_.active());
-  EXPECT_EQ(subjects_.Current(), nullptr);
+  // Nothing published is no rule at all, never a null to trip on.
+  ASSERT_NE(subjects_.Current(), nullptr);
+  EXPECT_TRUE(subjects_.Current()->empty());
+  EXPECT_TRUE(subjects_.ForThisThread().empty());
 }
 
 TEST(BearerTokenOfTest, TheTokenOfABearerAuthorization) {
   auto token = [](std::string value) {
-    return std::string(BearerTokenOf(FakeRequest().Add("Authorization", std::move(value))));
+    return std::string(
+        BearerTokenOf(FakeRequest().Add("Authorization", std::move(value)), "authorization"));
   };
   EXPECT_EQ(token("Bearer abc.def.ghi"), "abc.def.ghi");
   EXPECT_EQ(token("bearer abc"), "abc");
@@ -635,7 +642,14 @@ TEST(BearerTokenOfTest, TheTokenOfABearerAuthorization) {
   EXPECT_EQ(token("Bearer"), "");
   EXPECT_EQ(token("Bearerabc"), "");
   EXPECT_EQ(token("Basic YTpi"), "");
-  EXPECT_EQ(std::string(BearerTokenOf(FakeRequest())), "");
+  EXPECT_EQ(std::string(BearerTokenOf(FakeRequest(), "authorization")), "");
+  // jwt.header: another field, the same scheme.
+  EXPECT_EQ(std::string(BearerTokenOf(FakeRequest().Add("X-Client-Authorization", "Bearer t1"),
+                                      "x-client-authorization")),
+            "t1");
+  EXPECT_EQ(std::string(BearerTokenOf(FakeRequest().Add("Authorization", "Bearer t1"),
+                                      "x-client-authorization")),
+            "");
 }
 
 }  // namespace

@@ -13,16 +13,7 @@ NetworkBlockTable::NetworkKey NetworkBlockTable::KeyOf(const Cidr& network) {
 
 void NetworkBlockTable::Put(const Cidr& network, const BlockRecord& block, Map* map,
                             std::vector<int>* lengths) {
-  std::vector<Entry>& entries = (*map)[KeyOf(network)];
-  auto reason = std::make_shared<const std::string>(block.reason);
-  for (Entry& e : entries) {
-    if (e.rule == block.rule) {
-      e.until_ms = block.expires_at_ms;
-      e.reason = std::move(reason);
-      return;
-    }
-  }
-  entries.push_back(Entry{block.rule, block.expires_at_ms, std::move(reason)});
+  (*map)[KeyOf(network)].Set(block.rule, block.expires_at_ms, block.reason);
   if (std::find(lengths->begin(), lengths->end(), network.prefix_len()) == lengths->end()) {
     lengths->push_back(network.prefix_len());
   }
@@ -31,24 +22,16 @@ void NetworkBlockTable::Put(const Cidr& network, const BlockRecord& block, Map* 
 int64_t NetworkBlockTable::Until(const IpAddress& address, std::string_view rule, int64_t now_ms,
                                  std::string_view* reason) const {
   std::shared_lock<std::shared_mutex> lock(mu_);
-  const Entry* best = nullptr;
+  const BlockEntry* best = nullptr;
   // One probe per length a blocked network of the family has: the network
   // of that length holding the address is the only one it could be.
   for (int len : address.is_v4() ? v4_lengths_ : v6_lengths_) {
     const std::optional<Cidr> network = Cidr::Of(address, len);
     if (!network) continue;
     auto it = by_network_.find(KeyOf(*network));
-    if (it == by_network_.end()) continue;
-    for (const Entry& e : it->second) {
-      if (e.until_ms <= now_ms || (!e.rule.empty() && e.rule != rule)) continue;
-      if (best == nullptr || e.until_ms > best->until_ms) best = &e;
-    }
+    if (it != by_network_.end()) it->second.Latest(rule, now_ms, &best);
   }
-  if (best == nullptr) return 0;
-  thread_local std::shared_ptr<const std::string> held;
-  held = best->reason;
-  *reason = *held;
-  return best->until_ms;
+  return BlockAnswer(best, reason);
 }
 
 void NetworkBlockTable::Replace(const std::vector<BlockRecord>& blocks) {

@@ -30,8 +30,9 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "common/ip_address.h"
+#include "service/control/block_entries.h"
 #include "service/control/control_plane.h"
-#include "service/lists/cidr.h"
+#include "common/cidr.h"
 
 namespace floodgate::service {
 
@@ -56,11 +57,6 @@ class NetworkBlockTable {
   void Add(const BlockRecord& block);
 
  private:
-  struct Entry {
-    std::string rule;  // "" : every rule
-    int64_t until_ms = 0;
-    std::shared_ptr<const std::string> reason;
-  };
   // A network as the table keys it: its address's two words and its
   // length (an IPv4 network's address is in the mapped form, so the two
   // families never share a key).
@@ -75,7 +71,7 @@ class NetworkBlockTable {
       return H::combine(std::move(h), k.high, k.low, k.prefix_len);
     }
   };
-  using Map = absl::flat_hash_map<NetworkKey, std::vector<Entry>>;
+  using Map = absl::flat_hash_map<NetworkKey, BlockEntries>;
 
   static NetworkKey KeyOf(const Cidr& network);
   // Puts `block` into `map`, replacing the entry of its rule; `lengths`

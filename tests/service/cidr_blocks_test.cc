@@ -22,6 +22,7 @@
 #include "floodgate/clock.h"
 #include "service/control/control_plane.h"
 #include "service/limiter/limiter_core.h"
+#include "testing/control_world.h"
 #include "testing/fake_store.h"
 
 namespace floodgate::service {
@@ -32,45 +33,15 @@ constexpr const char* kRules =
     "  api: { algorithm: fixed_window, limits: [3/hour] }\n"
     "  login: { algorithm: sliding_window, limits: [5/hour] }\n";
 
-class CidrBlocksTest : public ::testing::Test {
+class CidrBlocksTest : public testing::ControlWorld {
  protected:
-  void SetUp() override {
-    char tmpl[] = "/tmp/floodgate-cidr-XXXXXX";
-    ASSERT_NE(mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
-    clock_.SetMs(1'800'000'000'000);
-    Open();
-  }
-  void TearDown() override {
-    core_.reset();
-    std::filesystem::remove_all(dir_);
-  }
-  void Open() {
-    core_.reset();
-    auto config = ParseConfig(std::string("data_dir: ") + dir_ + "\n" + kRules, "test");
-    ASSERT_TRUE(config.ok()) << config.status().message();
-    auto services = api::OpenServices(*config, clock_);
-    ASSERT_TRUE(services.ok()) << services.status().message();
-    core_ = std::move(*services);
-  }
-  ControlPlane& cp() { return *core_->control; }
-  // Runs a change and waits for its answer: (status, JSON).
-  std::pair<Status, std::string> Wait(const std::function<void(ControlPlane::Done)>& change) {
-    std::promise<std::pair<Status, std::string>> done;
-    change([&](const Status& s, const std::string& json) { done.set_value({s, json}); });
-    return done.get_future().get();
-  }
+  CidrBlocksTest() : ControlWorld(kRules) {}
   Status Block(std::string_view network, std::string_view rule, int64_t ttl_ms,
                std::string reason = "") {
-    return Wait([&](auto done) {
+    return Answer([&](auto done) {
              cp().BlockNetwork(who_, network, rule, ttl_ms, std::move(reason), done);
            })
         .first;
-  }
-  Decision Check(const std::string& rule, const std::string& key) {
-    auto d = core_->core->CheckAndWait(rule, key);
-    EXPECT_TRUE(d.ok()) << d.status().message();
-    return d.ok() ? *d : Decision{};
   }
   std::vector<std::string> Log(size_t n) {
     std::promise<std::vector<std::string>> log;
@@ -79,11 +50,6 @@ class CidrBlocksTest : public ::testing::Test {
     });
     return log.get_future().get();
   }
-
-  ManualClock clock_;
-  std::string dir_;
-  std::unique_ptr<Services> core_;
-  const Actor who_{"admin", "test"};
 };
 
 TEST_F(CidrBlocksTest, AnAddressInsideABlockedNetworkIsDeniedAsABlockedSubject) {
@@ -164,7 +130,7 @@ TEST_F(CidrBlocksTest, OverlappingBlocksOfDifferentRulesAndEnds) {
   EXPECT_EQ(d.retry_after_ms, 10'000);
   EXPECT_EQ(Check("api", "198.51.7.7").block_reason, "wide");
   // A key block of the address itself, ending later still on login.
-  ASSERT_TRUE(Wait([&](auto done) {
+  ASSERT_TRUE(Answer([&](auto done) {
                 cp().Block(who_, "198.51.100.9", "login", 20'000, "key", done);
               }).first.ok());
   d = Check("login", "198.51.100.9");
@@ -194,7 +160,8 @@ TEST_F(CidrBlocksTest, UnblockRemovesOneRulesBlockOrAll) {
   EXPECT_EQ(cp().BlocksOfNetwork("192.0.2.0/24").size(), 2u);
   EXPECT_EQ(cp().BlocksOfNetwork("192.0.2.128/25").size(), 1u);
   // One rule's: the answer lists what went.
-  auto [s, json] = Wait([&](auto done) { cp().UnblockNetwork(who_, "192.0.2.0/24", "api", done); });
+  auto [s, json] =
+      Answer([&](auto done) { cp().UnblockNetwork(who_, "192.0.2.0/24", "api", done); });
   ASSERT_TRUE(s.ok()) << s.message();
   EXPECT_EQ(json,
             "{\"cidr\":\"192.0.2.0/24\",\"blocks\":[{\"cidr\":\"192.0.2.0/24\",\"rule\":\"api\","
@@ -202,7 +169,7 @@ TEST_F(CidrBlocksTest, UnblockRemovesOneRulesBlockOrAll) {
   EXPECT_EQ(Check("api", "192.0.2.1").block_reason, "all");
   // The rest of it, written another way (the mapped form).
   std::tie(s, json) =
-      Wait([&](auto done) { cp().UnblockNetwork(who_, "::ffff:192.0.2.0/120", "", done); });
+      Answer([&](auto done) { cp().UnblockNetwork(who_, "::ffff:192.0.2.0/120", "", done); });
   ASSERT_TRUE(s.ok()) << s.message();
   EXPECT_NE(json.find("\"reason\":\"all\""), std::string::npos) << json;
   EXPECT_TRUE(cp().BlocksOfNetwork("192.0.2.0/24").empty());
@@ -211,9 +178,9 @@ TEST_F(CidrBlocksTest, UnblockRemovesOneRulesBlockOrAll) {
   EXPECT_EQ(Check("api", "192.0.2.200").block_reason, "half");
   // Nothing left to remove: 404.
   EXPECT_EQ(
-      Wait([&](auto done) { cp().UnblockNetwork(who_, "192.0.2.0/24", "", done); }).first.code(),
+      Answer([&](auto done) { cp().UnblockNetwork(who_, "192.0.2.0/24", "", done); }).first.code(),
       StatusCode::kNotFound);
-  EXPECT_EQ(Wait([&](auto done) {
+  EXPECT_EQ(Answer([&](auto done) {
               cp().UnblockNetwork(who_, "192.0.2.128/25", "api", done);
             }).first.code(),
             StatusCode::kNotFound);
@@ -224,7 +191,7 @@ TEST_F(CidrBlocksTest, UnblockRemovesOneRulesBlockOrAll) {
 // key "203.0.113.0/24" (a rule keyed by {ip/24}) is not the network.
 TEST_F(CidrBlocksTest, ANetworkAndAKeyOfTheSameTextAreApart) {
   ASSERT_TRUE(Block("203.0.113.0/24", "", 60'000, "network").ok());
-  ASSERT_TRUE(Wait([&](auto done) {
+  ASSERT_TRUE(Answer([&](auto done) {
                 cp().Block(who_, "203.0.113.0/24", "", 60'000, "key", done);
               }).first.ok());
   EXPECT_EQ(cp().ListBlocks().size(), 2u);
@@ -234,7 +201,8 @@ TEST_F(CidrBlocksTest, ANetworkAndAKeyOfTheSameTextAreApart) {
   EXPECT_EQ(cp().BlocksOfNetwork("203.0.113.0/24")[0].reason, "network");
   EXPECT_EQ(Check("api", "203.0.113.0/24").block_reason, "key");
   EXPECT_EQ(Check("api", "203.0.113.1").block_reason, "network");
-  ASSERT_TRUE(Wait([&](auto done) { cp().Unblock(who_, "203.0.113.0/24", "", done); }).first.ok());
+  ASSERT_TRUE(
+      Answer([&](auto done) { cp().Unblock(who_, "203.0.113.0/24", "", done); }).first.ok());
   EXPECT_TRUE(Check("api", "203.0.113.0/24").allowed);
   EXPECT_EQ(Check("api", "203.0.113.1").block_reason, "network");
   // An empty key has no blocks, the network's included.
@@ -286,9 +254,10 @@ TEST_F(CidrBlocksTest, BadChangesAreRefusedAndChangeNothing) {
   EXPECT_EQ(Block("203.0.113.0/24", "", ControlPlane::kMaxTtlMs + 1).code(),
             StatusCode::kInvalidArgument);
   EXPECT_EQ(Block("203.0.113.0/24", "nope", 60'000).code(), StatusCode::kNotFound);
-  EXPECT_EQ(
-      Wait([&](auto done) { cp().UnblockNetwork(who_, "203.0.113.7/24", "", done); }).first.code(),
-      StatusCode::kInvalidArgument);
+  EXPECT_EQ(Answer([&](auto done) {
+              cp().UnblockNetwork(who_, "203.0.113.7/24", "", done);
+            }).first.code(),
+            StatusCode::kInvalidArgument);
   EXPECT_TRUE(cp().ListBlocks().empty());
   EXPECT_FALSE(std::filesystem::exists(dir_ + "/control.db"));
   EXPECT_TRUE(Check("api", "203.0.113.7").allowed);
@@ -308,7 +277,7 @@ TEST_F(CidrBlocksTest, NetworkBlocksSurviveANewLimiterAndAreLogged) {
   EXPECT_EQ(Check("login", "2001:db8:0:1::1").block_reason, "kept too");
   EXPECT_EQ(cp().ListBlocks().size(), 2u);
   ASSERT_TRUE(
-      Wait([&](auto done) { cp().UnblockNetwork(who_, "2001:db8::/48", "", done); }).first.ok());
+      Answer([&](auto done) { cp().UnblockNetwork(who_, "2001:db8::/48", "", done); }).first.ok());
   const std::vector<std::string> entries = Log(10);
   ASSERT_EQ(entries.size(), 4u);
   EXPECT_NE(entries[0].find("\"action\":\"block.delete\",\"target\":\"cidr:2001:db8::/48\""),

@@ -7,20 +7,20 @@
 #include <string>
 #include <string_view>
 
-#include "service/lists/cidr.h"
+#include "common/cidr.h"
 #include "service/lists/cidr_list_file.h"
 #include "service/lists/cidr_set.h"
 
 namespace {
 
-using floodgate::service::Cidr;
+using floodgate::Cidr;
 
 void CheckRoundTrip(const Cidr& network) {
   const int max_len =
-      network.is_v4() ? floodgate::service::kMaxPrefixLenV4 : floodgate::service::kMaxPrefixLenV6;
+      network.is_v4() ? floodgate::kMaxPrefixLenV4 : floodgate::kMaxPrefixLenV6;
   if (network.prefix_len() < 0 || network.prefix_len() > max_len) __builtin_trap();
   const std::string text = network.ToString();
-  auto again = floodgate::service::ParseCidr(text);
+  auto again = floodgate::ParseCidr(text);
   if (!again.ok() || !(*again == network) || again->ToString() != text) __builtin_trap();
   if (!network.Contains(network.address())) __builtin_trap();
 }
@@ -30,7 +30,7 @@ void CheckRoundTrip(const Cidr& network) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view text(reinterpret_cast<const char*>(data), size);
 
-  auto one = floodgate::service::ParseCidr(text);
+  auto one = floodgate::ParseCidr(text);
   if (one.ok()) CheckRoundTrip(*one);
 
   // Small bounds, so the fuzzer reaches them too.

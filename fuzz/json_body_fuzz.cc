@@ -49,7 +49,9 @@ using floodgate::http::CheckRequest;
 
 void CheckBounds(const CheckRequest& req) {
   FUZZ_CHECK(!req.rule.empty());
-  FUZZ_CHECK(!req.key.empty() && req.key.size() <= floodgate::http::kMaxCheckKeyBytes);
+  // A key left out is the route's to judge (a rule with a key template).
+  FUZZ_CHECK(req.key_given ? !req.key.empty() : req.key.empty());
+  FUZZ_CHECK(req.key.size() <= floodgate::http::kMaxCheckKeyBytes);
   FUZZ_CHECK(req.cost >= 0 && req.cost <= floodgate::http::kMaxCheckCost);
 }
 

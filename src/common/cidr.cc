@@ -1,12 +1,12 @@
 // Cidr and ParseCidr: see cidr.h. The masking, and the mapped range read as
 // IPv4, are here and nowhere else, so every list and lookup agree on them.
-#include "service/lists/cidr.h"
+#include "common/cidr.h"
 
 #include <string>
 
 #include "common/text.h"
 
-namespace floodgate::service {
+namespace floodgate {
 namespace {
 
 // The first 96 bits of an IPv4-mapped address are the mapped prefix.
@@ -108,4 +108,4 @@ Result<Cidr> ParseCidr(std::string_view text) {
   return *Cidr::Of(*address, prefix_len);
 }
 
-}  // namespace floodgate::service
+}  // namespace floodgate

@@ -24,6 +24,11 @@
 //    IpAddress writes it, the length always), which ParseCidr reads back as
 //    the same Cidr.
 //
+// In common/ beside IpAddress: the config refuses a network that does not
+// parse (check-config, a reload) without the lists' layer, and the lists,
+// the trusted proxies and the control plane's network blocks read the same
+// text the same way.
+//
 // A value type. Thread-compatible.
 #pragma once
 
@@ -36,7 +41,7 @@
 #include "common/ip_address.h"
 #include "floodgate/status.h"
 
-namespace floodgate::service {
+namespace floodgate {
 
 class Cidr {
  public:
@@ -76,4 +81,4 @@ inline constexpr int kMaxPrefixLenV6 = 128;
 // The network `text` spells; see the contract for the forms and refusals.
 Result<Cidr> ParseCidr(std::string_view text);
 
-}  // namespace floodgate::service
+}  // namespace floodgate

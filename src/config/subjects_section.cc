@@ -6,6 +6,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/cidr.h"
 #include "common/key_template.h"
 
 namespace floodgate::config {
@@ -21,15 +22,19 @@ bool IsListNameChar(char c) {
          c == '-' || c == '.';
 }
 
-// A list of strings, each non-empty, at most `max` of them.
-Status StringList(const Fields& fields, const YAML::Node& key, const YAML::Node& value,
-                  const std::string& field, size_t max, std::vector<std::string>& out) {
+// A list of networks (common/cidr.h), at most `max` of them, kept as
+// written: the subjects read them into their sets.
+Status NetworkList(const Fields& fields, const YAML::Node& key, const YAML::Node& value,
+                   const std::string& field, size_t max, std::vector<std::string>& out) {
   if (!value.IsSequence()) return fields.WrongType(key, value, field, "a list of networks");
   out.clear();
   for (const YAML::Node& item : value) {
     Result<std::string> text = fields.String(key, item, field);
     if (!text.ok()) return text.status();
     if (text->empty()) return fields.Fail(item.Mark(), "'" + field + "': an empty entry", "");
+    if (Result<Cidr> network = ParseCidr(*text); !network.ok()) {
+      return fields.Fail(item.Mark(), "'" + field + "': " + network.status().message(), *text);
+    }
     if (out.size() == max) {
       return fields.Fail(
           item.Mark(), "'" + field + "' has more than " + std::to_string(max) + " entries", *text);
@@ -62,7 +67,7 @@ Status ParseList(const Fields& fields, const std::string& name, const YAML::Node
         }
         if (field == "cidrs") {
           has_cidrs = true;
-          return StringList(fields, k, v, path + ".cidrs", kMaxInlineNetworks, list.cidrs);
+          return NetworkList(fields, k, v, path + ".cidrs", kMaxInlineNetworks, list.cidrs);
         }
         return fields.Fail(k.Mark(),
                            "unknown key '" + field + "' in list '" + name +
@@ -159,7 +164,7 @@ Status ParseJwt(const Fields& fields, const YAML::Node& key, const YAML::Node& v
 
 Status ParseTrustedProxies(const Fields& fields, const YAML::Node& key, const YAML::Node& value,
                            std::vector<std::string>& out) {
-  return StringList(fields, key, value, "server.trusted_proxies", kMaxTrustedProxies, out);
+  return NetworkList(fields, key, value, "server.trusted_proxies", kMaxTrustedProxies, out);
 }
 
 Status ParseRuleSubjectField(const Fields& fields, const std::string& field, const YAML::Node& key,

@@ -1,8 +1,9 @@
 // The parts of the config that say where a rule's subject comes from in a
 // request (docs/keys-from-requests.md): the `lists:` and `jwt:` sections,
 // a rule's `key`, `on_missing`, `deny_list` and `allow_list`, and
-// `server.trusted_proxies`. The shapes are checked here; the networks, the
-// list files and the JWKS file are read when the subjects are built
+// `server.trusted_proxies`. The shapes, templates and networks written in
+// the file are checked here; the list files and the JWKS file are read when
+// the subjects are built
 // (service/subjects/subjects.h), which check-config does too. Errors are
 // worded as yaml_fields.h words them.
 #pragma once

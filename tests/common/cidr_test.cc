@@ -1,12 +1,12 @@
 // ParseCidr and Cidr: the forms read, host bits cleared, the mapped range
 // read as IPv4, every refusal's exact message, and Contains across families.
-#include "service/lists/cidr.h"
+#include "common/cidr.h"
 
 #include <gtest/gtest.h>
 
 #include <string>
 
-namespace floodgate::service {
+namespace floodgate {
 namespace {
 
 IpAddress Ip(std::string_view text) { return IpAddress::Parse(text).value(); }
@@ -154,4 +154,4 @@ TEST(CidrTest, ContainsKeepsFamiliesApart) {
 }
 
 }  // namespace
-}  // namespace floodgate::service
+}  // namespace floodgate

@@ -10,7 +10,7 @@
 #include "common/length_fields.h"
 #include "common/log.h"
 #include "core/rule_eval.h"
-#include "service/lists/cidr.h"
+#include "common/cidr.h"
 
 namespace floodgate::service {
 namespace {

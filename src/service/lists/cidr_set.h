@@ -29,7 +29,7 @@
 
 #include "common/ip_address.h"
 #include "floodgate/status.h"
-#include "service/lists/cidr.h"
+#include "common/cidr.h"
 
 namespace floodgate::service {
 

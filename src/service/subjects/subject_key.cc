@@ -5,7 +5,7 @@
 #include <string_view>
 
 #include "common/text.h"
-#include "service/lists/cidr.h"
+#include "common/cidr.h"
 
 namespace floodgate::service {
 namespace {

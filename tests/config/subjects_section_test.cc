@@ -47,9 +47,14 @@ TEST(SubjectsSectionTest, ListsOfAFileOrNetworks) {
   EXPECT_THAT(c.lists[1].cidrs, ElementsAre("192.0.2.0/24", "2001:db8::/32"));
   EXPECT_EQ(c.lists[2].name, "none.yet-2");
   EXPECT_TRUE(c.lists[2].cidrs.empty());
-  // The networks are read when the subjects are built, not here.
-  EXPECT_THAT(Parse("lists: { a: { cidrs: [not-a-network] } }\n").lists[0].cidrs,
-              ElementsAre("not-a-network"));
+  // A network is checked here, with its position: what the file says must
+  // build (the config fuzzer's invariant), and check-config points at it.
+  EXPECT_EQ(Error("lists: { a: { cidrs: [not-a-network] } }\n"),
+            "test.yaml:1:23: 'lists.a.cidrs': 'not-a-network': not an IPv4 address (near "
+            "'not-a-network')");
+  EXPECT_EQ(Error("lists:\n  a: { cidrs: [10.0.0.0/8, 10.0.0.0/33] }\n"),
+            "test.yaml:2:28: 'lists.a.cidrs': '10.0.0.0/33': prefix length 33 is past 32 for "
+            "IPv4 (near '10.0.0.0/33')");
 }
 
 TEST(SubjectsSectionTest, ListMistakes) {
@@ -164,6 +169,9 @@ TEST(SubjectsSectionTest, TrustedProxies) {
             "(near 'trusted_proxies')");
   EXPECT_EQ(Error("server: { trusted_proxies: [\"\"] }\n"),
             "test.yaml:1:29: 'server.trusted_proxies': an empty entry (near '')");
+  EXPECT_EQ(Error("server: { trusted_proxies: [\"::1/129\"] }\n"),
+            "test.yaml:1:29: 'server.trusted_proxies': '::1/129': prefix length 129 is past 128 "
+            "for IPv6 (near '::1/129')");
 }
 
 constexpr char kLists[] = "lists: { bad: { cidrs: [203.0.113.0/24] }, ok: { file: /ok.txt } }\n";

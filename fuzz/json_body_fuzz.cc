@@ -26,6 +26,7 @@
 #include <cstring>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -106,7 +107,8 @@ void CheckQuery(std::string_view query) {
     CheckBounds(req);
     std::string lookup_error;
     FUZZ_CHECK(floodgate::http::QueryParam(query, "rule", &lookup_error) == req.rule);
-    FUZZ_CHECK(floodgate::http::QueryParam(query, "key", &lookup_error) == req.key);
+    const std::optional<std::string> key = floodgate::http::QueryParam(query, "key", &lookup_error);
+    FUZZ_CHECK(key.has_value() == req.key_given && key.value_or("") == req.key);
     FUZZ_CHECK(lookup_error.empty());
   } else {
     CheckError(error);

@@ -79,13 +79,7 @@ TEST_F(CidrBlocksTest, AnAddressInsideABlockedNetworkIsDeniedAsABlockedSubject) 
   EXPECT_TRUE(Check("api", "203.0.113.0/24").allowed);  // a key, not an address
   EXPECT_TRUE(Check("api", " 203.0.113.7").allowed);
   // The block spent nothing: a peek sees the subject's units untouched.
-  LimiterCore::CheckArgs peek;
-  peek.rule = "api";
-  peek.key = "203.0.113.77";
-  peek.cost = 0;
-  peek.ignore_blocks = true;
-  Decision s;
-  ASSERT_TRUE(core_->core->CheckAndWait(peek, &s).ok());
+  const Decision s = Peek("api", "203.0.113.77");
   EXPECT_FALSE(s.blocked);
   EXPECT_EQ(s.remaining, 3);
   // The time left runs down, and the block ends at its millisecond.

@@ -70,13 +70,7 @@ TEST_F(ControlPlaneTest, ABlockDeniesWithTheTimeLeftAndTheReason) {
   clock_.AdvanceMs(4'000);
   EXPECT_EQ(Check("g", "m").retry_after_ms, 6'000);
   // A state read sees the usage, which the block did not touch.
-  LimiterCore::CheckArgs peek;
-  peek.rule = "api";
-  peek.key = "m";
-  peek.cost = 0;
-  peek.ignore_blocks = true;
-  Decision s;
-  ASSERT_TRUE(core_->core->CheckAndWait(peek, &s).ok());
+  const Decision s = Peek("api", "m");
   EXPECT_FALSE(s.blocked);
   EXPECT_EQ(s.remaining, 3);
   clock_.AdvanceMs(6'000);

@@ -64,6 +64,18 @@ class ControlWorld : public ::testing::Test {
     return d.ok() ? *d : Decision{};
   }
 
+  // The subject's state, blocks aside: a check of cost 0 that spends nothing.
+  Decision Peek(const std::string& rule, const std::string& key) {
+    service::LimiterCore::CheckArgs peek;
+    peek.rule = rule;
+    peek.key = key;
+    peek.cost = 0;
+    peek.ignore_blocks = true;
+    Decision d;
+    EXPECT_TRUE(core_->core->CheckAndWait(peek, &d).ok());
+    return d;
+  }
+
   ManualClock clock_;
   std::string dir_;
   std::unique_ptr<service::Services> core_;

@@ -25,6 +25,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   config->otp.secret = "fuzz-otp-secret-0123456789";
   for (floodgate::Rule& rule : config->rules) rule.alerts.secret = "fuzz-alert-secret";
   config->alert_delivery.spool = "off";
+  // Files are read when the subjects are built (check-config reads them
+  // too): what a list or JWK Set file holds is its own fuzzers' business.
+  for (floodgate::ListConfig& list : config->lists) list.file.clear();
+  config->jwt.jwks_file.clear();
+  config->jwt.hs256_secret = "fuzz-hs256-secret-of-32-bytes-at-least";
   floodgate::ManualClock clock(1'700'000'000'000);
   auto limiter = floodgate::Limiter::Create(*config, clock);
   if (!limiter.ok()) __builtin_trap();  // the parser must refuse what cannot compile

@@ -26,6 +26,7 @@
 #include <cstring>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -49,7 +50,9 @@ using floodgate::http::CheckRequest;
 
 void CheckBounds(const CheckRequest& req) {
   FUZZ_CHECK(!req.rule.empty());
-  FUZZ_CHECK(!req.key.empty() && req.key.size() <= floodgate::http::kMaxCheckKeyBytes);
+  // A key left out is the route's to judge (a rule with a key template).
+  FUZZ_CHECK(req.key_given ? !req.key.empty() : req.key.empty());
+  FUZZ_CHECK(req.key.size() <= floodgate::http::kMaxCheckKeyBytes);
   FUZZ_CHECK(req.cost >= 0 && req.cost <= floodgate::http::kMaxCheckCost);
 }
 
@@ -67,7 +70,8 @@ void CheckJsonBody(std::string_view body) {
     const nlohmann::json doc = nlohmann::json::parse(body, nullptr, /*allow_exceptions=*/false);
     FUZZ_CHECK(doc.is_object());
     FUZZ_CHECK(doc.at("rule") == req.rule);
-    FUZZ_CHECK(doc.at("key") == req.key);
+    FUZZ_CHECK(doc.contains("key") == req.key_given);
+    if (req.key_given) FUZZ_CHECK(doc.at("key") == req.key);
     if (doc.contains("tier") && !doc["tier"].is_null()) FUZZ_CHECK(doc["tier"] == req.tier);
     if (doc.contains("cost") && !doc["cost"].is_null()) FUZZ_CHECK(doc["cost"] == req.cost);
   } else {
@@ -104,7 +108,8 @@ void CheckQuery(std::string_view query) {
     CheckBounds(req);
     std::string lookup_error;
     FUZZ_CHECK(floodgate::http::QueryParam(query, "rule", &lookup_error) == req.rule);
-    FUZZ_CHECK(floodgate::http::QueryParam(query, "key", &lookup_error) == req.key);
+    const std::optional<std::string> key = floodgate::http::QueryParam(query, "key", &lookup_error);
+    FUZZ_CHECK(key.has_value() == req.key_given && key.value_or("") == req.key);
     FUZZ_CHECK(lookup_error.empty());
   } else {
     CheckError(error);

@@ -36,6 +36,15 @@ rules:
   login: { algorithm: gcra, limits: [5/minute] }
   up: { algorithm: token_bucket, limits: [10/s], burst: 3 }
   day: { algorithm: fixed_window, limits: [1000/day], timezone: Europe/Berlin }
+  net: { algorithm: fixed_window, limits: [5/s], key: "{ip/24}", deny_list: bad, allow_list: ok }
+  req: { algorithm: fixed_window, limits: [5/s], key: "{method}:{path:2}:{query:q}:{host}:{cookie:c}" }
+  hdr: { algorithm: gcra, limits: [5/s], key: "k:{header:x-api-key}", on_missing: skip }
+  tok: { algorithm: fixed_window, limits: [5/s], key: "{jwt:sub}", on_missing: deny }
+server: { trusted_proxies: ["::/0", "0.0.0.0/0"] }
+lists:
+  bad: { cidrs: ["10.0.0.0/8", "2001:db8::/32"] }
+  ok: { cidrs: ["192.0.2.0/24"] }
+jwt: { hs256_secret_env: FUZZ_UNSET_SECRET }
 sets: { max_members: 8, max_ttl: 1h }
 otp: { issue_limit: 5/m, verify_limit: 5/m, max_live_codes: 2 }
 )",
@@ -44,6 +53,7 @@ otp: { issue_limit: 5/m, verify_limit: 5/m, max_live_codes: 2 }
     parsed->engine.max_entries = 1000;
     parsed->engine.shards = 1;  // built per input: keep it small
     parsed->otp.secret = "fuzz-secret-0123456789";
+    parsed->jwt.hs256_secret = "fuzz-hs256-secret-of-32-bytes-at-least";
     return new Config(*std::move(parsed));
   }();
   return *config;

@@ -17,7 +17,7 @@ PACKAGES=(
   # fuzzing: clang with libFuzzer and the sanitizer runtimes
   clang-14 libclang-rt-14-dev
   # real peers the integration tests and benchmarks drive
-  python3 python3-pytest python3-redis redis-server redis-tools redis-sentinel nutcracker nginx-light
+  python3 python3-pytest python3-redis python3-jwt python3-cryptography redis-server redis-tools redis-sentinel nutcracker nginx-light
   curl wrk
   # the graceful restart test's own network namespace (unshare is util-linux)
   iproute2 util-linux procps

@@ -6,6 +6,8 @@
 //   GET  /v1/admin/top          top subjects per rule
 //   GET|DELETE /v1/admin/subjects/{rule}/{key}, PUT|DELETE /v1/admin/blocks/{key},
 //   PUT|DELETE /v1/admin/overrides/{rule}/{key}   drill-down and actions
+//   GET  /v1/admin/blocks, PUT|DELETE /v1/admin/blocks/cidr/{addr}/{len}
+//                               every block in force; networks blocked and lifted
 //   POST /v1/admin/simulate     replay a log through a rule
 //   GET  /v1/rules              rule definitions (for the chart captions)
 // The admin token lives in sessionStorage (this tab only). Every DOM node is
@@ -612,12 +614,12 @@
     return [...names].sort();
   }
 
-  function fillRuleSelect(select, names) {
+  function fillRuleSelect(select, names, label = (n) => n) {
     const current = select.value;
     const same = select.options.length === names.length &&
       names.every((n, i) => select.options[i].value === n);
     if (!same) {
-      select.replaceChildren(...names.map((n) => h('option', { value: n, text: n })));
+      select.replaceChildren(...names.map((n) => h('option', { value: n, text: label(n) })));
       if (names.includes(current)) select.value = current;
     }
   }
@@ -625,6 +627,7 @@
   function renderRulePickers() {
     const names = ruleNames();
     fillRuleSelect($('top-rule'), names);
+    fillRuleSelect($('network-block-rule'), ['', ...names], (n) => n || 'every rule');
     renderTopBy();
     renderSimulateLimits();
     if (!state.defaultRulePicked && state.rules.size) {
@@ -716,11 +719,17 @@
 
   function canWrite() { return Boolean(auth.token) || auth.openWithoutToken; }
 
-  function setActionResult(text, kind) {
-    const el = $('action-result');
+  function setResult(id, text, kind) {
+    const el = $(id);
     el.textContent = text;
     if (kind) el.dataset.kind = kind; else delete el.dataset.kind;
   }
+
+  function setActionResult(text, kind) { setResult('action-result', text, kind); }
+
+  // What a refused change is told as.
+  const failure = (e) => 'Failed: ' +
+    (e.status === 403 ? 'this token may only read (use the admin token)' : e.message);
 
   async function openSubject(rule, key, { quiet = false } = {}) {
     state.subject = { rule, key };
@@ -842,11 +851,93 @@
       }
       setActionResult(done, 'ok');
     } catch (e) {
-      const why = e.status === 403 ? 'this token may only read (use the admin token)' : e.message;
-      setActionResult('Failed: ' + why, 'error');
+      setActionResult(failure(e), 'error');
     }
     await openSubject(rule, key, { quiet: true });
     loadTop();
+    loadBlocks();
+  }
+
+  // ----------------------------------------------------------------- blocks
+
+  // Every block in force (GET /v1/admin/blocks): a subject's, by its key,
+  // or a network's, by the network's text where a key shows.
+  let blocksSeq = 0;
+  async function loadBlocks() {
+    if (state.locked) return;
+    const seq = ++blocksSeq;
+    try {
+      const data = await api('/v1/admin/blocks');
+      if (seq !== blocksSeq) return;
+      renderBlocks((data && data.blocks) || []);
+    } catch (e) {
+      if (seq !== blocksSeq) return;
+      if (needsToken(e)) return lock();
+      $('blocks-list').replaceChildren();
+      showEmpty('blocks-empty', 'Could not load the blocks: ' + e.message);
+    }
+  }
+
+  const blockName = (b) => (typeof b.cidr === 'string' ? b.cidr : b.key);
+
+  function renderBlocks(blocks) {
+    const sorted = [...blocks].sort((a, b) => blockName(a).localeCompare(blockName(b)) ||
+      (a.rule || '').localeCompare(b.rule || ''));
+    $('blocks-list').replaceChildren(...sorted.map((b) => {
+      const network = typeof b.cidr === 'string';
+      return h('li', { class: 'state-line', 'data-cidr': network ? b.cidr : null,
+        'data-key': network ? null : b.key, 'data-rule': b.rule || '' },
+        h('span', { class: 'tag' + (network ? ' warn' : ''), text: network ? 'network' : 'key' }),
+        ' ', h('code', { class: 'block-name', text: blockName(b) }), ' ',
+        b.rule ? `on ${b.rule}` : 'on every rule', `, ${fmtDuration(b.expires_in_ms)} left`,
+        b.reason ? ` — ${b.reason}` : '', ' ',
+        h('button', { type: 'button', class: 'quiet small', disabled: !canWrite(),
+          'data-needs-write': '', onclick: () => unblock(b) }, 'Unblock'));
+    }));
+    $('blocks-count').textContent = blocks.length ? `${fmt(blocks.length)} in force` : '';
+    showEmpty('blocks-empty', blocks.length ? '' : 'Nothing is blocked.');
+  }
+
+  // /v1/admin/blocks/{key}, or /v1/admin/blocks/cidr/{addr}/{len} for a
+  // network written address/length.
+  function blockPath(b) {
+    if (typeof b.cidr !== 'string') return `/v1/admin/blocks/${enc(b.key)}`;
+    const slash = b.cidr.lastIndexOf('/');
+    return `/v1/admin/blocks/cidr/${enc(b.cidr.slice(0, slash))}/${enc(b.cidr.slice(slash + 1))}`;
+  }
+
+  async function unblock(b) {
+    try {
+      await api(blockPath(b) + (b.rule ? `?rule=${enc(b.rule)}` : ''), { method: 'DELETE' });
+      setResult('blocks-result', `Unblocked ${blockName(b)}.`, 'ok');
+    } catch (e) {
+      setResult('blocks-result', failure(e), 'error');
+    }
+    await loadBlocks();
+    if (state.subject) openSubject(state.subject.rule, state.subject.key, { quiet: true });
+  }
+
+  async function blockNetwork() {
+    const f = $('network-block-form');
+    const text = f.elements.network.value.trim();
+    const slash = text.lastIndexOf('/');
+    try {
+      if (slash <= 0 || slash === text.length - 1) {
+        throw new Error('write the network as address/length, e.g. 203.0.113.0/24');
+      }
+      const ttl = Number(f.elements.ttl.value);
+      const body = { ttl_ms: ttl };
+      if (f.elements.rule.value) body.rule = f.elements.rule.value;
+      const reason = f.elements.reason.value.trim();
+      if (reason) body.reason = reason;
+      const made = await api(blockPath({ cidr: text }), { method: 'PUT', json: body });
+      setResult('blocks-result', `Blocked ${made.cidr} ${body.rule ? 'on ' + body.rule
+        : 'on every rule'} for ${fmtDuration(ttl)}.`, 'ok');
+      f.elements.network.value = '';
+    } catch (e) {
+      setResult('blocks-result', failure(e), 'error');
+    }
+    await loadBlocks();
   }
 
   // --------------------------------------------------------------- simulate
@@ -955,6 +1046,9 @@
     state.locked = true;
     state.alerts = [];  // what the server said with another token, or none
     renderAlerts();
+    $('blocks-list').replaceChildren();
+    $('blocks-count').textContent = '';
+    showEmpty('blocks-empty', 'Enter a token to see the blocks.');
     setLive('locked', 'Needs a token');
     notice(auth.token
       ? 'The server refused this token. Enter the admin token (or the read token, to view only).'
@@ -1112,6 +1206,7 @@
     runStream();
     renderRulePickers();
     loadTop();
+    loadBlocks();
   }
 
   // ------------------------------------------------------------------ router
@@ -1186,12 +1281,19 @@
     $('act-reset').addEventListener('click', () => act('reset'));
     $('block-form').addEventListener('submit', (e) => { e.preventDefault(); act('block'); });
     $('override-form').addEventListener('submit', (e) => { e.preventDefault(); act('override'); });
+    $('network-block-form').addEventListener('submit', (e) => {
+      e.preventDefault();
+      blockNetwork();
+    });
     $('sim-form').addEventListener('submit', runSimulation);
 
     setInterval(() => {
       if (document.hidden || state.locked) return;
       renderFacts();
-      if (!$('view-overview').hidden) loadTop();
+      if (!$('view-overview').hidden) {
+        loadTop();
+        loadBlocks();
+      }
     }, TOP_REFRESH_MS);
     setInterval(() => {
       // A stream that stops talking without ending: start over.

@@ -125,6 +125,9 @@ struct ServerConfig {
   // secret stays out of the file. Neither set: no authentication.
   std::string auth_token;
   std::string auth_token_env;
+  // Peers whose X-Forwarded-For / Forwarded name the client (networks as
+  // "10.0.0.0/8"); none by default. Applied again on reload.
+  std::vector<std::string> trusted_proxies;
 
   friend bool operator==(const ServerConfig&, const ServerConfig&) = default;
 };
@@ -275,6 +278,32 @@ struct AdminConfig {
   friend bool operator==(const AdminConfig&, const AdminConfig&) = default;
 };
 
+// A network list (`lists:`): a file of one network a line, or inline
+// networks. Read again on every reload.
+struct ListConfig {
+  std::string name;
+  std::string file;                // "" : inline
+  std::vector<std::string> cidrs;  // inline; empty with a file
+  friend bool operator==(const ListConfig&, const ListConfig&) = default;
+};
+
+// The `jwt:` section: how `{jwt:CLAIM}` parts verify a bearer token.
+struct JwtConfig {
+  bool in_file = false;  // the section is there
+  std::string jwks_file;
+  std::string issuer;
+  std::string audience;
+  int64_t leeway_ms = 30'000;
+  // The field the token comes in, "Bearer <token>", lower-cased. Another
+  // than Authorization when server.auth_token takes that one.
+  std::string header = "authorization";
+  std::string hs256_secret_env;  // "" : no HS256
+  // The secret: read from hs256_secret_env when the subjects are built
+  // (an embedding program may set it directly), never from the file.
+  std::string hs256_secret;
+  friend bool operator==(const JwtConfig&, const JwtConfig&) = default;
+};
+
 struct Config {
   std::string source;  // file name, for messages
   std::string store = "memory";
@@ -291,6 +320,9 @@ struct Config {
   EnvoyRateLimitConfig envoy_ratelimit;
   AdminConfig admin;
   VisibilityConfig visibility;
+  // Network lists, by name (rules' deny_list, allow_list), in file order.
+  std::vector<ListConfig> lists;
+  JwtConfig jwt;
   // Keys appear hashed ("sha256:" and 16 hex digits) wherever floodgate
   // shows subjects it was not asked about: GET /v1/admin/top, the dashboard
   // and the msg=denied log lines.

@@ -129,6 +129,24 @@ struct SliceConfig {
 // What `slices: {}` means.
 inline constexpr int64_t kDefaultSliceSharePpm = 50'000;  // 5 %
 
+// A rule's subject built from the request, and the network lists its
+// checks are tested against (docs/keys-from-requests.md).
+// What a check gets when a part of the key template is missing from the
+// request (no such header, no valid token): a 400 by default, or a
+// denial, an admission that counts nothing, or the rule left out.
+enum class OnMissing { kError, kDeny, kAllow, kSkip };
+struct SubjectConfig {
+  // A key template (common/key_template.h): "{ip/24}", "{header:x-api-key}".
+  // Empty: the caller names the subject, as always.
+  std::string key;
+  OnMissing on_missing = OnMissing::kError;
+  // Names of the config's lists (Config::lists); empty: none.
+  std::string deny_list;
+  std::string allow_list;
+  bool any() const { return !key.empty() || !deny_list.empty() || !allow_list.empty(); }
+  friend bool operator==(const SubjectConfig&, const SubjectConfig&) = default;
+};
+
 struct Rule {
   std::string name;
   Algorithm algorithm = Algorithm::kFixedWindow;
@@ -155,6 +173,9 @@ struct Rule {
   int64_t max_waiters = kDefaultMaxWaiters;
   // Quota slices (SliceConfig); disabled by default.
   SliceConfig slices;
+  // The subject from the request and the lists (SubjectConfig); HTTP
+  // /v1/check builds the key, every front tests the lists.
+  SubjectConfig subject;
 
   // algorithm: concurrency. The config's `max_in_flight` and `lease_ttl`;
   // a tier (or an override) replaces max_in_flight alone. They are kept as

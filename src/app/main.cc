@@ -65,6 +65,12 @@ floodgate::Result<floodgate::Config> LoadAndValidate(const std::string& path) {
   // were checked when the file was parsed. (A probe with alerts would also
   // start their delivery.)
   for (floodgate::Rule& rule : probe.rules) rule.alerts = floodgate::AlertConfig{};
+  // And the JWT's HS256 secret (the list and JWKS files are read as serve
+  // reads them).
+  if (!probe.jwt.hs256_secret_env.empty() &&
+      std::getenv(probe.jwt.hs256_secret_env.c_str()) == nullptr) {
+    probe.jwt.hs256_secret.assign(32, 's');
+  }
   auto limiter = floodgate::Limiter::Create(probe, clock);
   if (!limiter.ok()) {
     return floodgate::InvalidArgumentError(path + ": " + limiter.status().message());
@@ -95,6 +101,11 @@ int CheckConfig(const std::string& path) {
   if (otp.enabled && std::getenv(otp.secret_env.c_str()) == nullptr) {
     std::printf("note: %s is not set here; `floodgate serve` needs it to run OTP\n",
                 otp.secret_env.c_str());
+  }
+  const floodgate::JwtConfig& jwt = config->jwt;
+  if (!jwt.hs256_secret_env.empty() && std::getenv(jwt.hs256_secret_env.c_str()) == nullptr) {
+    std::printf("note: %s is not set here; `floodgate serve` needs it to verify HS256 tokens\n",
+                jwt.hs256_secret_env.c_str());
   }
   for (const floodgate::Rule& rule : config->rules) {
     if (rule.alerts.enabled() && std::getenv(rule.alerts.secret_env.c_str()) == nullptr) {

@@ -27,6 +27,7 @@
 #include "config/server_section.h"
 #include "config/sets_and_otp_section.h"
 #include "config/store_section.h"
+#include "config/subjects_section.h"
 #include "config/tls_section.h"
 #include "config/visibility_section.h"
 #include "config/yaml_fields.h"
@@ -65,6 +66,8 @@ Status ParseSection(const Fields& fields, const std::string& name, const YAML::N
   }
   if (name == "admin") return config::ParseAdmin(fields, key, value, config.admin);
   if (name == "visibility") return config::ParseVisibility(fields, key, value, config.visibility);
+  if (name == "lists") return config::ParseLists(fields, key, value, config.lists);
+  if (name == "jwt") return config::ParseJwt(fields, key, value, config.jwt);
   if (name == "redact_keys") {
     Result<bool> redact = fields.Bool(key, value, "redact_keys");
     if (!redact.ok()) return redact.status();
@@ -84,13 +87,14 @@ Status ParseSection(const Fields& fields, const std::string& name, const YAML::N
     config.snapshot_interval_ms = *ms;
     return Status::Ok();
   }
-  return fields.Fail(key.Mark(),
-                     "unknown key '" + name +
-                         "' at top level; expected store, listen, listen_tls, tls, engine, redis, "
-                         "server, rules, "
-                         "sets, otp, alert_delivery, envoy_ratelimit, admin, visibility, "
-                         "redact_keys, data_dir or snapshot_interval",
-                     name);
+  return fields.Fail(
+      key.Mark(),
+      "unknown key '" + name +
+          "' at top level; expected store, listen, listen_tls, tls, engine, redis, "
+          "server, rules, "
+          "sets, otp, alert_delivery, envoy_ratelimit, admin, visibility, lists, jwt, "
+          "redact_keys, data_dir or snapshot_interval",
+      name);
 }
 
 // Walks one config document; returns the first error found.
@@ -195,6 +199,7 @@ Result<Config> ParseConfig(std::string_view yaml, std::string_view source) {
     config.source = std::string(source);
     if (Status s = ParseDocument(fields, root, config); !s.ok()) return s;
     if (Status s = config::CheckTls(fields, config); !s.ok()) return s;
+    if (Status s = config::CheckSubjects(fields, config); !s.ok()) return s;
     return config;
   } catch (const YAML::Exception& e) {
     // The line is quoted as it is, unless it may hold the auth token.

@@ -63,6 +63,13 @@ std::string DescribeConfig(const Config& config) {
                                                   : JoinLimits(tier.second)));
              });
     }
+    if (!rule.subject.key.empty()) {
+      static constexpr const char* kOnMissing[] = {"400", "deny", "allow", "skip"};
+      out += "; key=" + rule.subject.key +
+             " (on_missing=" + kOnMissing[static_cast<int>(rule.subject.on_missing)] + ")";
+    }
+    if (!rule.subject.deny_list.empty()) out += "; deny_list=" + rule.subject.deny_list;
+    if (!rule.subject.allow_list.empty()) out += "; allow_list=" + rule.subject.allow_list;
     if (rule.timezone != "UTC") out += "; timezone=" + rule.timezone;
     if (rule.shadow) out += "; shadow";
     if (rule.block_for_ms > 0) out += "; block_for=" + config::DurationText(rule.block_for_ms);
@@ -96,6 +103,24 @@ std::string DescribeConfig(const Config& config) {
            ", secret_env=" + otp.secret_env;
     if (!otp.delivery.url.empty()) out += ", delivery=" + otp.delivery.url;
     out += "\n";
+  }
+  for (const ListConfig& list : config.lists) {
+    out +=
+        "list " + list.name + ": " +
+        (list.file.empty() ? std::to_string(list.cidrs.size()) + " networks inline" : list.file) +
+        "\n";
+  }
+  if (config.jwt.in_file) {
+    const JwtConfig& jwt = config.jwt;
+    out += "jwt:";
+    if (!jwt.jwks_file.empty()) out += " jwks_file=" + jwt.jwks_file;
+    if (!jwt.hs256_secret_env.empty()) out += " hs256_secret_env=" + jwt.hs256_secret_env;
+    if (!jwt.issuer.empty()) out += " issuer=" + jwt.issuer;
+    if (!jwt.audience.empty()) out += " audience=" + jwt.audience;
+    out += " leeway=" + config::DurationText(jwt.leeway_ms) + "\n";
+  }
+  if (!config.server.trusted_proxies.empty()) {
+    out += "trusted_proxies: " + absl::StrJoin(config.server.trusted_proxies, ", ") + "\n";
   }
   if (!config.envoy_ratelimit.files.empty()) {
     out += "envoy_ratelimit: " + absl::StrJoin(config.envoy_ratelimit.files, ", ") + " (" +

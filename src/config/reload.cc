@@ -21,10 +21,15 @@ Status CheckServesSomething(const Config& config, size_t envoy_domains) {
 
 std::vector<std::string> RestartOnlyChanges(const Config& running, const Config& fresh) {
   // One row per restart-only section, in the file's usual order. A reload
-  // applies the rules, their tiers, alerts and block_for, and the
-  // envoy_ratelimit files; everything here is read once at start (the
-  // listeners, the store and its tables, the fronts' policies, the feature
-  // stores, the tokens).
+  // applies the rules, their tiers, alerts and block_for, the
+  // envoy_ratelimit files, the lists, jwt and server.trusted_proxies;
+  // everything here is read once at start (the listeners, the store and
+  // its tables, the fronts' policies, the feature stores, the tokens).
+  // `server` is compared without trusted_proxies, which the subjects
+  // (service/subjects) take again on reload.
+  ServerConfig running_server = running.server, fresh_server = fresh.server;
+  running_server.trusted_proxies.clear();
+  fresh_server.trusted_proxies.clear();
   const struct {
     const char* name;
     bool changed;
@@ -34,7 +39,7 @@ std::vector<std::string> RestartOnlyChanges(const Config& running, const Config&
       {"listen_tls", running.listen_tls != fresh.listen_tls},
       {"engine", running.engine != fresh.engine},
       {"redis", running.redis != fresh.redis},
-      {"server", running.server != fresh.server},
+      {"server", running_server != fresh_server},
       {"sets", running.sets != fresh.sets},
       {"otp", running.otp != fresh.otp},
       {"alert_delivery", running.alert_delivery != fresh.alert_delivery},

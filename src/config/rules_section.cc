@@ -15,6 +15,7 @@
 
 #include "config/alerts_section.h"
 #include "config/slices_option.h"
+#include "config/subjects_section.h"
 #include "core/calendar.h"
 
 namespace floodgate::config {
@@ -246,11 +247,15 @@ Status ParseRuleField(const Fields& fields, const std::string& field, const YAML
     draft.slices_key = key;
     return ParseRuleSlices(fields, key, value, path, &rule.slices);
   } else {
+    bool known = false;
+    Status s = ParseRuleSubjectField(fields, field, key, value, path, rule.subject, &known);
+    if (known) return s;
     return fields.Fail(key.Mark(),
                        "unknown key '" + field + "' in rule '" + rule.name +
                            "'; expected algorithm, limits, burst, tiers, timezone, shadow, "
                            "on_backend_error, on_store_full, alerts, block_for, max_waiters, "
-                           "slices, max_in_flight or lease_ttl",
+                           "slices, max_in_flight, lease_ttl, key, on_missing, deny_list or "
+                           "allow_list",
                        field);
   }
   return Status::Ok();

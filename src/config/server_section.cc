@@ -6,6 +6,8 @@
 #include <string_view>
 #include <utility>
 
+#include "config/subjects_section.h"
+
 namespace floodgate::config {
 namespace {
 
@@ -141,6 +143,8 @@ Status ParseServerEntry(const Fields& fields, const std::string& name, const YAM
     Result<std::string> variable = fields.EnvironmentVariable(key, value, "server.auth_token_env");
     if (!variable.ok()) return variable.status();
     server.auth_token_env = *std::move(variable);
+  } else if (name == "trusted_proxies") {
+    return ParseTrustedProxies(fields, key, value, server.trusted_proxies);
   } else {
     return fields.Fail(
         key.Mark(),
@@ -149,7 +153,7 @@ Status ParseServerEntry(const Fields& fields, const std::string& name, const YAM
             "http_request_timeout, http_idle_timeout, resp_command_timeout, "
             "resp_idle_timeout, output_soft_limit, output_soft_timeout, "
             "output_hard_limit, drain_timeout, grpc_keepalive_time, "
-            "grpc_keepalive_timeout, auth_token or auth_token_env",
+            "grpc_keepalive_timeout, auth_token, auth_token_env or trusted_proxies",
         name);
   }
   return Status::Ok();

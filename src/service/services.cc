@@ -25,7 +25,11 @@ std::unique_ptr<StateKeeper> Services::NewStateKeeper(const std::string& data_di
 Result<std::unique_ptr<Services>> Services::Open(const Config& config, const Clock& clock,
                                                  store::Rooms rooms) {
   if (rooms.store == nullptr) return InvalidArgumentError("Services::Open: no store");
+  Result<std::shared_ptr<const SubjectRules>> subject_rules = SubjectRules::Build(config);
+  if (!subject_rules.ok()) return subject_rules.status();
   auto s = std::make_unique<Services>(clock);
+  s->subjects = std::make_unique<Subjects>();
+  s->subjects->Publish(*std::move(subject_rules));
   s->rooms = std::move(rooms);
   store::Store& st = *s->rooms.store;
   const store::Backend& backend = *s->rooms.backend;
@@ -66,6 +70,15 @@ Result<std::unique_ptr<Services>> Services::Open(const Config& config, const Clo
   if (Status started = control.Start(s->rooms.control, {config.data_dir}); !started.ok())
     return started;
   return s;
+}
+
+Status Services::Reload(const Config& config) {
+  // Read every file before anything changes: a broken list keeps the old.
+  Result<std::shared_ptr<const SubjectRules>> subject_rules = SubjectRules::Build(config);
+  if (!subject_rules.ok()) return subject_rules.status();
+  if (Status s = rules->Load(config); !s.ok()) return s;
+  subjects->Publish(*std::move(subject_rules));
+  return Status::Ok();
 }
 
 }  // namespace floodgate::service

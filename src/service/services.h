@@ -10,6 +10,7 @@
 //             log, kept in the store (ControlPlane)
 //   leases    concurrency rules (Leases)
 //   waiting   requests held until they could succeed (Waiting)
+//   subjects  a rule's subject from the request, and its lists (Subjects)
 //   sets, otp, alerts   the features of floodgate/expiring_sets.h, otp.h,
 //             alerts.h
 //   rooms     where state lives (store/rooms.h): the decisions, each
@@ -37,6 +38,7 @@
 #include "service/limiter/limiter_core.h"
 #include "service/limiter/rule_set.h"
 #include "service/snapshots/state_keeper.h"
+#include "service/subjects/subjects.h"
 #include "service/waiting/waiting.h"
 #include "store/rooms.h"
 
@@ -58,9 +60,10 @@ struct Services {
   Services(const Services&) = delete;
   Services& operator=(const Services&) = delete;
 
-  // A new config file: its rules in force (the control plane's kept). An
-  // error changes nothing.
-  Status Reload(const Config& config) { return rules->Load(config); }
+  // A new config file: its rules, lists, trusted proxies and JWT keys in
+  // force (the control plane's kept). An error (a rule that does not
+  // compile, a list or key file that does not read) changes nothing.
+  Status Reload(const Config& config);
   // What keeps the store's state in data_dir across restarts
   // (service/snapshots/state_keeper.h); null without a data_dir or for a store whose
   // state lives outside the process (Redis). Must not outlive this.
@@ -80,6 +83,7 @@ struct Services {
   std::unique_ptr<ExpiringSets> sets;
   std::unique_ptr<Otp> otp;
   std::unique_ptr<ControlPlane> control;
+  std::unique_ptr<Subjects> subjects;
 };
 
 }  // namespace floodgate::service

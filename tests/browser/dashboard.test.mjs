@@ -9,7 +9,9 @@
 // token can tell (no "No alerts yet."); the top denied subject in the top
 // list; the charts fed by the event stream, a concurrency rule's by its
 // acquisitions, refusals and leases in flight; reset and block from the
-// page (checked with /v1/check); the simulate page's bound and rules as
+// page (checked with /v1/check); the blocks list, with a network blocked
+// from its form and another through the API, lifted from the list (checked
+// with /v1/check); the simulate page's bound and rules as
 // the server takes them, and a simulated log's summary; the theme
 // toggle. No console errors, page errors or failed requests are allowed
 // (but the 401s the page gets before it has the token). Screenshots at
@@ -305,6 +307,56 @@ describe('dashboard', { timeout: 75000 }, () => {
     // Only mallory, only on api.
     assert.equal((await check('user:carol')).status, 200);
     assert.equal((await check('user:mallory', 'login')).status, 200);
+  });
+
+  test('the blocks list shows key and network blocks; a network is blocked and lifted', async () => {
+    // mallory's block, made in the subject panel, is listed by its key.
+    const mallory = await page.waitForSelector(
+      '#blocks-list li[data-key="user:mallory"][data-rule="api"]');
+    assert.match(await mallory.evaluate((li) => li.textContent), /browser test/);
+
+    // A network blocked from the form, on one rule.
+    await page.type('#network-block-form input[name="network"]', '203.0.113.0/24');
+    await page.select('#network-block-rule', 'api');
+    await page.type('#network-block-form input[name="reason"]', 'browser network');
+    await page.click('#act-block-network');
+    await page.waitForFunction(() => /^Blocked 203\.0\.113\.0\/24 on api/.test(
+      document.getElementById('blocks-result').textContent));
+    const row = await page.waitForSelector('#blocks-list li[data-cidr="203.0.113.0/24"]');
+    const shown = await row.evaluate((li) => [li.querySelector('.tag').textContent,
+      li.querySelector('code').textContent, li.textContent]);
+    assert.equal(shown[0], 'network');
+    assert.equal(shown[1], '203.0.113.0/24', 'the network where a key shows');
+    assert.match(shown[2], /on api, (1 h|59 min) left — browser network/);
+    const inside = await check('203.0.113.9');
+    assert.equal(inside.status, 429, 'an address inside the network is denied');
+    assert.equal(inside.body.blocked, true);
+    assert.equal(inside.body.reason, 'browser network');
+    assert.equal((await check('203.0.114.9')).status, 200, 'outside it: admitted');
+    assert.equal((await check('203.0.113.9', 'login')).status, 200, 'on api only');
+
+    // One made through the API (IPv6) shows at the next refresh, and is
+    // lifted from the list.
+    const put = await fetch(`${base}/v1/admin/blocks/cidr/2001:db8::/32`, {
+      method: 'PUT',
+      headers: { Authorization: `Bearer ${TOKEN}`, 'Content-Type': 'application/json' },
+      body: JSON.stringify({ ttl_ms: 600000, reason: 'v6 range' }),
+    });
+    assert.equal(put.status, 200);
+    await put.text();
+    assert.equal((await check('2001:db8::7', 'login')).status, 429);
+    const v6 = await page.waitForSelector('#blocks-list li[data-cidr="2001:db8::/32"]');
+    assert.match(await v6.evaluate((li) => li.textContent),
+      /on every rule, (10 min|9 min \d+ s) left — v6 range/);
+    await v6.$eval('button', (b) => b.click());
+    await page.waitForFunction(() => /^Unblocked 2001:db8::\/32/.test(
+      document.getElementById('blocks-result').textContent));
+    await page.waitForFunction(
+      () => !document.querySelector('#blocks-list li[data-cidr="2001:db8::/32"]'));
+    assert.equal((await check('2001:db8::7', 'login')).status, 200, 'lifted');
+    // The other network's block is still listed, and still in force.
+    await page.waitForSelector('#blocks-list li[data-cidr="203.0.113.0/24"]');
+    assert.equal((await check('203.0.113.10')).status, 429);
   });
 
   test('the simulate page summarises an uploaded log', async () => {

@@ -229,13 +229,13 @@ TEST(ParseConfigErrorTest, UnknownKeys) {
   EXPECT_EQ(Error("store: memory\nstorage: memory\n"),
             "test.yaml:2:1: unknown key 'storage' at top level; expected store, listen, "
             "listen_tls, tls, engine, redis, server, rules, sets, otp, alert_delivery, "
-            "envoy_ratelimit, admin, visibility, redact_keys, data_dir or snapshot_interval "
-            "(near 'storage')");
+            "envoy_ratelimit, admin, visibility, lists, jwt, redact_keys, data_dir or "
+            "snapshot_interval (near 'storage')");
   EXPECT_EQ(Error("rules:\n  api:\n    limits: 10/s\n    limit: 10/s\n"),
             "test.yaml:4:5: unknown key 'limit' in rule 'api'; expected algorithm, limits, burst, "
             "tiers, timezone, shadow, on_backend_error, on_store_full, alerts, block_for, "
-            "max_waiters, slices, max_in_flight or lease_ttl (near "
-            "'limit')");
+            "max_waiters, slices, max_in_flight, lease_ttl, key, on_missing, deny_list or "
+            "allow_list (near 'limit')");
   EXPECT_EQ(Error("listen:\n  https: 0.0.0.0:443\n"),
             "test.yaml:2:3: unknown key 'https' in listen; expected http, resp or grpc "
             "(near 'https')");

@@ -147,7 +147,7 @@ TEST(ParseConfigErrorTest, ServerSection) {
             "max_connections_per_ip, http_request_timeout, http_idle_timeout, "
             "resp_command_timeout, resp_idle_timeout, output_soft_limit, output_soft_timeout, "
             "output_hard_limit, drain_timeout, grpc_keepalive_time, grpc_keepalive_timeout, "
-            "auth_token or auth_token_env (near 'port')");
+            "auth_token, auth_token_env or trusted_proxies (near 'port')");
   EXPECT_EQ(Error("server: [threads]\n"),
             "test.yaml:1:9: 'server' must be a map, not a list (near 'server')");
   // The token is a secret: no message quotes it.

@@ -99,8 +99,18 @@ TEST(CheckRequestJson, KeyEdges) {
 
 TEST(CheckRequestJson, MissingFields) {
   EXPECT_EQ(JsonError(R"({"key":"k"})"), "missing required field \"rule\"");
-  EXPECT_EQ(JsonError(R"({"rule":"r"})"), "missing required field \"key\"");
   EXPECT_EQ(JsonError("{}"), "missing required field \"rule\"");
+}
+
+// A key left out is the route's to judge (a rule with a key template
+// builds it); one given empty is still an error.
+TEST(CheckRequestJson, KeyMayBeLeftOut) {
+  const CheckRequest req = Json(R"({"rule":"r"})");
+  EXPECT_FALSE(req.key_given);
+  EXPECT_TRUE(req.key.empty());
+  EXPECT_TRUE(Json(R"({"rule":"r","key":"k"})").key_given);
+  EXPECT_FALSE(Query("rule=r").key_given);
+  EXPECT_TRUE(Query("rule=r&key=k").key_given);
 }
 
 TEST(CheckRequestJson, WrongTypes) {
@@ -222,7 +232,6 @@ TEST(CheckRequestQuery, CostEdges) {
 
 TEST(CheckRequestQuery, Errors) {
   EXPECT_EQ(QueryError("key=k"), "missing required query parameter \"rule\"");
-  EXPECT_EQ(QueryError("rule=r"), "missing required query parameter \"key\"");
   EXPECT_EQ(QueryError(""), "missing required query parameter \"rule\"");
   EXPECT_EQ(QueryError("rule=&key=k"), "\"rule\" must not be empty");
   EXPECT_EQ(QueryError("rule=r&key"), "\"key\" must not be empty");

@@ -20,6 +20,7 @@
 #include "api/open_services.h"
 #include "floodgate/clock.h"
 #include "service/limiter/limiter_core.h"
+#include "testing/control_world.h"
 #include "testing/eventually.h"
 #include "testing/fake_store.h"
 
@@ -32,43 +33,13 @@ constexpr const char* kRules =
     "  login: { algorithm: sliding_window, limits: [1/hour], block_for: 30s }\n"
     "  g: { algorithm: gcra, limits: [10/s] }\n";
 
-class ControlPlaneTest : public ::testing::Test {
+class ControlPlaneTest : public testing::ControlWorld {
  protected:
-  void SetUp() override {
-    char tmpl[] = "/tmp/floodgate-cp-XXXXXX";
-    ASSERT_NE(mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
-    clock_.SetMs(1'800'000'000'000);
-    Open();
-  }
-  void TearDown() override {
-    core_.reset();
-    std::filesystem::remove_all(dir_);
-  }
-  void Open() {
-    core_.reset();
-    auto config = ParseConfig(std::string("data_dir: ") + dir_ + "\n" + kRules, "test");
-    ASSERT_TRUE(config.ok()) << config.status().message();
-    auto services = api::OpenServices(*config, clock_);
-    ASSERT_TRUE(services.ok()) << services.status().message();
-    core_ = std::move(*services);
-  }
+  ControlPlaneTest() : ControlWorld(kRules) {}
   // Runs a change and waits for its answer.
   Status Wait(const std::function<void(ControlPlane::Done)>& change) {
-    std::promise<Status> done;
-    change([&](const Status& s, const std::string&) { done.set_value(s); });
-    return done.get_future().get();
+    return Answer(change).first;
   }
-  Decision Check(const std::string& rule, const std::string& key) {
-    auto d = core_->core->CheckAndWait(rule, key);
-    EXPECT_TRUE(d.ok()) << d.status().message();
-    return d.ok() ? *d : Decision{};
-  }
-
-  ManualClock clock_;
-  std::string dir_;
-  std::unique_ptr<service::Services> core_;
-  const Actor who_{"admin", "test"};
 };
 
 TEST_F(ControlPlaneTest, AnOverrideIsInForceForItsSubjectOnly) {
@@ -99,13 +70,7 @@ TEST_F(ControlPlaneTest, ABlockDeniesWithTheTimeLeftAndTheReason) {
   clock_.AdvanceMs(4'000);
   EXPECT_EQ(Check("g", "m").retry_after_ms, 6'000);
   // A state read sees the usage, which the block did not touch.
-  LimiterCore::CheckArgs peek;
-  peek.rule = "api";
-  peek.key = "m";
-  peek.cost = 0;
-  peek.ignore_blocks = true;
-  Decision s;
-  ASSERT_TRUE(core_->core->CheckAndWait(peek, &s).ok());
+  const Decision s = Peek("api", "m");
   EXPECT_FALSE(s.blocked);
   EXPECT_EQ(s.remaining, 3);
   clock_.AdvanceMs(6'000);
@@ -243,7 +208,7 @@ TEST_F(ControlPlaneTest, RecordsSurviveANewLimiterAndARuntimeRuleAReload) {
   EXPECT_EQ(Check("api", "vip").limit, 4);
   EXPECT_EQ(Check("api", "b").block_reason, "why");
   EXPECT_EQ(Check("rt", "y").limit, 2);
-  auto file = ParseConfig(std::string("data_dir: ") + dir_ + "\n" + kRules, "test");
+  auto file = ParseConfig(ConfigText(), "test");
   ASSERT_TRUE(core_->Reload(*file).ok());
   EXPECT_EQ(Check("rt", "z").limit, 2);
   // The change log lists each change, newest first.

@@ -54,14 +54,17 @@ std::string TypeError(Field f) {
 }
 
 // Checks shared by both encodings, after every field is read.
-bool Validate(const CheckRequest& req, bool has_rule, bool has_key, std::string_view what,
+// A key left out is for the route to judge: a rule with a key template
+// builds it from the request (CheckRequest::key_given).
+bool Validate(CheckRequest& req, bool has_rule, bool has_key, std::string_view what,
               std::string* error) {
+  req.key_given = has_key;
   if (!has_rule) {
     *error = std::string("missing required ") + std::string(what) + " \"rule\"";
-  } else if (!has_key) {
-    *error = std::string("missing required ") + std::string(what) + " \"key\"";
   } else if (req.rule.empty()) {
     *error = "\"rule\" must not be empty";
+  } else if (!has_key) {
+    return true;
   } else if (req.key.empty()) {
     *error = "\"key\" must not be empty";
   } else if (req.key.size() > kMaxCheckKeyBytes) {

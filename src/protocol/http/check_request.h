@@ -23,6 +23,9 @@ struct CheckRequest {
   // understand those (nginx auth_request). A query parameter (GET, or a
   // POST's query) or a body field.
   int deny_status = 429;
+  // Whether the request names the key: a rule with a key template builds
+  // it from the request when it does not (docs/keys-from-requests.md).
+  bool key_given = true;
 };
 
 inline constexpr int64_t kMaxCheckCost = 1'000'000'000'000'000;  // 10^15
@@ -30,7 +33,8 @@ inline constexpr size_t kMaxCheckKeyBytes = 512;
 inline constexpr int64_t kMaxCheckWaitMs = 300'000;  // LimiterCore::kMaxWaitMs
 
 // Decodes {"rule":"api","key":"user:42","cost":1,"tier":"pro","wait_ms":500}.
-// "rule" and "key" are required non-empty strings (key at most 512 bytes);
+// "rule" is a required non-empty string; "key", when present, a non-empty
+// string of at most 512 bytes (absent: key_given false);
 // "cost" an integer in [0, 10^15] (1 when absent or null); "tier" a string
 // (absent, null or "" for none); "wait_ms" an integer in [0, 300000] (0 when
 // absent or null); "deny_status" 401, 403 or 429 (429 when absent or null). Unknown and repeated
@@ -45,7 +49,7 @@ inline constexpr int64_t kMaxCheckWaitMs = 300'000;  // LimiterCore::kMaxWaitMs
 bool DecodeCheckRequestJson(std::string_view body, CheckRequest* out, std::string* error);
 
 // Decodes "rule=api&key=user%3A42&cost=1&tier=pro" (percent-decoded, '+' as
-// space) with the same rules; cost must be decimal digits. Also reads
+// space) with the same rules (key may be left out); cost must be decimal digits. Also reads
 // "deny_status=401|403|429" and "wait_ms".
 bool DecodeCheckRequestQuery(std::string_view query, CheckRequest* out, std::string* error);
 

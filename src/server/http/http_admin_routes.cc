@@ -319,22 +319,80 @@ void BlockDeleteRoute(const RouteCall& c) {
   c.loop.service().services->control->Unblock(Who(c), c.params[0], rule.value_or(""), Answer(c));
 }
 
-void BlockPutRoute(const RouteCall& c) {
-  const std::string& key = c.params[0];
+namespace {
+
+// The body of a block's PUT, a key's or a network's: ttl_ms (required),
+// rule and reason; false with a 400 answered when one is wrong.
+bool BlockBody(const RouteCall& c, int64_t* ttl_ms, std::string* rule, std::string* reason) {
   const auto body = Body(c, R"({"ttl_ms":3600000,"rule":"api","reason":"..."})");
-  if (!body || !OnlyFields(c, *body, {"ttl_ms", "rule", "reason"})) return;
+  if (!body || !OnlyFields(c, *body, {"ttl_ms", "rule", "reason"})) return false;
+  if (body->find("ttl_ms") == body->end() || (*body)["ttl_ms"].is_null()) {
+    Problem(c, 400, "ttl_ms: required; a block always expires");
+    return false;
+  }
+  if (!TtlAndReason(c, *body, 1, ttl_ms, reason)) return false;
+  if (auto it = body->find("rule"); it != body->end() && !it->is_null()) {
+    if (!it->is_string()) {
+      Problem(c, 400, "rule: must be a string");
+      return false;
+    }
+    *rule = it->get<std::string>();
+  }
+  return true;
+}
+
+// The network a /v1/admin/blocks/cidr/{addr}/{len} path names, as the
+// control plane reads it (ControlPlane::ParseNetwork), or a 400 answered.
+std::optional<std::string> PathNetwork(const RouteCall& c) {
+  Result<std::string> cidr = service::ControlPlane::ParseNetwork(c.params[0] + "/" + c.params[1]);
+  if (!cidr.ok()) {
+    Problem(c, 400, cidr.status().message());
+    return std::nullopt;
+  }
+  return std::move(*cidr);
+}
+
+}  // namespace
+
+void BlockPutRoute(const RouteCall& c) {
   int64_t ttl_ms = 0;
   std::string reason, rule;
-  if (body->find("ttl_ms") == body->end() || (*body)["ttl_ms"].is_null()) {
-    return Problem(c, 400, "ttl_ms: required; a block always expires");
-  }
-  if (!TtlAndReason(c, *body, 1, &ttl_ms, &reason)) return;
-  if (auto it = body->find("rule"); it != body->end() && !it->is_null()) {
-    if (!it->is_string()) return Problem(c, 400, "rule: must be a string");
-    rule = it->get<std::string>();
-  }
-  c.loop.service().services->control->Block(Who(c), key, rule, ttl_ms, std::move(reason),
+  if (!BlockBody(c, &ttl_ms, &rule, &reason)) return;
+  c.loop.service().services->control->Block(Who(c), c.params[0], rule, ttl_ms, std::move(reason),
                                             Answer(c));
+}
+
+void CidrBlocksRoute(const RouteCall& c) {
+  const std::optional<std::string> cidr = PathNetwork(c);
+  if (!cidr) return;
+  service::ControlPlane& control = *c.loop.service().services->control;
+  std::string body = "{\"cidr\":" + Quoted(*cidr) + ",\"blocks\":[";
+  bool first = true;
+  for (const service::BlockRecord& b : control.BlocksOfNetwork(*cidr)) {
+    if (!first) body += ',';
+    first = false;
+    body += control.BlockJson(b);
+  }
+  Json(c.out, c.req.keep_alive, 200, body + "]}");
+}
+
+void CidrBlockPutRoute(const RouteCall& c) {
+  const std::optional<std::string> cidr = PathNetwork(c);
+  if (!cidr) return;
+  int64_t ttl_ms = 0;
+  std::string reason, rule;
+  if (!BlockBody(c, &ttl_ms, &rule, &reason)) return;
+  c.loop.service().services->control->BlockNetwork(Who(c), *cidr, rule, ttl_ms, std::move(reason),
+                                                   Answer(c));
+}
+
+void CidrUnblockRoute(const RouteCall& c) {
+  const std::optional<std::string> cidr = PathNetwork(c);
+  if (!cidr) return;
+  std::string error;
+  const std::optional<std::string> rule = http::QueryParam(c.query, "rule", &error);
+  if (!error.empty()) return Problem(c, 400, error);
+  c.loop.service().services->control->UnblockNetwork(Who(c), *cidr, rule.value_or(""), Answer(c));
 }
 
 namespace {

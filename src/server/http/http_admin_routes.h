@@ -9,6 +9,8 @@
 //   PUT    /v1/admin/blocks/{key}                     {"ttl_ms":N,"rule":"r","reason":"..."}
 //   GET    /v1/admin/blocks, GET /v1/admin/blocks/{key} (the key's blocks),
 //   DELETE /v1/admin/blocks/{key}[?rule=r]
+//   PUT    /v1/admin/blocks/cidr/{addr}/{len}        a network's block, the same body
+//   GET|DELETE /v1/admin/blocks/cidr/{addr}/{len}[?rule=r]  (IPv4 or IPv6; host bits set: 400)
 //   PUT|DELETE /v1/admin/rules/{name}                 (409 for a rule of the config file)
 //   GET    /v1/admin/log[?limit=N]
 // Access (http_route_table.cc, docs/control-plane.md "Access"): the
@@ -31,6 +33,9 @@ void BlockListRoute(const RouteCall& c);       // GET    /v1/admin/blocks
 void BlocksOfRoute(const RouteCall& c);        // GET    /v1/admin/blocks/{key}
 void BlockPutRoute(const RouteCall& c);        // PUT    /v1/admin/blocks/{key}
 void BlockDeleteRoute(const RouteCall& c);     // DELETE /v1/admin/blocks/{key}
+void CidrBlocksRoute(const RouteCall& c);      // GET    /v1/admin/blocks/cidr/{addr}/{len}
+void CidrBlockPutRoute(const RouteCall& c);    // PUT    /v1/admin/blocks/cidr/{addr}/{len}
+void CidrUnblockRoute(const RouteCall& c);     // DELETE /v1/admin/blocks/cidr/{addr}/{len}
 void RulePutRoute(const RouteCall& c);         // PUT    /v1/admin/rules/{name}
 void RuleDeleteRoute(const RouteCall& c);      // DELETE /v1/admin/rules/{name}
 void ChangeLogRoute(const RouteCall& c);       // GET    /v1/admin/log

@@ -84,6 +84,11 @@ constexpr HttpRoute kHttpRoutes[] = {
      "GET, PUT, DELETE"},
     {kPut,                  "/v1/admin/blocks/{key}",                 kAdmin,  BlockPutRoute},
     {kDelete,               "/v1/admin/blocks/{key}",                 kAdmin,  BlockDeleteRoute},
+    // A network's blocks: three segments past /blocks, so never a {key}'s one.
+    {kGet,                  "/v1/admin/blocks/cidr/{addr}/{len}",     kRead,   CidrBlocksRoute,
+     "GET, PUT, DELETE"},
+    {kPut,                  "/v1/admin/blocks/cidr/{addr}/{len}",     kAdmin,  CidrBlockPutRoute},
+    {kDelete,               "/v1/admin/blocks/cidr/{addr}/{len}",     kAdmin,  CidrUnblockRoute},
     {kPut,                  "/v1/admin/rules/{name}",                 kAdmin,  RulePutRoute,
      "PUT, DELETE"},
     {kDelete,               "/v1/admin/rules/{name}",                 kAdmin,  RuleDeleteRoute},
@@ -115,7 +120,8 @@ constexpr Miss kMisses[] = {
     {"/v1/admin/subjects",  kRead, "subjects are /v1/admin/subjects/{rule}/{key} and "
                                    "/v1/admin/subjects/{rule}/{key}/refund", ShowPath::kNo},
     {"/v1/admin/overrides", kRead, "overrides are /v1/admin/overrides/{rule}/{key}", ShowPath::kNo},
-    {"/v1/admin/blocks",    kRead, "blocks are /v1/admin/blocks/{key}", ShowPath::kNo},
+    {"/v1/admin/blocks",    kRead, "blocks are /v1/admin/blocks/{key} and "
+                                   "/v1/admin/blocks/cidr/{addr}/{len}", ShowPath::kNo},
     {"/v1/admin/rules",     kRead, "runtime rules are /v1/admin/rules/{name}", ShowPath::kNo},
     {"/v1/admin/top",       kRead, "no such route under /v1/admin/top", ShowPath::kNo},
     {"/v1/admin/stats",     kRead, "no such route under /v1/admin/stats", ShowPath::kNo},

@@ -13,9 +13,11 @@
 #include "protocol/http/query.h"
 #include "protocol/http/response.h"
 #include "server/context/error_labels.h"
+#include "server/http/http_request_view.h"
 #include "server/observability/alert_metrics.h"
 #include "server/observability/feature_metrics.h"
 #include "server/observability/lease_metrics.h"
+#include "server/observability/subject_metrics.h"
 
 namespace floodgate::server {
 namespace {
@@ -81,6 +83,135 @@ void AppendCheckResponse(LoopContext& loop, const http::CheckRequest& cr, bool k
                        std::span<const http::HeaderField>(headers, num_headers), body, keep_alive);
 }
 
+// The answer to a check that no limit decided: a list's verdict or a
+// missing part's on_missing (docs/keys-from-requests.md). Nothing counted.
+void AppendUncheckedAnswer(const http::CheckRequest& cr, bool keep_alive, bool allowed,
+                           std::string_view reason, std::string_view list, std::string_view missing,
+                           bool skipped, std::string_view key, std::string* out) {
+  std::string body = "{\"allowed\":";
+  body += allowed ? "true" : "false";
+  if (skipped) body += ",\"skipped\":true";
+  if (!reason.empty()) {
+    body += ",\"reason\":\"";
+    body += reason;
+    body += '"';
+  }
+  if (!list.empty()) {
+    body += ",\"list\":\"";
+    http::AppendJsonEscaped(&body, list);
+    body += '"';
+  }
+  if (!missing.empty()) {
+    body += ",\"missing\":\"";
+    http::AppendJsonEscaped(&body, missing);
+    body += '"';
+  }
+  body += ",\"rule\":\"";
+  http::AppendJsonEscaped(&body, cr.rule);
+  body += '"';
+  if (!key.empty()) {
+    body += ",\"key\":\"";
+    http::AppendJsonEscaped(&body, key);
+    body += '"';
+  }
+  body += '}';
+  const http::HeaderField json[] = {{"Content-Type", "application/json"}};
+  const int status = allowed ? 200 : cr.deny_status;
+  http::AppendResponse(out, status, http::StatusReason(status), json, body, keep_alive);
+}
+
+// A check whose client a network block holds: denied as a block is
+// (blocked, its reason, Retry-After the block's time left), nothing counted.
+void AppendBlockedAnswer(const http::CheckRequest& cr, bool keep_alive, int64_t left_ms,
+                         std::string_view reason, std::string* out) {
+  std::string body = "{\"allowed\":false,\"blocked\":true,\"reason\":\"";
+  http::AppendJsonEscaped(&body, reason);
+  body += "\",\"rule\":\"";
+  http::AppendJsonEscaped(&body, cr.rule);
+  body += "\",\"key\":\"";
+  http::AppendJsonEscaped(&body, cr.key);
+  body += "\",\"retry_after_ms\":";
+  body += std::to_string(left_ms);
+  body += '}';
+  char retry[24];
+  auto [end, ec] = std::to_chars(retry, retry + sizeof(retry), CeilSeconds(left_ms));
+  const http::HeaderField headers[] = {{"Content-Type", "application/json"},
+                                       {"Retry-After", std::string_view(retry, end - retry)}};
+  http::AppendResponse(out, cr.deny_status, http::StatusReason(cr.deny_status), headers, body,
+                       keep_alive);
+}
+
+// The subject of a check whose rule reads the request (a key template, a
+// list): true with cr->key set when the check goes on to the limiter,
+// false when it was answered here.
+bool ResolveSubject(LoopContext& loop, const http::Request& req, const HttpAsync& async,
+                    bool from_query, http::CheckRequest* cr, std::string* out) {
+  service::Subjects& subjects = *loop.service().services->subjects;
+  const HttpRequestView view(req, async.self);
+  std::string key;
+  const service::SubjectAnswer a = subjects.Resolve(
+      subjects.ForThisThread(), cr->rule, cr->key_given ? cr->key : std::string_view(), view,
+      loop.service().services->clock.NowMs(), &key);
+  using Kind = service::SubjectAnswer::Kind;
+  switch (a.kind) {
+    case Kind::kCheck: {
+      cr->key = std::move(key);
+      // A network block holds the client (docs/control-plane.md): a key
+      // given that is an address is the limiter's to test, as on every
+      // front; a key built from the request names no address to it.
+      const service::Controls& controls = *loop.service().services->controls;
+      if (cr->key_given || !a.address.has_value() || !controls.any_address_block()) return true;
+      const int64_t now = loop.service().services->clock.NowMs();
+      std::string_view reason;
+      const int64_t until = controls.AddressBlockedUntil(*a.address, cr->rule, now, &reason);
+      if (until == 0) return true;
+      AppendBlockedAnswer(*cr, req.keep_alive, until - now, reason, out);
+      return false;
+    }
+    case Kind::kNoKey:
+      AppendRouteProblem(loop, req.keep_alive, 400, "bad_request",
+                         std::string("missing required ") +
+                             (from_query ? "query parameter" : "field") + " \"key\" (rule '" +
+                             cr->rule + "' has no key template to build it from the request)",
+                         out);
+      return false;
+    case Kind::kDenyListed:
+    case Kind::kAllowListed: {
+      const bool allowed = a.kind == Kind::kAllowListed;
+      AppendUncheckedAnswer(
+          *cr, req.keep_alive, allowed, allowed ? "allow_list" : "deny_list", a.list->name, {},
+          false,
+          cr->key_given ? std::string_view(cr->key) : std::string_view(a.address->ToString()), out);
+      return false;
+    }
+    case Kind::kMissing:
+      break;
+  }
+  const std::string& part = a.missing->written;
+  subjects.CountMissing(cr->rule, *a.missing);
+  const std::string_view name = std::string_view(part).substr(1, part.size() - 2);
+  switch (a.on_missing) {
+    case OnMissing::kError:
+      AppendRouteProblem(loop, req.keep_alive, 400, "bad_request",
+                         "rule '" + cr->rule + "': " + part + " is missing from the request" +
+                             (a.missing->kind == KeyPartKind::kJwt
+                                  ? " (no bearer token, or one that does not verify)"
+                                  : ""),
+                         out);
+      break;
+    case OnMissing::kDeny:
+      AppendUncheckedAnswer(*cr, req.keep_alive, false, "missing", {}, name, false, {}, out);
+      break;
+    case OnMissing::kAllow:
+      AppendUncheckedAnswer(*cr, req.keep_alive, true, "missing", {}, name, false, {}, out);
+      break;
+    case OnMissing::kSkip:
+      AppendUncheckedAnswer(*cr, req.keep_alive, true, {}, {}, name, true, {}, out);
+      break;
+  }
+  return false;
+}
+
 void Check(LoopContext& loop, const http::Request& req, std::string_view query,
            const HttpAsync& async, std::string* out) {
   http::CheckRequest cr;
@@ -93,6 +224,11 @@ void Check(LoopContext& loop, const http::Request& req, std::string_view query,
                                        http::DecodeDenyStatusQuery(query, &cr, &error);
   if (!parsed) {
     AppendRouteProblem(loop, req.keep_alive, 400, "bad_request", error, out);
+    return;
+  }
+  // One relaxed load while no rule reads the request.
+  if ((!cr.key_given || loop.service().services->subjects->active()) &&
+      !ResolveSubject(loop, req, async, from_query, &cr, out)) {
     return;
   }
   const ReplyTo to = async.To(out);
@@ -165,6 +301,14 @@ void Rules(LoopContext& loop, const http::Request& req, std::string* out) {
     }
     j["timezone"] = r.timezone;
     j["shadow"] = r.shadow;
+    // Where the subject comes from (docs/keys-from-requests.md), when set.
+    if (!r.subject.key.empty()) {
+      j["key"] = r.subject.key;
+      static constexpr const char* kOnMissing[] = {"error", "deny", "allow", "skip"};
+      j["on_missing"] = kOnMissing[static_cast<int>(r.subject.on_missing)];
+    }
+    if (!r.subject.deny_list.empty()) j["deny_list"] = r.subject.deny_list;
+    if (!r.subject.allow_list.empty()) j["allow_list"] = r.subject.allow_list;
     j["on_backend_error"] = r.on_backend_error == OnBackendError::kAllow ? "allow" : "deny";
     j["on_store_full"] = r.on_store_full == OnStoreFull::kAllow ? "allow" : "deny";
     rules[r.name] = std::move(j);
@@ -228,6 +372,7 @@ void MetricsPage(LoopContext& loop, const http::Request& req, std::string* out) 
     AppendMetric(&body, m.name, m.type, m.help, m.value);
   }
   AppendFeatureMetrics(*s.services, &body);
+  AppendSubjectMetrics(*s.services->subjects, &body);
   AppendLeaseMetrics(*s.services, &body);
   AppendAlertMetrics(*s.services->alerts, &body);
   if (s.render_connections) s.render_connections(&body);

@@ -24,6 +24,15 @@ PeerAddress PeerAddress::From(const sockaddr_storage& addr) {
   return p;
 }
 
+IpAddress PeerAddress::Ip() const {
+  if (family == AF_INET) {
+    return IpAddress::FromV4(uint32_t{ip[0]} << 24 | uint32_t{ip[1]} << 16 | uint32_t{ip[2]} << 8 |
+                             ip[3]);
+  }
+  if (family == AF_INET6) return IpAddress::FromV6Bytes(ip);
+  return IpAddress();
+}
+
 std::string PeerAddress::ToString() const {
   char text[INET6_ADDRSTRLEN] = "?";
   if (family == AF_INET) {

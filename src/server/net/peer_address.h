@@ -12,6 +12,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
+#include "common/ip_address.h"
 
 namespace floodgate::server {
 
@@ -25,6 +26,8 @@ struct PeerAddress {
   std::string ToString() const;
   // The address alone, as a map key: family byte + address bytes.
   std::string IpKey() const;
+  // The address alone (IPv4-mapped IPv6 is IPv4); "::" when unknown.
+  IpAddress Ip() const;
 };
 
 // Thread-safe. Touched only when a connection opens or closes, never per

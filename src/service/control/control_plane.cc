@@ -5,10 +5,12 @@
 #include <chrono>
 #include <utility>
 
+#include "common/ip_address.h"
 #include "common/json_text.h"
 #include "common/length_fields.h"
 #include "common/log.h"
 #include "core/rule_eval.h"
+#include "common/cidr.h"
 
 namespace floodgate::service {
 namespace {
@@ -41,6 +43,37 @@ std::string Quoted(std::string_view text) {
   return out;
 }
 
+// A network block's entry key starts with this: a key block's starts with a
+// field's length (a digit), so the two never meet, and a reader that knows
+// only key blocks skips a network's as not one of its own.
+constexpr std::string_view kNetworkIdPrefix = "cidr:";
+
+// A block's entry key in the blocks table: its key (or network) and rule.
+std::string BlockId(const BlockRecord& b) {
+  if (b.cidr.empty()) return PairKey(b.key, b.rule);
+  return std::string(kNetworkIdPrefix) + PairKey(b.cidr, b.rule);
+}
+
+// Reads a blocks-table entry key into b's key (or cidr) and rule; false for
+// one that is not a block's (another version's, or damaged).
+bool ReadBlockId(std::string_view id, BlockRecord* b) {
+  if (!id.starts_with(kNetworkIdPrefix)) {
+    return fields::Read(&id, &b->key) && fields::Read(&id, &b->rule);
+  }
+  id.remove_prefix(kNetworkIdPrefix.size());
+  if (!fields::Read(&id, &b->cidr) || !fields::Read(&id, &b->rule)) return false;
+  // Only a network's canonical text is written; anything else is damage.
+  const Result<std::string> canonical = ControlPlane::ParseNetwork(b->cidr);
+  return canonical.ok() && *canonical == b->cidr;
+}
+
+// What the change log names as a block's target: [rule/]key, or
+// [rule/]cidr:network.
+std::string BlockTarget(const BlockRecord& b) {
+  const std::string subject = b.cidr.empty() ? b.key : std::string(kNetworkIdPrefix) + b.cidr;
+  return b.rule.empty() ? subject : b.rule + "/" + subject;
+}
+
 // The rules table's JSON, read as the YAML of one rule (JSON is YAML's flow
 // style): the same parser, checks and messages as the config file's rules.
 Result<Rule> ParseRuntimeRule(std::string_view name, std::string_view json) {
@@ -57,6 +90,13 @@ Result<Rule> ParseRuntimeRule(std::string_view name, std::string_view json) {
   auto config = ParseConfig(yaml, "rule");
   if (!config.ok()) return config.status();
   if (config->rules.size() != 1) return InvalidArgumentError("expected one rule");
+  // The subjects room compiles the file's rules only (and a deny_list names
+  // a list of the file, which this one-rule config has none of).
+  if (config->rules.front().subject.any()) {
+    return InvalidArgumentError(
+        "a runtime rule takes no 'key' template, 'on_missing', 'deny_list' or 'allow_list': "
+        "put a rule that reads the request in the config file");
+  }
   return std::move(config->rules.front());
 }
 
@@ -175,7 +215,7 @@ Status ControlPlane::Reload() {
       records.overrides.push_back(std::move(o));
     } else if (e.table == store::kBlocksTable) {
       BlockRecord b;
-      if (!fields::Read(&key, &b.key) || !fields::Read(&key, &b.rule)) continue;
+      if (!ReadBlockId(e.key, &b)) continue;
       b.reason = e.value;
       b.expires_at_ms = e.expires_at_ms;
       records.blocks.push_back(std::move(b));
@@ -237,7 +277,8 @@ std::string ControlPlane::OverrideJson(const OverrideRecord& o) const {
 }
 
 std::string ControlPlane::BlockJson(const BlockRecord& b) const {
-  std::string out = "{\"key\":" + Quoted(b.key) + ",\"rule\":";
+  std::string out = b.cidr.empty() ? "{\"key\":" + Quoted(b.key) : "{\"cidr\":" + Quoted(b.cidr);
+  out += ",\"rule\":";
   out += b.rule.empty() ? "null" : Quoted(b.rule);
   out += ",\"expires_in_ms\":" +
          std::to_string(std::max<int64_t>(0, b.expires_at_ms - clock_.NowMs()));
@@ -373,25 +414,51 @@ void ControlPlane::Block(const Actor& who, std::string_view key, std::string_vie
     return done(
         InvalidArgumentError("key: must be 1 to " + std::to_string(kMaxKeyBytes) + " bytes"), "");
   }
+  PutBlock(who, BlockRecord{std::string(key), std::string(rule), 0, std::move(reason)}, ttl_ms,
+           std::move(done));
+}
+
+void ControlPlane::BlockNetwork(const Actor& who, std::string_view network, std::string_view rule,
+                                int64_t ttl_ms, std::string reason, Done done) {
+  Result<std::string> cidr = ParseNetwork(network);
+  if (!cidr.ok()) return done(cidr.status(), "");
+  BlockRecord b{"", std::string(rule), 0, std::move(reason)};
+  b.cidr = std::move(*cidr);
+  PutBlock(who, std::move(b), ttl_ms, std::move(done));
+}
+
+Result<std::string> ControlPlane::ParseNetwork(std::string_view text) {
+  const Result<Cidr> network = ParseCidr(text);
+  if (!network.ok()) return InvalidArgumentError("network: " + network.status().message());
+  // ParseCidr read the address already: it parses.
+  const std::optional<IpAddress> address = IpAddress::Parse(text.substr(0, text.find('/')));
+  if (!address || *address != network->address()) {
+    return InvalidArgumentError("network: '" + std::string(text) +
+                                "' has host bits set; the network is " + network->ToString());
+  }
+  return network->ToString();
+}
+
+void ControlPlane::PutBlock(const Actor& who, BlockRecord b, int64_t ttl_ms, Done done) {
   if (ttl_ms <= 0 || ttl_ms > ControlPlane::kMaxTtlMs) return done(TtlError(1), "");
-  if (!rule.empty() && !hooks_.rule(rule).has_value()) {
-    return done(NotFoundError("unknown rule '" + std::string(rule) + "'"), "");
+  if (!b.rule.empty() && !hooks_.rule(b.rule).has_value()) {
+    return done(NotFoundError("unknown rule '" + b.rule + "'"), "");
   }
   if (!store_) return done(unavailable_, "");
-  BlockRecord b{std::string(key), std::string(rule), clock_.NowMs() + ttl_ms, std::move(reason)};
+  b.expires_at_ms = clock_.NowMs() + ttl_ms;
   Enqueue(std::make_unique<Task>(Task{[this, who, b = std::move(b), done = std::move(done)] {
+    const std::string id = BlockId(b);
     std::string before;
-    for (const BlockRecord& old : BlocksOf(b.key)) {
-      if (old.rule == b.rule) before = BlockJson(old);
+    for (const BlockRecord& old : ListBlocks()) {
+      if (BlockId(old) == id) before = BlockJson(old);
     }
     store::ControlWrite w;
     w.entry.table = store::kBlocksTable;
-    w.entry.key = PairKey(b.key, b.rule);
+    w.entry.key = id;
     w.entry.value = b.reason;
     w.entry.expires_at_ms = b.expires_at_ms;
     const std::string after = BlockJson(b);
-    w.log =
-        LogEntry(who, "block.set", b.rule.empty() ? b.key : b.rule + "/" + b.key, before, after);
+    w.log = LogEntry(who, "block.set", BlockTarget(b), before, after);
     const Status s = Write(w);
     done(s, s.ok() ? after : "");
   }}));
@@ -401,7 +468,7 @@ void ControlPlane::AutoBlock(std::string_view rule, std::string_view key, int64_
                              std::string_view reason) {
   if (!store_) return;
   BlockRecord b{std::string(key), std::string(rule), until_ms, std::string(reason)};
-  std::string id = PairKey(b.key, b.rule);
+  std::string id = BlockId(b);
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (stopping_) return;
@@ -422,7 +489,7 @@ void ControlPlane::AutoBlock(std::string_view rule, std::string_view key, int64_
       w.entry.key = id;
       w.entry.value = b.reason;
       w.entry.expires_at_ms = b.expires_at_ms;
-      w.log = LogEntry(Actor{"rule", ""}, "block.set", b.rule + "/" + b.key, "", BlockJson(b));
+      w.log = LogEntry(Actor{"rule", ""}, "block.set", BlockTarget(b), "", BlockJson(b));
       // Not reloaded after each: the block is in force here already, and a
       // flood of denials would reload once per block. The next poll sees
       // the new version and reloads once.
@@ -449,7 +516,7 @@ void ControlPlane::AutoBlockDone(const std::string& id, uint64_t seq, const Bloc
   // The records are the store's from now on, this block included, until
   // the next reload reads them again.
   for (BlockRecord& old : records_.blocks) {
-    if (old.key == b.key && old.rule == b.rule) {
+    if (old.cidr.empty() && old.key == b.key && old.rule == b.rule) {
       old = b;
       return;
     }
@@ -465,30 +532,49 @@ void ControlPlane::Unblock(const Actor& who, std::string_view key, std::string_v
     if (rule.empty() || b.rule == rule) gone.push_back(std::move(b));
   }
   if (gone.empty()) return done(NotFoundError("no block for this key"), "");
-  Enqueue(std::make_unique<Task>(Task{[this, who, gone = std::move(gone), done = std::move(done)] {
-    Status s;
-    // As GET /v1/admin/blocks/{key} shows a key's blocks: those removed.
-    std::string removed = "{\"key\":" + Quoted(gone.front().key) + ",\"blocks\":[";
-    const size_t first = removed.size();
-    for (const BlockRecord& b : gone) {
-      store::ControlWrite w;
-      w.entry.table = store::kBlocksTable;
-      w.entry.key = PairKey(b.key, b.rule);
-      w.erase = true;
-      w.log = LogEntry(who, "block.delete", b.rule.empty() ? b.key : b.rule + "/" + b.key,
-                       BlockJson(b), "");
-      auto applied = store_->Apply(w, clock_.NowMs());
-      if (!applied.ok()) {
-        s = applied.status();
-        break;
-      }
-      if (removed.size() > first) removed += ',';
-      removed += BlockJson(b);
-    }
-    removed += "]}";
-    if (Status r = Reload(); s.ok()) s = r;
-    done(s, s.ok() ? removed : "");
-  }}));
+  RemoveBlocks(who, std::move(gone), "\"key\":" + Quoted(key), std::move(done));
+}
+
+void ControlPlane::UnblockNetwork(const Actor& who, std::string_view network, std::string_view rule,
+                                  Done done) {
+  const Result<std::string> cidr = ParseNetwork(network);
+  if (!cidr.ok()) return done(cidr.status(), "");
+  if (!store_) return done(unavailable_, "");
+  std::vector<BlockRecord> gone;
+  for (BlockRecord& b : BlocksOfNetwork(*cidr)) {
+    if (rule.empty() || b.rule == rule) gone.push_back(std::move(b));
+  }
+  if (gone.empty()) return done(NotFoundError("no block for the network " + *cidr), "");
+  RemoveBlocks(who, std::move(gone), "\"cidr\":" + Quoted(*cidr), std::move(done));
+}
+
+void ControlPlane::RemoveBlocks(const Actor& who, std::vector<BlockRecord> gone, std::string head,
+                                Done done) {
+  Enqueue(std::make_unique<Task>(
+      Task{[this, who, gone = std::move(gone), head = std::move(head), done = std::move(done)] {
+        Status s;
+        // As GET /v1/admin/blocks/{key} shows a key's blocks (and
+        // /v1/admin/blocks/cidr/{addr}/{len} a network's): those removed.
+        std::string removed = "{" + head + ",\"blocks\":[";
+        const size_t first = removed.size();
+        for (const BlockRecord& b : gone) {
+          store::ControlWrite w;
+          w.entry.table = store::kBlocksTable;
+          w.entry.key = BlockId(b);
+          w.erase = true;
+          w.log = LogEntry(who, "block.delete", BlockTarget(b), BlockJson(b), "");
+          auto applied = store_->Apply(w, clock_.NowMs());
+          if (!applied.ok()) {
+            s = applied.status();
+            break;
+          }
+          if (removed.size() > first) removed += ',';
+          removed += BlockJson(b);
+        }
+        removed += "]}";
+        if (Status r = Reload(); s.ok()) s = r;
+        done(s, s.ok() ? removed : "");
+      }}));
 }
 
 void ControlPlane::PutRule(const Actor& who, std::string_view name, std::string_view json,
@@ -571,7 +657,7 @@ std::vector<BlockRecord> ControlPlane::ListBlocks() const {
   for (const BlockRecord& b : records_.blocks) {
     // A pending one of the same (key, rule) replaces it in the store soon.
     if (b.expires_at_ms > now &&
-        (pending_blocks_.empty() || !pending_blocks_.contains(PairKey(b.key, b.rule)))) {
+        (pending_blocks_.empty() || !pending_blocks_.contains(BlockId(b)))) {
       out.push_back(b);
     }
   }
@@ -584,7 +670,15 @@ std::vector<BlockRecord> ControlPlane::ListBlocks() const {
 std::vector<BlockRecord> ControlPlane::BlocksOf(std::string_view key) const {
   std::vector<BlockRecord> out;
   for (BlockRecord& b : ListBlocks()) {
-    if (b.key == key) out.push_back(std::move(b));
+    if (b.cidr.empty() && b.key == key) out.push_back(std::move(b));
+  }
+  return out;
+}
+
+std::vector<BlockRecord> ControlPlane::BlocksOfNetwork(std::string_view cidr) const {
+  std::vector<BlockRecord> out;
+  for (BlockRecord& b : ListBlocks()) {
+    if (!b.cidr.empty() && b.cidr == cidr) out.push_back(std::move(b));
   }
   return out;
 }

@@ -58,6 +58,8 @@ struct OverrideRecord {
   std::string reason;
 };
 
+// A block of one subject (`key`) or of a network (`cidr`): exactly one of
+// the two is set.
 struct BlockRecord {
   std::string key;
   std::string rule;  // "" : every rule
@@ -66,6 +68,10 @@ struct BlockRecord {
   // A block_for's block not in the store yet (AutoBlock): in force here and
   // listed, but another server does not know it, nor does a restart.
   bool pending = false;
+  // A network block: the network's canonical text ("203.0.113.0/24",
+  // "2001:db8::/32"; ParseNetwork), `key` empty. It blocks the addresses
+  // inside the network (NetworkBlockTable).
+  std::string cidr = {};
 };
 
 struct RuntimeRuleRecord {
@@ -127,6 +133,20 @@ class ControlPlane {
   void Block(const Actor& who, std::string_view key, std::string_view rule, int64_t ttl_ms,
              std::string reason, Done done);
   void Unblock(const Actor& who, std::string_view key, std::string_view rule, Done done);
+  // Network blocks: as Block and Unblock, for every address inside
+  // `network`, "address/length" (an address alone is its /32 or /128),
+  // IPv4 or IPv6, validated as ParseNetwork does (INVALID_ARGUMENT, and
+  // nothing changes). The records have `cidr` set and no key.
+  void BlockNetwork(const Actor& who, std::string_view network, std::string_view rule,
+                    int64_t ttl_ms, std::string reason, Done done);
+  void UnblockNetwork(const Actor& who, std::string_view network, std::string_view rule, Done done);
+  // The canonical text of the network `text` names ("::ffff:203.0.113.0/120"
+  // is "203.0.113.0/24"), or INVALID_ARGUMENT naming what is wrong:
+  // ParseCidr's refusals (service/lists/cidr.h), and host bits set, which
+  // ParseCidr would clear but a block refuses, naming the network meant
+  // ("'203.0.113.7/24' has host bits set; the network is 203.0.113.0/24"):
+  // an operator who typed an address may not mean its whole network.
+  static Result<std::string> ParseNetwork(std::string_view text);
   // A rule's block_for: blocks `key` on `rule` until `until_ms` without
   // waiting. The block is listed at once (ListBlocks, BlocksOf: pending)
   // and kept in the records every reload applies until it is in the
@@ -145,7 +165,10 @@ class ControlPlane {
   std::optional<OverrideRecord> GetOverride(std::string_view rule, std::string_view key) const;
   std::vector<OverrideRecord> ListOverrides(std::string_view rule) const;  // "" : every rule
   std::vector<BlockRecord> ListBlocks() const;
-  std::vector<BlockRecord> BlocksOf(std::string_view key) const;
+  std::vector<BlockRecord> BlocksOf(std::string_view key) const;  // a key's, no network's
+  // The blocks of the network `cidr`, given as its canonical text
+  // (ParseNetwork's).
+  std::vector<BlockRecord> BlocksOfNetwork(std::string_view cidr) const;
   std::vector<RuntimeRuleRecord> RuntimeRules() const;
   // Whether `name` is a rule of the config file (which no change here may
   // replace or delete).
@@ -170,6 +193,13 @@ class ControlPlane {
   Status Reload();
   // Sends one change: the store applies it, then the records are reloaded.
   Status Write(const store::ControlWrite& write);
+  // A block's change, validated but for its subject (Block and
+  // BlockNetwork have checked the key or the network): the rule, the ttl,
+  // then the write.
+  void PutBlock(const Actor& who, BlockRecord b, int64_t ttl_ms, Done done);
+  // Removes `gone` (one key's or one network's blocks), answering them as
+  // `{<head>,"blocks":[...]}`: head is `"key":"..."` or `"cidr":"..."`.
+  void RemoveBlocks(const Actor& who, std::vector<BlockRecord> gone, std::string head, Done done);
   // An AutoBlock's write is over (`stored`: the store has it): it is no
   // longer pending, and, stored, is one of the records. Control thread.
   void AutoBlockDone(const std::string& id, uint64_t seq, const BlockRecord& b, bool stored);

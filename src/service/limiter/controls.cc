@@ -7,14 +7,20 @@ namespace floodgate::service {
 
 void Controls::Apply(const ControlRecords& records) {
   blocks_.Replace(records.blocks);
+  networks_.Replace(records.blocks);
   if (Status s = rules_.Apply(records); !s.ok()) {
     Log(LogLevel::kWarn, "control records not applied", {{"error", s.message()}});
   }
-  any_.store(!records.overrides.empty() || blocks_.any(), std::memory_order_relaxed);
+  any_.store(!records.overrides.empty() || blocks_.any() || networks_.any(),
+             std::memory_order_relaxed);
 }
 
 void Controls::AddBlock(const BlockRecord& block) {
-  blocks_.Add(block.rule, block.key, block.expires_at_ms, block.reason);
+  if (block.cidr.empty()) {
+    blocks_.Add(block.rule, block.key, block.expires_at_ms, block.reason);
+  } else {
+    networks_.Add(block);
+  }
   any_.store(true, std::memory_order_relaxed);
 }
 

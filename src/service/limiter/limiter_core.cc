@@ -8,6 +8,7 @@
 #include <tuple>
 #include <utility>
 
+#include "common/ip_address.h"
 #include "core/alerts.h"
 #include "core/rule_eval.h"
 #include "service/alerts/alerts_impl.h"
@@ -58,7 +59,22 @@ bool LimiterCore::Blocked(const Variant& variant, std::string_view subject,
   const core::CompiledRule& rule = variant.compiled;
   const int64_t now = clock_.NowMs();
   std::string_view reason;
-  const int64_t until = controls_.BlockedUntil(rule.name, subject, now, &reason);
+  int64_t until =
+      controls_.any_block() ? controls_.BlockedUntil(rule.name, subject, now, &reason) : 0;
+  // A subject that is an address is blocked by a blocked network holding
+  // it too, the later end winning; read as one only while some network is
+  // blocked.
+  if (controls_.any_address_block()) {
+    if (const std::optional<IpAddress> address = IpAddress::Parse(subject)) {
+      std::string_view network_reason;
+      const int64_t network_until =
+          controls_.AddressBlockedUntil(*address, rule.name, now, &network_reason);
+      if (network_until > until) {
+        until = network_until;
+        reason = network_reason;
+      }
+    }
+  }
   if (until == 0) return false;
   DenyAsBlocked(rule, until - now, reason, decision);
   return true;
@@ -120,7 +136,8 @@ store::Answer LimiterCore::Check(const CheckArgs& args, Decision* decision, Stat
   // override and no block at all (docs/benchmarks.md has the A/B).
   if (controls_.any()) [[unlikely]] {
     if (!entry->overrides.empty()) variant = Overridden(*entry, args.key, variant, clock_.NowMs());
-    if (controls_.any_block() && !args.ignore_blocks && Blocked(*variant, args.key, decision)) {
+    if ((controls_.any_block() || controls_.any_address_block()) && !args.ignore_blocks &&
+        Blocked(*variant, args.key, decision)) {
       *status = Status::Ok();
       return store::Answer::kNow;
     }

@@ -186,7 +186,9 @@ class LimiterCore {
   // Blocks `subject` of `variant`'s rule when the rule says so (block_for)
   // and *d just denied it; *d then answers as that block does.
   void MaybeBlockFor(const Variant& variant, std::string_view subject, Decision* d);
-  // Fills *decision for `subject` if a block of `variant`'s rule holds it.
+  // Fills *decision for `subject` if a block of `variant`'s rule holds it:
+  // a block of the subject, or, when the subject is an IP address
+  // (IpAddress::Parse), of a network holding it.
   bool Blocked(const Variant& variant, std::string_view subject, Decision* decision) const;
 
   const Clock& clock_;

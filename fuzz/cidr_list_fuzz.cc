@@ -16,8 +16,7 @@ namespace {
 using floodgate::Cidr;
 
 void CheckRoundTrip(const Cidr& network) {
-  const int max_len =
-      network.is_v4() ? floodgate::kMaxPrefixLenV4 : floodgate::kMaxPrefixLenV6;
+  const int max_len = network.is_v4() ? floodgate::kMaxPrefixLenV4 : floodgate::kMaxPrefixLenV6;
   if (network.prefix_len() < 0 || network.prefix_len() > max_len) __builtin_trap();
   const std::string text = network.ToString();
   auto again = floodgate::ParseCidr(text);

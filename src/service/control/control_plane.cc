@@ -5,12 +5,12 @@
 #include <chrono>
 #include <utility>
 
+#include "common/cidr.h"
 #include "common/ip_address.h"
 #include "common/json_text.h"
 #include "common/length_fields.h"
 #include "common/log.h"
 #include "core/rule_eval.h"
-#include "common/cidr.h"
 
 namespace floodgate::service {
 namespace {

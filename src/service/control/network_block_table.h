@@ -29,10 +29,10 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "common/cidr.h"
 #include "common/ip_address.h"
 #include "service/control/block_entries.h"
 #include "service/control/control_plane.h"
-#include "common/cidr.h"
 
 namespace floodgate::service {
 

@@ -27,9 +27,9 @@
 #include <optional>
 #include <vector>
 
+#include "common/cidr.h"
 #include "common/ip_address.h"
 #include "floodgate/status.h"
-#include "common/cidr.h"
 
 namespace floodgate::service {
 

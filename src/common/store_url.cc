@@ -43,23 +43,6 @@ std::string_view SchemeName(StoreMode mode, bool tls) {
 
 // Percent-decodes `in` into `out`; false on a bad escape (the caller says
 // which field, without quoting it: it may be a password).
-bool PercentDecode(std::string_view in, std::string& out) {
-  out.clear();
-  for (size_t i = 0; i < in.size(); ++i) {
-    if (in[i] != '%') {
-      out += in[i];
-      continue;
-    }
-    if (i + 2 >= in.size()) return false;
-    const int hi = text::HexDigitValue(in[i + 1]);
-    const int lo = text::HexDigitValue(in[i + 2]);
-    if (hi < 0 || lo < 0) return false;
-    out += static_cast<char>(hi * 16 + lo);
-    i += 2;
-  }
-  return true;
-}
-
 bool IsHostChar(char c) {
   return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
          c == '.' || c == '_';
@@ -227,8 +210,9 @@ Result<StoreUrl> ParseStoreUrl(std::string_view url) {
       return UrlError("a user without a password before '@' (write user:password@ or :password@)");
     }
     const std::string_view password = userinfo.substr(colon + 1);
-    if (!PercentDecode(user, out.user)) return UrlError("bad percent-escape in the user name");
-    if (!PercentDecode(password, out.password)) {
+    if (!text::PercentDecode(user, false, &out.user))
+      return UrlError("bad percent-escape in the user name");
+    if (!text::PercentDecode(password, false, &out.password)) {
       return UrlError("bad percent-escape in the password");
     }
     if (out.password.empty()) return UrlError("empty password before '@'");
@@ -302,7 +286,7 @@ Result<StoreUrl> ParseStoreUrl(std::string_view url) {
     const std::string_view key = item.substr(0, eq);
     if (eq == std::string_view::npos) return UrlError("option " + Quoted(key) + " needs a value");
     std::string value;
-    if (!PercentDecode(item.substr(eq + 1), value)) {
+    if (!text::PercentDecode(item.substr(eq + 1), false, &value)) {
       return UrlError("bad percent-escape in option " + Quoted(item));
     }
     bool* seen = nullptr;

@@ -55,6 +55,32 @@ inline int HexDigitValue(char c) {
   return -1;
 }
 
+// Replaces *out with `in` percent-decoded; with `plus_as_space`, '+' decodes
+// to ' ' (a query string's form). Returns false when a '%' is not followed
+// by two hex digits (*out is then unspecified). Decoded bytes may be
+// anything, NUL included. URLs, query strings and a request's original URI
+// are all read with it.
+inline bool PercentDecode(std::string_view in, bool plus_as_space, std::string* out) {
+  out->clear();
+  out->reserve(in.size());
+  for (size_t i = 0; i < in.size(); ++i) {
+    const char c = in[i];
+    if (c == '%') {
+      if (in.size() - i < 3) return false;
+      const int hi = HexDigitValue(in[i + 1]);
+      const int lo = HexDigitValue(in[i + 2]);
+      if (hi < 0 || lo < 0) return false;
+      out->push_back(static_cast<char>(hi * 16 + lo));
+      i += 2;
+    } else if (c == '+' && plus_as_space) {
+      out->push_back(' ');
+    } else {
+      out->push_back(c);
+    }
+  }
+  return true;
+}
+
 // Appends `value` with backslash, double quote and newline escaped (\\, \", \n):
 // the escaping of logfmt values and of Prometheus label values.
 inline void AppendBackslashEscaped(std::string& out, std::string_view value) {

@@ -21,27 +21,6 @@ Target SplitTarget(std::string_view target) {
   return {target.substr(0, q), target.substr(q + 1)};
 }
 
-bool PercentDecode(std::string_view in, bool plus_as_space, std::string* out) {
-  out->clear();
-  out->reserve(in.size());
-  for (size_t i = 0; i < in.size(); ++i) {
-    const char c = in[i];
-    if (c == '%') {
-      if (in.size() - i < 3) return false;
-      const int hi = text::HexDigitValue(in[i + 1]);
-      const int lo = text::HexDigitValue(in[i + 2]);
-      if (hi < 0 || lo < 0) return false;
-      out->push_back(static_cast<char>(hi * 16 + lo));
-      i += 2;
-    } else if (c == '+' && plus_as_space) {
-      out->push_back(' ');
-    } else {
-      out->push_back(c);
-    }
-  }
-  return true;
-}
-
 std::optional<std::vector<std::string>> DecodePathSegments(std::string_view path) {
   if (!path.empty() && path.front() == '/') path.remove_prefix(1);
   std::vector<std::string> segments;

@@ -10,6 +10,8 @@
 #include <utility>
 #include <vector>
 
+#include "common/text.h"
+
 namespace floodgate::http {
 
 struct Target {
@@ -27,7 +29,8 @@ Target SplitTarget(std::string_view target);
 // Replaces *out with `in` percent-decoded; with `plus_as_space`, '+' decodes
 // to ' '. Returns false when a '%' is not followed by two hex digits (*out is
 // then unspecified). Decoded bytes may be anything, NUL included.
-bool PercentDecode(std::string_view in, bool plus_as_space, std::string* out);
+// (common/text.h, shared with the store URLs and the subjects' keys.)
+using text::PercentDecode;
 
 // The path's segments after its leading '/', each decoded on its own, so an
 // encoded slash stays inside its segment: "/v1/sets/a%2Fb" -> {"v1", "sets",

@@ -4,30 +4,11 @@
 #include <string>
 #include <string_view>
 
-#include "common/text.h"
 #include "common/cidr.h"
+#include "common/text.h"
 
 namespace floodgate::service {
 namespace {
-
-// Percent-decodes `in` into *out (cleared first); false on a bad escape.
-bool Decode(std::string_view in, bool plus_as_space, std::string* out) {
-  out->clear();
-  for (size_t i = 0; i < in.size(); ++i) {
-    const char c = in[i];
-    if (c == '%') {
-      if (i + 2 >= in.size()) return false;
-      const int hi = text::HexDigitValue(in[i + 1]);
-      const int lo = text::HexDigitValue(in[i + 2]);
-      if (hi < 0 || lo < 0) return false;
-      *out += static_cast<char>(hi * 16 + lo);
-      i += 2;
-    } else {
-      *out += plus_as_space && c == '+' ? ' ' : c;
-    }
-  }
-  return true;
-}
 
 // Appends `value` unless it is empty or holds a control byte.
 bool AppendValue(std::string_view value, std::string* key) {
@@ -41,7 +22,7 @@ bool AppendValue(std::string_view value, std::string* key) {
 
 bool AppendDecoded(std::string_view raw, bool plus_as_space, std::string* key) {
   std::string decoded;
-  return Decode(raw, plus_as_space, &decoded) && AppendValue(decoded, key);
+  return text::PercentDecode(raw, plus_as_space, &decoded) && AppendValue(decoded, key);
 }
 
 // The Nth (from 1) non-empty segment of `path`.
@@ -68,7 +49,7 @@ std::string_view QueryParam(std::string_view query, std::string_view name) {
     const std::string_view pair = query.substr(0, amp);
     const size_t eq = pair.find('=');
     std::string decoded_name;
-    if (Decode(pair.substr(0, eq), true, &decoded_name) && decoded_name == name) {
+    if (text::PercentDecode(pair.substr(0, eq), true, &decoded_name) && decoded_name == name) {
       return eq == std::string_view::npos ? std::string_view() : pair.substr(eq + 1);
     }
     if (amp == std::string_view::npos) break;

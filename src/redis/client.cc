@@ -276,14 +276,16 @@ namespace {
 
 // The deadline of a request submitted now: timeout_ms from now, or the
 // caller's own when that is earlier (0: none).
-int64_t DeadlineFrom(int64_t now_ns, const ClientOptions& options, int64_t asked_ns) {
+// Due by the store's timeout, or by the caller's earlier `asked_ns`.
+void SetDeadline(Pending& p, int64_t now_ns, const ClientOptions& options, int64_t asked_ns) {
   const int64_t deadline = now_ns + options.timeout_ms * 1'000'000;
-  return asked_ns > 0 && asked_ns < deadline ? asked_ns : deadline;
+  p.deadline_ns = asked_ns > 0 && asked_ns < deadline ? asked_ns : deadline;
+  p.timeout_ms = (p.deadline_ns - now_ns) / 1'000'000;
 }
 
-// Submits one request from the caller's thread, due by DeadlineFrom.
+// Submits one request from the caller's thread, due by SetDeadline.
 void SubmitOne(ClientState& state, std::unique_ptr<Pending> p, int64_t asked_ns) {
-  p->deadline_ns = DeadlineFrom(state.clock.MonotonicNs(), state.options, asked_ns);
+  SetDeadline(*p, state.clock.MonotonicNs(), state.options, asked_ns);
   SubmitFromCaller(state, std::move(p));
 }
 
@@ -309,7 +311,7 @@ void Client::Send(std::string_view key, std::span<const std::string> args, Reply
 void Client::Send(Batch&& batch) {
   if (batch.items_.empty()) return;
   const int64_t now = state_->clock.MonotonicNs();
-  for (auto& p : batch.items_) p->deadline_ns = DeadlineFrom(now, state_->options, p->deadline_ns);
+  for (auto& p : batch.items_) SetDeadline(*p, now, state_->options, p->deadline_ns);
   SubmitFromCaller(*state_, batch.items_);
   batch.items_.clear();
 }

@@ -52,6 +52,7 @@ struct Pending {
   std::string command;  // RESP-encoded
   std::string node;     // target node id ("host:port"); empty: route by slot
   int64_t deadline_ns = 0;
+  int64_t timeout_ms = 0;  // deadline_ns less its submission: what a timeout reports
   int slot = 0;
   uint8_t redirects = 0;
   PendingKind kind = PendingKind::kUser;

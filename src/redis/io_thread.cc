@@ -712,7 +712,8 @@ void IoThread::StartProbe(Node& node, int64_t now_ns) {
   static constexpr std::string_view kPing[] = {"PING"};
   AppendCommand(p->command, kPing);
   // Room to connect as well as to answer: the probe usually opens a new connection.
-  p->deadline_ns = now_ns + (options.connect_timeout_ms + options.timeout_ms) * 1'000'000;
+  p->timeout_ms = options.connect_timeout_ms + options.timeout_ms;
+  p->deadline_ns = now_ns + p->timeout_ms * 1'000'000;
   p->live_counter = &live_pending_;
   live_pending_.fetch_add(1, std::memory_order_relaxed);
   std::shared_ptr<CircuitBreaker> breaker = node.breaker;
@@ -750,7 +751,8 @@ void IoThread::StartSlotRefresh(int64_t now_ns) {
   p->node = target->id;
   static constexpr std::string_view kSlots[] = {"CLUSTER", "SLOTS"};
   AppendCommand(p->command, kSlots);
-  p->deadline_ns = now_ns + (options.connect_timeout_ms + options.timeout_ms) * 1'000'000;
+  p->timeout_ms = options.connect_timeout_ms + options.timeout_ms;
+  p->deadline_ns = now_ns + p->timeout_ms * 1'000'000;
   p->live_counter = &live_pending_;
   live_pending_.fetch_add(1, std::memory_order_relaxed);
   HostPort queried = target->address;
@@ -845,7 +847,6 @@ void IoThread::RemoveTimer(Pending& p) {
 }
 
 void IoThread::ExpireTimers(int64_t now_ns) {
-  const int64_t timeout_ms = state_.options.timeout_ms;
   while (timers_head_ != nullptr && timers_head_->deadline_ns <= now_ns) {
     Pending& p = *timers_head_;
     // Written already: its reply will still come, and be dropped.
@@ -855,7 +856,7 @@ void IoThread::ExpireTimers(int64_t now_ns) {
       Log(LogLevel::kWarn, "redis circuit open",
           {{"node", p.target->id}, {"error", "requests time out"}});
     }
-    Finish(p, DeadlineError(p.target, timeout_ms), nullptr);
+    Finish(p, DeadlineError(p.target, p.timeout_ms), nullptr);
   }
 }
 

@@ -320,9 +320,13 @@ def test_sigterm_lets_decisions_in_flight_finish(start_server, redis_server, res
     answered before their connections close, within the drain time."""
     backend = redis_server(debug=True)
     server = start_server(CONFIG, threads=2, extra_args=["--store", backend.url])
-    assert client(server.resp_port).execute_command("FG.CHECK", "closed", "jo")[0] == 1
-    sleeper = stall(backend, 0.5)
     conns = [resp_conn(server.resp_port) for _ in range(4)]
+    for i, conn in enumerate(conns):
+        # Each connection's loop connects to Redis before the stall: a
+        # connect during it would be refused by connect_timeout_ms (500).
+        conn.send(conn.encode("FG.CHECK", "closed", f"warm{i}"))
+        assert conn.read_reply()[0] == 1
+    sleeper = stall(backend, 0.5)
     for i, conn in enumerate(conns):
         conn.send(b"".join(conn.encode("FG.CHECK", "closed", f"grace{i}:{j}") for j in range(3)))
     time.sleep(0.1)

@@ -115,6 +115,8 @@ TEST(ClientClockTest, ARequestTimesOutWhenTheClockSaysSo) {
   clock.AdvanceMs(1);
   ASSERT_TRUE(Eventually([&] { return answer.done(); }));
   EXPECT_EQ(answer.get().code(), StatusCode::kDeadlineExceeded) << answer.get().ToString();
+  EXPECT_NE(answer.get().message().find("within 20 ms"), std::string::npos)
+      << answer.get().ToString();
   EXPECT_EQ(client->GetStats().timeouts, 1u);
 }
 
@@ -139,6 +141,9 @@ TEST(ClientClockTest, AnEarlierDeadlineFromTheCallerIsOnTheSameClock) {
   clock.AdvanceMs(1);
   ASSERT_TRUE(Eventually([&] { return answer.done(); }));
   EXPECT_EQ(answer.get().code(), StatusCode::kDeadlineExceeded);
+  // The error names the wait that was kept, not the store's timeout.
+  EXPECT_NE(answer.get().message().find("within 5 ms"), std::string::npos)
+      << answer.get().ToString();
 }
 
 TEST(ClientClockTest, AFailedConnectionIsRetriedOnlyAfterItsBackoffOnTheClock) {

@@ -11,8 +11,8 @@
 
 #include "redis/alert_stream.h"
 #include "redis/control_store.h"
-#include "redis/script_call.h"
 #include "redis/redis_sketch_board.h"
+#include "redis/script_call.h"
 
 namespace floodgate::redis {
 namespace {
@@ -129,7 +129,10 @@ store::Answer RemoteStore::Queue(const store::CheckOp& op, Decision* decision, S
                           : op.read_ms > 0    ? op.read_ms
                                               : clock_.NowMs();
   std::string key = StateKey(op.variant.rule->name, op.variant.rule->tier, op.subject);
-  if (deny_cache_ != nullptr && deny_cache_->Lookup(key, op.cost, sent_ms, decision)) {
+  // The cache holds the rules' own denials: a priority class's view or a
+  // settle's charge (CompiledRule::kept_back) decides with other capacities.
+  if (deny_cache_ != nullptr && op.variant.rule->kept_back == 0 &&
+      deny_cache_->Lookup(key, op.cost, sent_ms, decision)) {
     Bump(local_cache_denials_);
     *status = Status::Ok();
     return store::Answer::kNow;
@@ -168,6 +171,7 @@ void RemoteStore::HeldBatch::Send() {
   struct Entry {
     int64_t cost;
     int64_t sent_ms;
+    int64_t kept_back;  // the rule's (CompiledRule::kept_back)
     store::CheckDone done;
   };
   for (size_t first = 0; first < checks.size(); ++first) {
@@ -187,7 +191,7 @@ void RemoteStore::HeldBatch::Send() {
       deadline_ns = std::min(deadline_ns, c.deadline_ns);
       keys.push_back(std::move(c.key));
       costs.push_back(c.cost);
-      entries.push_back(Entry{c.cost, c.sent_ms, std::move(c.done)});
+      entries.push_back(Entry{c.cost, c.sent_ms, c.rule->kept_back, std::move(c.done)});
     }
     // Moving a vector keeps its elements in place: the spans stay valid
     // while the callback below takes the vectors.
@@ -212,7 +216,7 @@ void RemoteStore::HeldBatch::Send() {
             e.done(s, Decision{}, nullptr);
             return;
           }
-          if (store->deny_cache_ != nullptr && !d.allowed) {
+          if (store->deny_cache_ != nullptr && !d.allowed && e.kept_back == 0) {
             store->deny_cache_->Remember(keys[i], e.cost, e.sent_ms, d);
           }
           e.done(s, d, alerts);

@@ -27,6 +27,7 @@
 #include "store/control.h"
 #include "store/lease_ops.h"
 #include "store/otp.h"
+#include "store/reservations.h"
 #include "store/sets.h"
 #include "store/sketch_board.h"
 #include "store/slices.h"
@@ -43,6 +44,9 @@ struct Rooms {
   LeaseStore* leases = nullptr;
   SetStore* sets = nullptr;
   OtpStore* otp = nullptr;
+  // Reservations (store/reservations.h): every backend has one; a test's
+  // fake may not (reservations are then refused).
+  ReservationLedger* reservations = nullptr;
   // Null: the state outlives the process (Redis), nothing to save.
   Snapshots* snapshots = nullptr;
   // Null: no slices (the embedded store decides locally already).

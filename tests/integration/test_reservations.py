@@ -317,14 +317,14 @@ descriptors:
 
     ok = call("batch", 600)
     assert ok.returncode == 0, ok.stderr
-    assert json.loads(ok.stdout)["overallCode"] == "OK"
+    assert json.loads(ok.stdout)["overall_code"] == "OK"
     out = call("batch", 1)  # batch has used its 60 %
-    assert json.loads(out.stdout)["overallCode"] == "OVER_LIMIT", out.stdout
+    assert json.loads(out.stdout)["overall_code"] == "OVER_LIMIT", out.stdout
     out = call(None, 200)  # default: up to 80 %, one subject with batch's
-    assert json.loads(out.stdout)["overallCode"] == "OK", out.stdout
+    assert json.loads(out.stdout)["overall_code"] == "OK", out.stdout
     out = call("critical", 200)
-    assert json.loads(out.stdout)["overallCode"] == "OK", out.stdout
+    assert json.loads(out.stdout)["overall_code"] == "OK", out.stdout
     out = call("critical", 1)
-    assert json.loads(out.stdout)["overallCode"] == "OVER_LIMIT", out.stdout
+    assert json.loads(out.stdout)["overall_code"] == "OVER_LIMIT", out.stdout
     out = call("vip", 1)
-    assert out.returncode != 0 or json.loads(out.stdout)["overallCode"] != "OK", out.stdout
+    assert out.returncode != 0 or json.loads(out.stdout)["overall_code"] != "OK", out.stdout

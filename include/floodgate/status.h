@@ -18,6 +18,7 @@ enum class StatusCode {
   kUnavailable,        // a backend cannot be reached
   kDeadlineExceeded,   // a backend did not answer in time
   kInternal,           // a bug: an invariant did not hold
+  kAlreadyExists,      // what a call would create is there already (a reservation's id)
 };
 
 // Returns the upper-snake name of `code`, e.g. "INVALID_ARGUMENT".
@@ -55,6 +56,9 @@ inline Status UnavailableError(std::string m) {
   return Status(StatusCode::kUnavailable, std::move(m));
 }
 inline Status InternalError(std::string m) { return Status(StatusCode::kInternal, std::move(m)); }
+inline Status AlreadyExistsError(std::string m) {
+  return Status(StatusCode::kAlreadyExists, std::move(m));
+}
 
 // Either a T or a non-ok Status. Thread-compatible.
 template <typename T>

@@ -97,6 +97,7 @@ RemoteStore::RemoteStore(std::unique_ptr<RedisStore> redis, const RedisConfig& c
       sets_(redis_->client()),
       otp_(redis_->client()),
       leases_(redis_->client()),
+      reservations_(redis_->client()),
       timeout_ns_(config.timeout_ms * 1'000'000) {
   if (config.local_cache) {
     deny_cache_ =
@@ -288,7 +289,8 @@ RemoteStore::Usage RemoteStore::GetUsage() const {
   const Client::Stats c = redis_->client().GetStats();
   Usage n;
   n.kind = "redis";
-  n.backend_errors = backend_errors_.load(std::memory_order_relaxed) + leases_.errors();
+  n.backend_errors =
+      backend_errors_.load(std::memory_order_relaxed) + leases_.errors() + reservations_.errors();
   n.local_cache_denials = local_cache_denials_.load(std::memory_order_relaxed);
   n.local_cache_entries = deny_cache_ != nullptr ? static_cast<int64_t>(deny_cache_->size()) : 0;
   n.open_circuits = c.open_circuits;
@@ -351,6 +353,7 @@ store::Rooms RemoteStore::RoomsOf(std::unique_ptr<RemoteStore> store) {
   rooms.leases = &store->leases_;
   rooms.sets = &store->sets_;
   rooms.otp = &store->otp_;
+  rooms.reservations = &store->reservations_;
   // Each opens on the store's client, shared by every server on this Redis.
   Client* client = &store->client();
   const Clock* clock = &store->clock_;

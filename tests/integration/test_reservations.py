@@ -326,5 +326,5 @@ descriptors:
     assert json.loads(out.stdout)["overall_code"] == "OK", out.stdout
     out = call("critical", 1)
     assert json.loads(out.stdout)["overall_code"] == "OVER_LIMIT", out.stdout
-    out = call("vip", 1)
-    assert out.returncode != 0 or json.loads(out.stdout)["overall_code"] != "OK", out.stdout
+    out = call("vip", 1)  # an unknown class fails the call (Envoy's failure_mode decides)
+    assert out.returncode == 1 and "no priority class 'vip'" in out.stderr, out.stderr

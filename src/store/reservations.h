@@ -36,9 +36,9 @@ struct HoldOp {
   std::string_view rule;     // the rule's name
   std::string_view subject;  // checked above: non-empty, within kMaxKeyBytes
   std::string_view id;
-  std::string_view tier;     // at most kMaxReservationTierBytes
-  int64_t estimate = 0;      // in [1, kMaxLimitCount]
-  int64_t ttl_ms = 0;        // in [1, kMaxReservationTtlMs]
+  std::string_view tier;  // at most kMaxReservationTierBytes
+  int64_t estimate = 0;   // in [1, kMaxLimitCount]
+  int64_t ttl_ms = 0;     // in [1, kMaxReservationTtlMs]
   // An explicit instant (tests, replays), or null for the store's clock
   // (Redis: its TIME).
   const int64_t* at_ms = nullptr;
@@ -74,9 +74,9 @@ class ReservationLedger {
   // (rule, subject, id) already there, held or settled, is left alone and
   // answered ALREADY_EXISTS (ids are unguessable: only a caller's defect
   // repeats one). Arguments out of their bounds (an empty id included) are
-  // INVALID_ARGUMENT, and nothing is sent or kept. Errors as Store::Check's: RESOURCE_EXHAUSTED when the embedded
-  // store is full; UNAVAILABLE / DEADLINE_EXCEEDED / INTERNAL when Redis
-  // failed (the record may or may not be there).
+  // INVALID_ARGUMENT, and nothing is sent or kept. Errors as Store::Check's: RESOURCE_EXHAUSTED
+  // when the embedded store is full; UNAVAILABLE / DEADLINE_EXCEEDED / INTERNAL when Redis failed
+  // (the record may or may not be there).
   virtual Answer Hold(const HoldOp& op, Status* status, Later<> later) = 0;
 
   // Takes op's reservation in one atomic step: a held record becomes a

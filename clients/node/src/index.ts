@@ -10,6 +10,9 @@ export {
   type CheckResult,
   type ClientOptions,
   type LimitState,
+  type ReserveOptions,
+  type ReserveResult,
+  type SettleResult,
   type SubjectState,
 } from './client';
 export {

@@ -106,7 +106,10 @@ export interface ReserveOptions {
 /** FG.RESERVE's answer. */
 export interface ReserveResult {
   admitted: boolean;
-  /** The reservation's id, for settle(), when admitted; else null. */
+  /**
+   * The reservation's id, for settle(), when admitted; else null (and null
+   * too when a fallback decision admitted without keeping a reservation).
+   */
   reservation: string | null;
   /** Units left in the binding limit (the estimate taken off when admitted). */
   remaining: number;
@@ -278,7 +281,7 @@ export class FloodgateClient {
     const admitted = asNumber(reply[0]) === 1;
     return {
       admitted,
-      reservation: admitted ? asString(reply[1]) : null,
+      reservation: admitted ? asString(reply[1]) || null : null,
       remaining: asNumber(reply[2]),
       resetAfterMs: asNumber(reply[3]),
     };

@@ -308,7 +308,7 @@ export function floodgate<Req extends IncomingMessage = IncomingMessage>(
     for (const [name, value] of Object.entries(reservationFields(rule, result))) {
       res.setHeader(name, value);
     }
-    if (!result.admitted || result.reservation === null) {
+    if (!result.admitted) {
       return sendProblem(res, 429, {
         detail:
           result.resetAfterMs < 0
@@ -321,6 +321,8 @@ export function floodgate<Req extends IncomingMessage = IncomingMessage>(
         reset_after_ms: result.resetAfterMs,
       });
     }
+    // Admitted without a reservation (a fallback decision): nothing to settle.
+    if (result.reservation === null) return next();
     const reservation = result.reservation;
     const body = reserve.settle !== undefined ? captureBody(res, maxBodyBytes) : undefined;
     let settled = false;

@@ -82,9 +82,10 @@ class Decision:
 
 @dataclass(frozen=True)
 class Reservation:
-    """floodgate's answer to a reserve: when `admitted`, `reservation` is
-    the id to settle with (None when denied), and the estimate has been
-    taken from the subject's limits."""
+    """floodgate's answer to a reserve: when `admitted`, the estimate has
+    been taken from the subject's limits and `reservation` is the id to
+    settle with (None when denied, and when a fallback decision admitted
+    without keeping a reservation)."""
 
     admitted: bool
     reservation: Optional[str]
@@ -93,7 +94,9 @@ class Reservation:
     rule: str
     key: str
     status: int  # 200 admitted, 429 denied
-    retry_after_ms: Optional[int] = None  # when denied and floodgate said it
+    retry_after_ms: Optional[int] = None  # 0 when admitted; -1: never (over the limit's size)
+    limit: Optional[int] = None  # the binding limit's size
+    fallback: Optional[str] = None  # "backend_error" or "store_full"; None for a real decision
     rate_limit_policy: Optional[str] = None  # the RateLimit-Policy field, when floodgate sent it
     rate_limit: Optional[str] = None  # the RateLimit field, when floodgate sent it
     retry_after: Optional[str] = None  # the Retry-After field (seconds), when denied
@@ -378,16 +381,16 @@ def decode_reserve(url: str, status: int, headers: Mapping[str, str],
     if isinstance(doc, dict) and status in (200, 429) and (
             "reservation" in doc or "remaining" in doc or status == 429):
         try:
-            admitted = status == 200 and bool(doc.get("admitted", True))
+            admitted = status == 200 and bool(doc.get("allowed", True))
             reservation = doc.get("reservation") if admitted else None
-            if admitted and not reservation:
-                raise KeyError("reservation")
             return Reservation(
                 admitted=admitted,
-                reservation=str(reservation) if admitted else None,
+                reservation=str(reservation) if reservation else None,
                 remaining=_optional_int(doc, "remaining"),
                 reset_after_ms=_optional_int(doc, "reset_after_ms"),
                 retry_after_ms=_optional_int(doc, "retry_after_ms"),
+                limit=_optional_int(doc, "limit"),
+                fallback=doc.get("fallback"),
                 rule=str(doc.get("rule", "")),
                 key=str(doc.get("key", "")),
                 status=status,

@@ -62,8 +62,8 @@ enum class TakeOutcome {
 };
 struct TakeResult {
   TakeOutcome outcome = TakeOutcome::kUnknown;
-  int64_t estimate = 0;  // kTaken
-  std::string tier;      // kTaken
+  int64_t estimate = 0;  // kTaken; else 0
+  std::string tier;      // kTaken; else ""
 };
 
 class ReservationLedger {
@@ -71,9 +71,10 @@ class ReservationLedger {
   virtual ~ReservationLedger() = default;
 
   // Records op's reservation in one atomic step. A record of the same
-  // (rule, subject, id) already there is left alone and answered
-  // ALREADY_EXISTS (ids are unguessable: only a caller's defect repeats
-  // one). Errors as Store::Check's: RESOURCE_EXHAUSTED when the embedded
+  // (rule, subject, id) already there, held or settled, is left alone and
+  // answered ALREADY_EXISTS (ids are unguessable: only a caller's defect
+  // repeats one). Arguments out of their bounds (an empty id included) are
+  // INVALID_ARGUMENT, and nothing is sent or kept. Errors as Store::Check's: RESOURCE_EXHAUSTED when the embedded
   // store is full; UNAVAILABLE / DEADLINE_EXCEEDED / INTERNAL when Redis
   // failed (the record may or may not be there).
   virtual Answer Hold(const HoldOp& op, Status* status, Later<> later) = 0;
@@ -84,6 +85,8 @@ class ReservationLedger {
   // kTaken with what it held; a settled one kSettled; none kUnknown. Only
   // one of any number of concurrent Takes of one reservation, on any
   // servers sharing the store, is answered kTaken. Errors as Hold's.
+  // On Redis an explicit at_ms decides whether a record is live (its
+  // expiry is kept in it); the key's own TTL runs on Redis's clock.
   virtual Answer Take(const TakeOp& op, TakeResult* result, Status* status,
                       Later<TakeResult> later) = 0;
 };

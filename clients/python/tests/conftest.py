@@ -42,6 +42,14 @@ rules:
   tiered:  { algorithm: sliding_log, limits: [5/minute], tiers: { pro: [50/minute] } }
   hundred: { algorithm: sliding_log, limits: [100/hour] }
   paced:   { algorithm: gcra, limits: [1/2s] }
+  # Reservations: fixed windows of a day, so that what was charged is what
+  # is used whatever the clock does within a test (short of midnight UTC).
+  tokens:  { algorithm: fixed_window, limits: [1000/day] }
+  small:   { algorithm: fixed_window, limits: [100/day] }
+  shed:
+    algorithm: sliding_log
+    limits: [10/minute]
+    priorities: { critical: 0%, default: 20%, batch: 40% }
 """
 
 
@@ -329,6 +337,13 @@ def silent_server():
     listener.close()
     for c in accepted:
         c.close()
+
+
+def used(url: str, rule: str, key: str, limit: int) -> int:
+    """What `key` has used of `rule`'s (one) limit: a check of cost 0 peeks."""
+    from floodgate_client import Client
+    with Client(url) as c:
+        return limit - c.check(rule, key, cost=0).remaining
 
 
 def elapsed(f):

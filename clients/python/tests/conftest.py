@@ -108,12 +108,13 @@ class Certs:
 
 
 class Floodgate:
-    """One `floodgate serve` with only the HTTP front, on a free port. With
+    """One `floodgate serve` with only the HTTP front (and with `resp` the
+    RESP front too, for a Node app beside it), on a free port. With
     `certs`, over TLS, asking clients for a certificate their CA signed
     (and refusing those without with `require_client_cert`)."""
 
     def __init__(self, config: str, certs: Optional[Certs] = None,
-                 require_client_cert: bool = False):
+                 require_client_cert: bool = False, resp: bool = False):
         self.dir = Path(tempfile.mkdtemp(prefix="floodgate-pyclient-"))
         cfg = self.dir / "floodgate.yaml"
         if certs is not None:
@@ -126,10 +127,11 @@ class Floodgate:
         scheme = "https" if certs is not None else "http"
         self.proc = subprocess.Popen(
             [str(find_binary()), "serve", "--config", str(cfg), "--http", "127.0.0.1:0",
-             "--resp", "off", "--threads", "2"],
+             "--resp", "127.0.0.1:0" if resp else "off", "--threads", "2"],
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         self.lines: list[str] = []
         self.port = None
+        self.resp_port = None
         ready = threading.Event()
 
         def read() -> None:
@@ -139,6 +141,8 @@ class Floodgate:
                 m = re.search(r"\bmsg=listening\b.*\bhttp=\S*:(\d+)", line)
                 if m and self.port is None:
                     self.port = int(m.group(1))
+                    r = re.search(r"\bresp=\S*:(\d+)", line)
+                    self.resp_port = int(r.group(1)) if r else None
                     ready.set()
             ready.set()
 
@@ -247,6 +251,13 @@ class RecordingProxy:
 @pytest.fixture(scope="session")
 def floodgate():
     server = Floodgate(CONFIG)
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def resp_floodgate():
+    server = Floodgate(CONFIG, resp=True)
     yield server
     server.stop()
 

@@ -67,29 +67,8 @@ void PutLength(std::string* out, uint64_t n, int bytes) {
   }
 }
 
-Status CheckId(std::string_view id) {
-  if (id.empty() || id.size() > store::kMaxReservationIdBytes) {
-    return InvalidArgumentError("a reservation id is 1 to " +
-                                std::to_string(store::kMaxReservationIdBytes) + " bytes, not " +
-                                std::to_string(id.size()));
-  }
-  return Status::Ok();
-}
-
 Status CheckHold(const store::HoldOp& op, int64_t now_ms) {
-  if (Status s = CheckId(op.id); !s.ok()) return s;
-  if (op.tier.size() > store::kMaxReservationTierBytes) {
-    return InvalidArgumentError("a reservation's tier is at most " +
-                                std::to_string(store::kMaxReservationTierBytes) + " bytes");
-  }
-  if (op.estimate < 1 || op.estimate > kMaxLimitCount) {
-    return InvalidArgumentError("a reservation's estimate is 1 to " +
-                                std::to_string(kMaxLimitCount));
-  }
-  if (op.ttl_ms < 1 || op.ttl_ms > store::kMaxReservationTtlMs) {
-    return InvalidArgumentError("a reservation's TTL is 1 to " +
-                                std::to_string(store::kMaxReservationTtlMs) + " ms");
-  }
+  if (Status s = store::CheckHoldArgs(op); !s.ok()) return s;
   // Before the addition: an explicit instant may be anything.
   if (now_ms < 0 || now_ms > INT64_MAX - op.ttl_ms) {
     return InvalidArgumentError("the instant " + std::to_string(now_ms) + " is out of range");
@@ -181,7 +160,7 @@ Status ReservationLedger::HoldAt(const store::HoldOp& op, int64_t now_ms) {
 Status ReservationLedger::TakeAt(const store::TakeOp& op, int64_t now_ms,
                                  store::TakeResult* result) {
   *result = store::TakeResult{};
-  if (Status s = CheckId(op.id); !s.ok()) return s;
+  if (Status s = store::CheckReservationId(op.id); !s.ok()) return s;
   const std::string key = RecordKey(op.rule, op.subject, op.id);
   store::TakeResult out;
   const Status s =

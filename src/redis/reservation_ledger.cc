@@ -35,35 +35,6 @@ void AppendEscaped(std::string* key, std::string_view part, char special) {
   }
 }
 
-// The checks the embedded ledger makes too (engine/reservation_ledger.cc),
-// here before anything is sent: the script refuses the same, but only as
-// an error reply.
-Status CheckId(std::string_view id) {
-  if (id.empty() || id.size() > store::kMaxReservationIdBytes) {
-    return InvalidArgumentError("a reservation id is 1 to " +
-                                std::to_string(store::kMaxReservationIdBytes) + " bytes, not " +
-                                std::to_string(id.size()));
-  }
-  return Status::Ok();
-}
-
-Status CheckHold(const store::HoldOp& op) {
-  if (Status s = CheckId(op.id); !s.ok()) return s;
-  if (op.tier.size() > store::kMaxReservationTierBytes) {
-    return InvalidArgumentError("a reservation's tier is at most " +
-                                std::to_string(store::kMaxReservationTierBytes) + " bytes");
-  }
-  if (op.estimate < 1 || op.estimate > kMaxLimitCount) {
-    return InvalidArgumentError("a reservation's estimate is 1 to " +
-                                std::to_string(kMaxLimitCount));
-  }
-  if (op.ttl_ms < 1 || op.ttl_ms > store::kMaxReservationTtlMs) {
-    return InvalidArgumentError("a reservation's TTL is 1 to " +
-                                std::to_string(store::kMaxReservationTtlMs) + " ms");
-  }
-  return Status::Ok();
-}
-
 // An explicit instant the script can add a TTL to exactly: Lua's numbers
 // are doubles, whole up to 2^53.
 Status CheckInstant(const int64_t* at_ms) {
@@ -160,7 +131,7 @@ void ReservationLedger::Count(const Status& s) {
 
 store::Answer ReservationLedger::Hold(const store::HoldOp& op, Status* status,
                                       store::Later<> later) {
-  Status s = CheckHold(op);
+  Status s = store::CheckHoldArgs(op);
   if (s.ok()) s = CheckInstant(op.at_ms);
   if (!s.ok()) {
     *status = std::move(s);
@@ -176,7 +147,7 @@ store::Answer ReservationLedger::Hold(const store::HoldOp& op, Status* status,
 
 store::Answer ReservationLedger::Take(const store::TakeOp& op, store::TakeResult* result,
                                       Status* status, store::Later<store::TakeResult> later) {
-  Status s = CheckId(op.id);
+  Status s = store::CheckReservationId(op.id);
   if (s.ok()) s = CheckInstant(op.at_ms);
   if (!s.ok()) {
     *result = store::TakeResult{};

@@ -21,6 +21,7 @@
 #include <string>
 #include <string_view>
 
+#include "floodgate/rule.h"
 #include "floodgate/status.h"
 #include "store/store.h"
 
@@ -65,6 +66,33 @@ struct TakeResult {
   int64_t estimate = 0;  // kTaken; else 0
   std::string tier;      // kTaken; else ""
 };
+
+// The bounds every ledger holds its arguments to, before anything is kept or
+// sent: INVALID_ARGUMENT naming the bound.
+inline Status CheckReservationId(std::string_view id) {
+  if (id.empty() || id.size() > kMaxReservationIdBytes) {
+    return InvalidArgumentError("a reservation id is 1 to " +
+                                std::to_string(kMaxReservationIdBytes) + " bytes, not " +
+                                std::to_string(id.size()));
+  }
+  return Status::Ok();
+}
+inline Status CheckHoldArgs(const HoldOp& op) {
+  if (Status s = CheckReservationId(op.id); !s.ok()) return s;
+  if (op.tier.size() > kMaxReservationTierBytes) {
+    return InvalidArgumentError("a reservation's tier is at most " +
+                                std::to_string(kMaxReservationTierBytes) + " bytes");
+  }
+  if (op.estimate < 1 || op.estimate > kMaxLimitCount) {
+    return InvalidArgumentError("a reservation's estimate is 1 to " +
+                                std::to_string(kMaxLimitCount));
+  }
+  if (op.ttl_ms < 1 || op.ttl_ms > kMaxReservationTtlMs) {
+    return InvalidArgumentError("a reservation's TTL is 1 to " +
+                                std::to_string(kMaxReservationTtlMs) + " ms");
+  }
+  return Status::Ok();
+}
 
 class ReservationLedger {
  public:

@@ -115,9 +115,7 @@ void CountClass(ClassCounts& counts, const Decision& d) {
   const bool denied = !d.allowed || d.shadow_denied;
   (denied ? counts.denied : counts.admitted).fetch_add(1, std::memory_order_relaxed);
 }
-}  // namespace
 
-namespace {
 // The variant this thread decided last: the guess Check prefetches for.
 thread_local uint32_t t_last_variant_id = store::kFirstRuleId;
 }  // namespace
@@ -331,14 +329,13 @@ void LimiterCore::Charge(const CheckArgs& args, CheckCallback done) {
                 Decision{});
   }
   const Variant& charge = *variant->charge;
-  const store::CheckOp op{charge.Ref(), args.key, args.cost, args.at_ms, args.read_ms, nullptr};
+  store::CheckOp op{charge.Ref(), args.key, args.cost, args.at_ms, args.read_ms, nullptr};
+  core::AlertOutcome outcome;
+  if (charge.alerts != nullptr) op.alerts = &outcome;
   Decision decision;
   Status status;
-  core::AlertOutcome outcome;
-  store::CheckOp with_alerts = op;
-  if (charge.alerts != nullptr) with_alerts.alerts = &outcome;
   const store::Answer answer = store_.Check(
-      with_alerts, &decision, &status,
+      op, &decision, &status,
       [&]() -> store::CheckDone {
         return [this, rules = rules_.Keep(), variant = &charge, subject = std::string(args.key),
                 done = std::move(done)](const Status& s, const Decision& d,
@@ -351,7 +348,7 @@ void LimiterCore::Charge(const CheckArgs& args, CheckCallback done) {
       nullptr);
   if (answer == store::Answer::kNow) {
     if (!status.ok()) return done(status, Decision{});
-    done(Finish(charge, args.key, status, &decision, with_alerts.alerts), decision);
+    done(Finish(charge, args.key, status, &decision, op.alerts), decision);
   }
 }
 

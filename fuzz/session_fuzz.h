@@ -40,6 +40,7 @@ rules:
   req: { algorithm: fixed_window, limits: [5/s], key: "{method}:{path:2}:{query:q}:{host}:{cookie:c}" }
   hdr: { algorithm: gcra, limits: [5/s], key: "k:{header:x-api-key}", on_missing: skip }
   tok: { algorithm: fixed_window, limits: [5/s], key: "{jwt:sub}", on_missing: deny }
+  pri: { algorithm: token_bucket, limits: [10/s], priorities: { critical: 0%, batch: 40% } }
 server: { trusted_proxies: ["::/0", "0.0.0.0/0"] }
 lists:
   bad: { cidrs: ["10.0.0.0/8", "2001:db8::/32"] }

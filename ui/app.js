@@ -247,6 +247,7 @@
     state.uptimeAt = Date.now();
     state.store = stats.store || null;
     state.connections = stats.connections || null;
+    state.priorities = stats.priorities || [];
   }
 
   // One second's counts from the stream (`now_ms` is in the second after it).
@@ -552,6 +553,19 @@
           h('th', { scope: 'col', text: 'Circuit' }),
           h('th', { scope: 'col', class: 'num', text: 'Latency' }))),
         h('tbody', {}, rows)) : '');
+  }
+
+  // Rules with priorities: each class's share kept back and its decisions.
+  // The panel shows only when some rule has classes.
+  function renderPriorities() {
+    const rows = state.priorities || [];
+    $('priorities-panel').hidden = rows.length === 0;
+    $('priorities-body').replaceChildren(...rows.map((c) => h('tr', {},
+      h('td', { class: 'mono', text: c.rule }),
+      h('td', { class: 'mono', text: c.class }),
+      h('td', { class: 'num', text: c.keep_percent + ' %' }),
+      h('td', { class: 'num', text: fmt(c.admitted) }),
+      h('td', { class: 'num' + (c.denied > 0 ? ' bad' : ''), text: fmt(c.denied) }))));
   }
 
   function renderConnections() {
@@ -1144,6 +1158,7 @@
       renderFacts();
       renderStore();
       renderConnections();
+      renderPriorities();
       renderRulePickers();
     });
   }
@@ -1184,6 +1199,16 @@
       }
       notice('Could not load the server\'s statistics: ' + e.message, 'error');
       throw e;
+    }
+  }
+
+  async function loadPriorities() {
+    try {
+      const stats = await api('/v1/admin/stats');
+      state.priorities = stats.priorities || [];
+      renderPriorities();
+    } catch (e) {
+      // The next refresh tries again; loadStats reports what is wrong.
     }
   }
 
@@ -1293,6 +1318,8 @@
       if (!$('view-overview').hidden) {
         loadTop();
         loadBlocks();
+        // The classes' counts come with the stats, not the event stream.
+        if ((state.priorities || []).length) loadPriorities();
       }
     }, TOP_REFRESH_MS);
     setInterval(() => {

@@ -147,6 +147,21 @@ struct SubjectConfig {
   friend bool operator==(const SubjectConfig&, const SubjectConfig&) = default;
 };
 
+// Priority classes of a rule (docs/reservations.md#priorities): how much of
+// each limit a check of a class may not use, kept back for the classes
+// above it (Stripe's fleet load shedder keeps 20 % for critical requests).
+// `batch: 40%` denies batch once 60 % of a limit is used; 0 % may use the
+// whole limit. A check names its class (RESP PRIORITY, HTTP "priority", an
+// Envoy descriptor entry `priority`); none means "default", which keeps 0 %
+// unless the rule lists it.
+inline constexpr int kMaxPriorityClasses = 8;
+inline constexpr std::string_view kDefaultPriority = "default";
+struct PriorityClass {
+  std::string name;      // an identifier
+  int keep_percent = 0;  // [0, 99]
+  friend bool operator==(const PriorityClass&, const PriorityClass&) = default;
+};
+
 struct Rule {
   std::string name;
   Algorithm algorithm = Algorithm::kFixedWindow;
@@ -176,6 +191,8 @@ struct Rule {
   // The subject from the request and the lists (SubjectConfig); HTTP
   // /v1/check builds the key, every front tests the lists.
   SubjectConfig subject;
+  // Priority classes (PriorityClass), in the config's order; empty: none.
+  std::vector<PriorityClass> priorities;
 
   // algorithm: concurrency. The config's `max_in_flight` and `lease_ttl`;
   // a tier (or an override) replaces max_in_flight alone. They are kept as

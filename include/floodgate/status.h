@@ -12,12 +12,14 @@ namespace floodgate {
 
 enum class StatusCode {
   kOk = 0,
-  kInvalidArgument,    // the caller's input is malformed or out of range
-  kNotFound,           // e.g. an unknown rule
-  kResourceExhausted,  // a configured bound was reached (entries, members, …)
-  kUnavailable,        // a backend cannot be reached
-  kDeadlineExceeded,   // a backend did not answer in time
-  kInternal,           // a bug: an invariant did not hold
+  kInvalidArgument,     // the caller's input is malformed or out of range
+  kNotFound,            // e.g. an unknown rule
+  kResourceExhausted,   // a configured bound was reached (entries, members, …)
+  kUnavailable,         // a backend cannot be reached
+  kDeadlineExceeded,    // a backend did not answer in time
+  kInternal,            // a bug: an invariant did not hold
+  kAlreadyExists,       // what was to be made is there already (a repeated id)
+  kFailedPrecondition,  // the state does not allow it (a reservation settled already)
 };
 
 // Returns the upper-snake name of `code`, e.g. "INVALID_ARGUMENT".
@@ -55,6 +57,12 @@ inline Status UnavailableError(std::string m) {
   return Status(StatusCode::kUnavailable, std::move(m));
 }
 inline Status InternalError(std::string m) { return Status(StatusCode::kInternal, std::move(m)); }
+inline Status AlreadyExistsError(std::string m) {
+  return Status(StatusCode::kAlreadyExists, std::move(m));
+}
+inline Status FailedPreconditionError(std::string m) {
+  return Status(StatusCode::kFailedPrecondition, std::move(m));
+}
 
 // Either a T or a non-ok Status. Thread-compatible.
 template <typename T>

@@ -7,8 +7,8 @@
 // for in one pipeline, and the TYPEs of the keys named like floodgate's own
 // (redis::ExpectedType) in another. Every key under the prefix is audited
 // for its TTL whatever floodgate keeps there (rule states, CL.THROTTLE,
-// expiring sets, lease tables, OTP): each of them lives no longer than its
-// content, so none should lack one. --fix uses EXPIRE … NX (Redis 7), so a
+// expiring sets, lease tables, OTP, reservations): each of them lives no
+// longer than its content, so none should lack one. --fix uses EXPIRE … NX (Redis 7), so a
 // key that got its own TTL meanwhile keeps it; older servers get a plain
 // EXPIRE. A key of the wrong type is only reported: it is someone's data,
 // and deleting it is the operator's call (DEL, or let it expire).

@@ -12,7 +12,9 @@ constexpr EnumRow<StatusCode, const char*> kStatusCodeNames[] = {
     {StatusCode::kResourceExhausted, "RESOURCE_EXHAUSTED"},
     {StatusCode::kUnavailable, "UNAVAILABLE"},
     {StatusCode::kDeadlineExceeded, "DEADLINE_EXCEEDED"},
-    {StatusCode::kInternal, "INTERNAL"}};
+    {StatusCode::kInternal, "INTERNAL"},
+    {StatusCode::kAlreadyExists, "ALREADY_EXISTS"},
+    {StatusCode::kFailedPrecondition, "FAILED_PRECONDITION"}};
 
 const char* StatusCodeName(StatusCode code) { return ValueIn(kStatusCodeNames, code, "UNKNOWN"); }
 

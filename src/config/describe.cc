@@ -73,6 +73,12 @@ std::string DescribeConfig(const Config& config) {
     if (rule.timezone != "UTC") out += "; timezone=" + rule.timezone;
     if (rule.shadow) out += "; shadow";
     if (rule.block_for_ms > 0) out += "; block_for=" + config::DurationText(rule.block_for_ms);
+    if (!rule.priorities.empty()) {
+      out += "; priorities " +
+             absl::StrJoin(rule.priorities, " ", [](std::string* dst, const PriorityClass& c) {
+               dst->append(c.name + "=" + std::to_string(c.keep_percent) + "%");
+             });
+    }
     if (rule.slices.enabled()) {
       out += "; slices max_share=" + PercentText(rule.slices.max_share_ppm) +
              " idle_return=" + config::DurationText(rule.slices.idle_return_ms);

@@ -14,6 +14,7 @@
 #include <utility>
 
 #include "config/alerts_section.h"
+#include "config/priorities_option.h"
 #include "config/slices_option.h"
 #include "config/subjects_section.h"
 #include "core/calendar.h"
@@ -80,6 +81,7 @@ struct RuleDraft {
   std::vector<std::string> rate_fields;  // limits, burst, alerts, shadow, block_for: as written
   YAML::Node first_rate_key;
   YAML::Node slices_key;
+  YAML::Node priorities_key;
 };
 
 // A limit list: a sequence of limit strings or one string.
@@ -181,7 +183,7 @@ Status ParseRuleField(const Fields& fields, const std::string& field, const YAML
   Rule& rule = draft.rule;
   const std::string path = "rules." + rule.name + "." + field;
   if (field == "limits" || field == "burst" || field == "alerts" || field == "shadow" ||
-      field == "block_for" || field == "timezone" || field == "slices") {
+      field == "block_for" || field == "timezone" || field == "slices" || field == "priorities") {
     if (draft.rate_fields.empty()) draft.first_rate_key = key;
     draft.rate_fields.push_back(field);
   }
@@ -246,6 +248,9 @@ Status ParseRuleField(const Fields& fields, const std::string& field, const YAML
   } else if (field == "slices") {
     draft.slices_key = key;
     return ParseRuleSlices(fields, key, value, path, &rule.slices);
+  } else if (field == "priorities") {
+    draft.priorities_key = key;
+    return ParseRulePriorities(fields, key, value, path, &rule.priorities);
   } else {
     bool known = false;
     Status s = ParseRuleSubjectField(fields, field, key, value, path, rule.subject, &known);
@@ -254,8 +259,8 @@ Status ParseRuleField(const Fields& fields, const std::string& field, const YAML
                        "unknown key '" + field + "' in rule '" + rule.name +
                            "'; expected algorithm, limits, burst, tiers, timezone, shadow, "
                            "on_backend_error, on_store_full, alerts, block_for, max_waiters, "
-                           "slices, max_in_flight, lease_ttl, key, on_missing, deny_list or "
-                           "allow_list",
+                           "slices, priorities, max_in_flight, lease_ttl, key, on_missing, "
+                           "deny_list or allow_list",
                        field);
   }
   return Status::Ok();
@@ -434,6 +439,12 @@ Result<Rule> ParseRule(const Fields& fields, const std::string& name, const YAML
                            "continuously and the sliding algorithms' windows overlap, so no "
                            "slice of theirs can bound what a fleet admits)",
                        "slices");
+  }
+  if (!draft.rule.priorities.empty() && draft.rule.slices.enabled()) {
+    return fields.Fail(draft.priorities_key.Mark(),
+                       "'priorities' cannot go with 'slices': a slice is taken for every "
+                       "class at once, so no class could be kept back from it",
+                       "priorities");
   }
   if (s = CheckBurst(fields, draft); !s.ok()) return s;
   if (s = CheckLimits(fields, draft.rule, draft.limits); !s.ok()) return s;

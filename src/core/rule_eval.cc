@@ -12,9 +12,6 @@
 namespace floodgate::core {
 namespace {
 
-constexpr int64_t kMaxExact = int64_t{1} << 53;  // exact in a double (the Redis scripts)
-constexpr int64_t kMaxSlidingLogCount = 100'000;
-
 Status LimitError(const Rule& rule, const std::string& tier, const Limit& limit,
                   const std::string& why) {
   std::string where = "rule '" + rule.name + "'";
@@ -294,7 +291,7 @@ Result<CompiledRule> CompileRule(const Rule& rule, const std::string& tier,
           return LimitError(rule, tier, l, "is too fine for gcra (under 1 microsecond per unit)");
         }
         p.emission_us = emission_us;
-        if (p.capacity > (int64_t{1} << 52) / emission_us) {
+        if (p.capacity > kMaxGcraSpanUs / emission_us) {
           return LimitError(rule, tier, l,
                             "is too large for gcra (period x burst / count must "
                             "stay under 2^52 microseconds)");

@@ -18,6 +18,16 @@
 
 namespace floodgate::core {
 
+// Bounds CompileRule holds limits to, so that every figure stays exact in
+// int64 and in the Redis scripts' doubles: count x period_ms (sliding_window)
+// and max(count, burst) x period_ms (token_bucket) at most kMaxExact, units
+// per window of a sliding_log (one timestamp each) at most
+// kMaxSlidingLogCount, gcra's emission interval x capacity at most
+// kMaxGcraSpanUs.
+inline constexpr int64_t kMaxExact = int64_t{1} << 53;
+inline constexpr int64_t kMaxSlidingLogCount = 100'000;
+inline constexpr int64_t kMaxGcraSpanUs = int64_t{1} << 52;
+
 // One rule, or one tier of a rule, ready to evaluate. Immutable; thread-safe.
 struct CompiledRule {
   std::string name;
@@ -35,7 +45,14 @@ struct CompiledRule {
   // Quota slices (Rule::slices): decided by service/slices/ on a shared
   // store; the state and its format are the same with or without them.
   SliceConfig slices;
+  // A view of the rule (service/limiter/variant_views.h) rather than the
+  // rule itself: > 0, a priority class's, whose capacities are lowered by
+  // this many units at most; kChargedAnyway, a settle's, whose capacities are
+  // out of reach. 0: the rule's own capacities. A store that remembers
+  // denials (the Redis store's local deny cache) goes by it.
+  int64_t kept_back = 0;
 };
+inline constexpr int64_t kChargedAnyway = -1;
 
 // Compiles `limits` (a rule's own or a tier's) of `rule`. INVALID_ARGUMENT
 // naming the rule and limit when a limit does not fit the algorithm's bounds.

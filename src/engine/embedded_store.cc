@@ -20,7 +20,8 @@ constexpr uint32_t kThrottleId = store::kThrottleId;  // CL.THROTTLE: one TAT pe
 constexpr uint32_t kSetId = 1;
 constexpr uint32_t kOtpId = 2;
 constexpr uint32_t kLeaseId = 3;
-static_assert(kLeaseId + 1 == store::kFirstRuleId);
+constexpr uint32_t kReservationId = 4;
+static_assert(kReservationId + 1 == store::kFirstRuleId);
 
 void ReleaseSlidingLog(int64_t* state) { core::ReleaseRuleState(Algorithm::kSlidingLog, state); }
 // What a sliding_log state owns: its log (the state's first word).
@@ -85,6 +86,7 @@ std::vector<VariantLayout> FixedLayouts() {
   layouts[kSetId] = SetStore::Layout();
   layouts[kOtpId] = OtpStore::Layout();
   layouts[kLeaseId] = LeaseStore::Layout();
+  layouts[kReservationId] = ReservationLedger::Layout();
   return layouts;
 }
 
@@ -95,12 +97,14 @@ EmbeddedStore::EmbeddedStore(const EngineConfig& config, const Clock& clock)
       memory_(config, FixedLayouts(), clock),
       sets_(memory_, kSetId, clock),
       otp_(memory_, kOtpId, clock),
-      leases_(memory_, kLeaseId, clock) {
+      leases_(memory_, kLeaseId, clock),
+      reservations_(memory_, kReservationId, clock) {
   identities_.resize(store::kFirstRuleId);
   identities_[kThrottleId] = "throttle|1";
   identities_[kSetId] = "set|1";
   identities_[kOtpId] = "otp|1";
   identities_[kLeaseId] = "lease|1";
+  identities_[kReservationId] = "reservation|1";
 }
 
 Result<std::string> EmbeddedStore::Describe(const core::CompiledRule& rule, uint32_t id) {
@@ -236,6 +240,7 @@ store::Rooms EmbeddedStore::RoomsOf(std::unique_ptr<EmbeddedStore> store) {
   rooms.leases = &store->leases_;
   rooms.sets = &store->sets_;
   rooms.otp = &store->otp_;
+  rooms.reservations = &store->reservations_;
   rooms.snapshots = store.get();
   // The records are the control plane's own, in memory and in
   // options.data_dir when set (engine/control_file.h): nothing of the

@@ -1,13 +1,14 @@
 // EmbeddedStore: the store (store/store.h) in this process's memory. Every
 // operation answers now; state lives in one MemoryStore: CL.THROTTLE's
-// TATs, the expiring sets, the OTP subjects and the lease tables in fixed
-// variants, each rule (or tier) definition in one of its own from
-// store::kFirstRuleId up.
+// TATs, the expiring sets, the OTP subjects, the lease tables and the
+// reservations in fixed variants, each rule (or tier) definition in one of
+// its own from store::kFirstRuleId up.
 //
 // Opened as store::Rooms (RoomsOf): the store is its own Backend (no I/O,
-// no nodes) and its own Snapshots (engine/snapshot.h); the sets, OTP and
-// leases are its members engine::SetStore, OtpStore and LeaseStore; the
-// control records open as engine/control_file.h. It has no alert log and
+// no nodes) and its own Snapshots (engine/snapshot.h); the sets, OTP,
+// leases and reservations are its members engine::SetStore, OtpStore,
+// LeaseStore and ReservationLedger; the control records open as
+// engine/control_file.h. It has no alert log and
 // no sketch board: its state is this process's alone.
 #pragma once
 
@@ -23,6 +24,7 @@
 #include "engine/lease_store.h"
 #include "engine/memory_store.h"
 #include "engine/otp_store.h"
+#include "engine/reservation_ledger.h"
 #include "engine/set_store.h"
 #include "floodgate/clock.h"
 #include "floodgate/config.h"
@@ -83,6 +85,7 @@ class EmbeddedStore final : public store::Store, public store::Backend, public s
   SetStore sets_;
   OtpStore otp_;
   LeaseStore leases_;
+  ReservationLedger reservations_;
 };
 
 }  // namespace floodgate::engine

@@ -11,8 +11,8 @@
 
 #include "redis/alert_stream.h"
 #include "redis/control_store.h"
-#include "redis/script_call.h"
 #include "redis/redis_sketch_board.h"
+#include "redis/script_call.h"
 
 namespace floodgate::redis {
 namespace {
@@ -97,6 +97,7 @@ RemoteStore::RemoteStore(std::unique_ptr<RedisStore> redis, const RedisConfig& c
       sets_(redis_->client()),
       otp_(redis_->client()),
       leases_(redis_->client()),
+      reservations_(redis_->client()),
       timeout_ns_(config.timeout_ms * 1'000'000) {
   if (config.local_cache) {
     deny_cache_ =
@@ -129,7 +130,10 @@ store::Answer RemoteStore::Queue(const store::CheckOp& op, Decision* decision, S
                           : op.read_ms > 0    ? op.read_ms
                                               : clock_.NowMs();
   std::string key = StateKey(op.variant.rule->name, op.variant.rule->tier, op.subject);
-  if (deny_cache_ != nullptr && deny_cache_->Lookup(key, op.cost, sent_ms, decision)) {
+  // The cache holds the rules' own denials: a priority class's view or a
+  // settle's charge (CompiledRule::kept_back) decides with other capacities.
+  if (deny_cache_ != nullptr && op.variant.rule->kept_back == 0 &&
+      deny_cache_->Lookup(key, op.cost, sent_ms, decision)) {
     Bump(local_cache_denials_);
     *status = Status::Ok();
     return store::Answer::kNow;
@@ -168,6 +172,7 @@ void RemoteStore::HeldBatch::Send() {
   struct Entry {
     int64_t cost;
     int64_t sent_ms;
+    int64_t kept_back;  // the rule's (CompiledRule::kept_back)
     store::CheckDone done;
   };
   for (size_t first = 0; first < checks.size(); ++first) {
@@ -187,7 +192,7 @@ void RemoteStore::HeldBatch::Send() {
       deadline_ns = std::min(deadline_ns, c.deadline_ns);
       keys.push_back(std::move(c.key));
       costs.push_back(c.cost);
-      entries.push_back(Entry{c.cost, c.sent_ms, std::move(c.done)});
+      entries.push_back(Entry{c.cost, c.sent_ms, c.rule->kept_back, std::move(c.done)});
     }
     // Moving a vector keeps its elements in place: the spans stay valid
     // while the callback below takes the vectors.
@@ -212,7 +217,7 @@ void RemoteStore::HeldBatch::Send() {
             e.done(s, Decision{}, nullptr);
             return;
           }
-          if (store->deny_cache_ != nullptr && !d.allowed) {
+          if (store->deny_cache_ != nullptr && !d.allowed && e.kept_back == 0) {
             store->deny_cache_->Remember(keys[i], e.cost, e.sent_ms, d);
           }
           e.done(s, d, alerts);
@@ -284,7 +289,8 @@ RemoteStore::Usage RemoteStore::GetUsage() const {
   const Client::Stats c = redis_->client().GetStats();
   Usage n;
   n.kind = "redis";
-  n.backend_errors = backend_errors_.load(std::memory_order_relaxed) + leases_.errors();
+  n.backend_errors =
+      backend_errors_.load(std::memory_order_relaxed) + leases_.errors() + reservations_.errors();
   n.local_cache_denials = local_cache_denials_.load(std::memory_order_relaxed);
   n.local_cache_entries = deny_cache_ != nullptr ? static_cast<int64_t>(deny_cache_->size()) : 0;
   n.open_circuits = c.open_circuits;
@@ -347,6 +353,7 @@ store::Rooms RemoteStore::RoomsOf(std::unique_ptr<RemoteStore> store) {
   rooms.leases = &store->leases_;
   rooms.sets = &store->sets_;
   rooms.otp = &store->otp_;
+  rooms.reservations = &store->reservations_;
   // Each opens on the store's client, shared by every server on this Redis.
   Client* client = &store->client();
   const Clock* clock = &store->clock_;

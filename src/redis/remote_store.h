@@ -1,16 +1,17 @@
 // RemoteStore: the store (store/store.h) on Redis, a Cluster or Twemproxy.
 // Decisions go to the algorithm scripts (RedisStore), several of one rule
 // in one script call where the deployment allows; sets, OTP, the leases of
-// concurrency rules and the alert log to their own scripts; denials may be
-// answered from a local cache of subjects known to be over their limit
-// (redis.local_cache); the control plane's records to their own script
-// (RedisControlStore).
+// concurrency rules, the reservations and the alert log to their own
+// scripts; denials may be answered from a local cache of subjects known to
+// be over their limit (redis.local_cache); the control plane's records to
+// their own script (RedisControlStore).
 //
 // Opened as store::Rooms (RoomsOf): the store is its own Backend (its
-// client's I/O, health and nodes); the sets, OTP and leases are its members
-// redis::SetStore, OtpStore and LeaseStore, on its client; the alert log
-// (AlertStream), the control records (RedisControlStore) and the sketch
-// board (RedisSketchBoard) open on its client too. It has no Snapshots:
+// client's I/O, health and nodes); the sets, OTP, leases and reservations
+// are its members redis::SetStore, OtpStore, LeaseStore and
+// ReservationLedger, on its client; the alert log (AlertStream), the
+// control records (RedisControlStore) and the sketch board
+// (RedisSketchBoard) open on its client too. It has no Snapshots:
 // Redis keeps the state beyond the process.
 #pragma once
 
@@ -26,6 +27,7 @@
 #include "redis/local_deny_cache.h"
 #include "redis/otp_store.h"
 #include "redis/redis_store.h"
+#include "redis/reservation_ledger.h"
 #include "redis/set_store.h"
 #include "store/backend.h"
 #include "store/rooms.h"
@@ -58,7 +60,8 @@ class RemoteStore final : public store::Store, public store::Backend {
   store::Answer Refund(const store::RefundOp& op, core::RefundResult* result, Status* status,
                        store::Later<core::RefundResult> later) override;
   int64_t SweepExpired(int64_t) override { return 0; }  // Redis expires its own keys
-  // Backend errors count the lease calls' too (LeaseStore::errors).
+  // Backend errors count the lease and ledger calls' too (LeaseStore::errors,
+  // ReservationLedger::errors).
   Usage GetUsage() const override;
   std::vector<store::Metric> Metrics() const override;
 
@@ -85,6 +88,7 @@ class RemoteStore final : public store::Store, public store::Backend {
   SetStore sets_;
   OtpStore otp_;
   LeaseStore leases_;
+  ReservationLedger reservations_;
   std::unique_ptr<LocalDenyCache> deny_cache_;  // null when disabled
   const int64_t timeout_ns_;
   std::atomic<int64_t> backend_errors_{0};

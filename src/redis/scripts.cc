@@ -36,8 +36,8 @@ std::string Sha1Hex(std::string_view text) {
 }
 
 // Indexed by Feature.
-constexpr std::array<std::string_view, 6> kFeatures = {
-    "expiring_set", "otp", "alert_stream", "control", "concurrency", "top_board"};
+constexpr std::array<std::string_view, 7> kFeatures = {
+    "expiring_set", "otp", "alert_stream", "control", "concurrency", "top_board", "reservations"};
 
 std::string_view EmbeddedSource(std::string_view name) {
   for (const EmbeddedLua& lua : kEmbeddedLua) {

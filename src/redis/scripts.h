@@ -29,9 +29,18 @@ std::span<const Script> AllScripts();
 // The scripts that are not a rate algorithm's, by file name:
 // "expiring_set", "otp", "alert_stream", "control", "concurrency" (the
 // leases of concurrency rules, which are acquired, never checked: its
-// calls are LeaseStore::Lease's, not a decision's) and "top_board" (the servers'
-// top-subjects sketches). Thread-safe.
-enum class Feature { kExpiringSet, kOtp, kAlertStream, kControl, kConcurrency, kTopBoard };
+// calls are LeaseStore::Lease's, not a decision's), "top_board" (the servers'
+// top-subjects sketches) and "reservations" (the reservations' ledger).
+// Thread-safe.
+enum class Feature {
+  kExpiringSet,
+  kOtp,
+  kAlertStream,
+  kControl,
+  kConcurrency,
+  kTopBoard,
+  kReservations
+};
 const Script& ScriptFor(Feature feature);
 std::span<const Script> FeatureScripts();
 

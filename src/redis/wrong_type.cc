@@ -77,6 +77,8 @@ std::string_view ExpectedType(std::string_view key) {
   if (key == RedisSketchBoard::kServersKey) return "zset";
   if (key == RedisSketchBoard::kBlobsKey) return "hash";
   if (key.starts_with("fg:{") || key.starts_with("fg:cl:{")) return "string";
+  // fg:rsv:{ is no fg:{ either: a reservation's record or settled marker.
+  if (key.starts_with("fg:rsv:{")) return "string";
   // fg:lease:{ is no fg:{ (the brace comes later): the order above does
   // not matter to it.
   if (key.starts_with("fg:set:{") || key.starts_with("fg:lease:{")) return "zset";

@@ -34,14 +34,14 @@ struct WrongType {
 bool ParseWrongType(std::string_view message, WrongType* out = nullptr);
 
 // The type floodgate keeps at `key`, judged by its name: "string" for rule
-// states (fg:{rule:subject}, fg:{rule:subject}:tier) and CL.THROTTLE's
-// (fg:cl:{key}); "zset" for expiring sets (fg:set:{key}), lease tables
-// (fg:lease:{rule:subject}) and OTP states (fg:otp:{subject}:codes,
-// :issues, :attempts); "stream" for the alert stream
-// (fg:{alerts}); "hash" for the control tables (fg:{control}:overrides,
-// :blocks, :rules), "string" for their version (fg:{control}:version) and
-// "list" for their log (fg:{control}:log); "" for any other name (not
-// floodgate's).
+// states (fg:{rule:subject}, fg:{rule:subject}:tier), CL.THROTTLE's
+// (fg:cl:{key}) and reservations (fg:rsv:{rule:subject}:id); "zset" for
+// expiring sets (fg:set:{key}), lease tables (fg:lease:{rule:subject}) and
+// OTP states (fg:otp:{subject}:codes, :issues, :attempts); "stream" for the
+// alert stream (fg:{alerts}); "hash" for the control tables
+// (fg:{control}:overrides, :blocks, :rules), "string" for their version
+// (fg:{control}:version) and "list" for their log (fg:{control}:log); ""
+// for any other name (not floodgate's).
 std::string_view ExpectedType(std::string_view key);
 
 // Counts the failures wrong-type keys cause and logs each key at most once

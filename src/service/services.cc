@@ -50,6 +50,10 @@ Result<std::unique_ptr<Services>> Services::Open(const Config& config, const Clo
   s->leases = std::make_unique<Leases>(clock, *s->rooms.leases, backend, *s->rules, *s->controls,
                                        s->fallbacks);
   s->waiting = std::make_unique<Waiting>(clock, *s->core, *s->leases);
+  // A store without a ledger (a test's fake) takes no reservations.
+  if (s->rooms.reservations != nullptr) {
+    s->reservations = std::make_unique<Reservations>(*s->core, *s->rooms.reservations);
+  }
   s->sets = MakeExpiringSets(config.sets, *s->rooms.sets);
   auto otp = MakeOtp(config.otp, *s->rooms.otp, clock);
   if (!otp.ok()) return otp.status();

@@ -10,6 +10,8 @@
 //             log, kept in the store (ControlPlane)
 //   leases    concurrency rules (Leases)
 //   waiting   requests held until they could succeed (Waiting)
+//   reservations  estimates charged, settled at what a request cost
+//             (Reservations; null on a store without a ledger)
 //   subjects  a rule's subject from the request, and its lists (Subjects)
 //   sets, otp, alerts   the features of floodgate/expiring_sets.h, otp.h,
 //             alerts.h
@@ -37,6 +39,7 @@
 #include "service/limiter/controls.h"
 #include "service/limiter/limiter_core.h"
 #include "service/limiter/rule_set.h"
+#include "service/reservations/reservations.h"
 #include "service/snapshots/state_keeper.h"
 #include "service/subjects/subjects.h"
 #include "service/waiting/waiting.h"
@@ -80,6 +83,7 @@ struct Services {
   std::unique_ptr<LimiterCore> core;
   std::unique_ptr<Leases> leases;
   std::unique_ptr<Waiting> waiting;
+  std::unique_ptr<Reservations> reservations;
   std::unique_ptr<ExpiringSets> sets;
   std::unique_ptr<Otp> otp;
   std::unique_ptr<ControlPlane> control;

@@ -1,9 +1,10 @@
 // Rooms: a store as it is opened (api/open_store.h), the decisions and each
 // feature's own way to its state. The service (service/) receives one and
 // hands each feature its room alone: the sets their SetStore, OTP its
-// OtpStore, the leases their LeaseStore, the control plane its opener, and
-// so on, so that no feature sees another's interface and Store does not
-// grow a method per feature.
+// OtpStore, the leases their LeaseStore, the reservations their
+// ReservationLedger, the control plane its opener, and so on, so that no
+// feature sees another's interface and Store does not grow a method per
+// feature.
 //
 // Ownership: `store` owns the whole backend, one object (the embedded
 // store, the Redis store, a test's fake) that holds every room's
@@ -27,6 +28,7 @@
 #include "store/control.h"
 #include "store/lease_ops.h"
 #include "store/otp.h"
+#include "store/reservations.h"
 #include "store/sets.h"
 #include "store/sketch_board.h"
 #include "store/slices.h"
@@ -43,6 +45,9 @@ struct Rooms {
   LeaseStore* leases = nullptr;
   SetStore* sets = nullptr;
   OtpStore* otp = nullptr;
+  // Reservations (store/reservations.h): every backend has one, the
+  // tests' fake store too.
+  ReservationLedger* reservations = nullptr;
   // Null: the state outlives the process (Redis), nothing to save.
   Snapshots* snapshots = nullptr;
   // Null: no slices (the embedded store decides locally already).

@@ -152,8 +152,9 @@ struct Metric {
 };
 
 // The first variant id Describe is given: the ids below are a store's own
-// (CL.THROTTLE's, the expiring sets', OTP's, the lease tables').
-inline constexpr uint32_t kFirstRuleId = 4;
+// (CL.THROTTLE's, the expiring sets', OTP's, the lease tables', the
+// reservations').
+inline constexpr uint32_t kFirstRuleId = 5;
 // CL.THROTTLE's state: Prefetch(kThrottleId, key) before a Throttle of `key`.
 inline constexpr uint32_t kThrottleId = 0;
 static_assert(kThrottleId < kFirstRuleId);

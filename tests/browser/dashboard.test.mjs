@@ -48,6 +48,7 @@ rules:
   login: { algorithm: sliding_window, limits: [3/minute] }
   search: { algorithm: token_bucket, limits: [100/minute], burst: 5 }
   exports: { algorithm: concurrency, max_in_flight: 2, lease_ttl: 10m }
+  jobs: { algorithm: fixed_window, limits: [10/minute], priorities: { batch: 40% } }
 `;
 // What the server takes as a simulated log: a connection's unparsed input
 // (4 MiB) less the header bound (8 KiB), exactly.
@@ -149,6 +150,10 @@ describe('dashboard', { timeout: 75000 }, () => {
       assert.equal(res.status, i < 2 ? 200 : 429);
       await res.text();
     }
+    // jobs: a batch flood takes its 6 of 10 (2 refused), then the default
+    // class its 4 more.
+    for (let i = 0; i < 8; i++) await resp(ports.resp, 'FG.CHECK', 'jobs', 'j', 'PRIORITY', 'batch');
+    for (let i = 0; i < 4; i++) await resp(ports.resp, 'FG.CHECK', 'jobs', 'j');
     // CL.THROTTLE is counted (and charted) but is no rule to simulate.
     assert.match(await resp(ports.resp, 'CL.THROTTLE', 'k', 1, 1, 60), /^\*5\r\n:0\r\n/);
 
@@ -255,7 +260,7 @@ describe('dashboard', { timeout: 75000 }, () => {
     assert.equal(await page.$eval('#live', (el) => el.dataset.state), 'live');
     // Every configured rule has its chart, and CL.THROTTLE, which counted.
     const rules = await page.$$eval('.chart-card', (els) => els.map((e) => e.dataset.rule));
-    assert.deepEqual(rules, ['CL.THROTTLE', 'api', 'exports', 'login', 'search']);
+    assert.deepEqual(rules, ['CL.THROTTLE', 'api', 'exports', 'jobs', 'login', 'search']);
   });
 
   test('a concurrency rule shows its acquisitions, refusals and leases in flight', async () => {
@@ -278,6 +283,13 @@ describe('dashboard', { timeout: 75000 }, () => {
     await page.select('#top-by', 'denied');
     await page.select('#top-rule', 'api');
     await page.waitForSelector('#top-body tr[data-rank="1"][data-key="user:mallory"]');
+  });
+
+  test('the priority classes show their share and their decisions', async () => {
+    await page.waitForSelector('#priorities-panel:not([hidden])');
+    const rows = await page.$$eval('#priorities-body tr',
+      (trs) => trs.map((tr) => [...tr.children].map((td) => td.textContent)));
+    assert.deepEqual(rows, [['jobs', 'batch', '40 %', '6', '2'], ['jobs', 'default', '0 %', '4', '0']]);
   });
 
   test('reset and block from the subject panel', async () => {
@@ -379,7 +391,7 @@ describe('dashboard', { timeout: 75000 }, () => {
     assert.match(hint, new RegExp(`Up to ${SIMULATE_MAX}\\.`));
     assert.doesNotMatch(hint, /8 MiB/);
     const offered = await page.$$eval('#sim-rule option', (els) => els.map((e) => e.value));
-    assert.deepEqual(offered, ['api', 'login', 'search']);
+    assert.deepEqual(offered, ['api', 'jobs', 'login', 'search']);
     await page.select('#sim-rule', 'api');
     const input = await page.$('#sim-file');
     await input.uploadFile(log);

@@ -234,8 +234,8 @@ TEST(ParseConfigErrorTest, UnknownKeys) {
   EXPECT_EQ(Error("rules:\n  api:\n    limits: 10/s\n    limit: 10/s\n"),
             "test.yaml:4:5: unknown key 'limit' in rule 'api'; expected algorithm, limits, burst, "
             "tiers, timezone, shadow, on_backend_error, on_store_full, alerts, block_for, "
-            "max_waiters, slices, max_in_flight, lease_ttl, key, on_missing, deny_list or "
-            "allow_list (near 'limit')");
+            "max_waiters, slices, priorities, max_in_flight, lease_ttl, key, on_missing, "
+            "deny_list or allow_list (near 'limit')");
   EXPECT_EQ(Error("listen:\n  https: 0.0.0.0:443\n"),
             "test.yaml:2:3: unknown key 'https' in listen; expected http, resp or grpc "
             "(near 'https')");

@@ -73,5 +73,17 @@ TEST(DescribeConfigTest, NoRules) {
   EXPECT_EQ(DescribeConfig(Parse("")), "store: memory\nrules (0):\n");
 }
 
+TEST(DescribeConfigTest, PriorityClassesInTheConfigsOrder) {
+  const Config c = Parse(R"(
+rules:
+  api: { limits: 100/minute, priorities: { critical: 0%, default: 20%, batch: 40% } }
+)");
+  EXPECT_EQ(DescribeConfig(c),
+            "store: memory\n"
+            "rules (1):\n"
+            "  api: fixed_window 100/minute; priorities critical=0% default=20% batch=40%; "
+            "on_backend_error=allow; on_store_full=deny\n");
+}
+
 }  // namespace
 }  // namespace floodgate

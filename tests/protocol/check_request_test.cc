@@ -127,11 +127,11 @@ TEST(CheckRequestJson, WrongTypes) {
 TEST(CheckRequestJson, UnknownAndDuplicateFields) {
   EXPECT_EQ(
       JsonError(R"({"rule":"r","key":"k","x":1})"),
-      "unknown field \"x\"; the fields are \"rule\", \"key\", \"cost\", \"tier\", \"wait_ms\" and "
-      "\"deny_status\"");
+      "unknown field \"x\"; the fields are \"rule\", \"key\", \"cost\", \"tier\", \"priority\", "
+      "\"wait_ms\" and \"deny_status\"");
   EXPECT_EQ(JsonError(R"({"Rule":"r"})"),
             "unknown field \"Rule\"; the fields are \"rule\", \"key\", \"cost\", \"tier\", "
-            "\"wait_ms\" and \"deny_status\"");
+            "\"priority\", \"wait_ms\" and \"deny_status\"");
   EXPECT_EQ(JsonError(R"({"rule":"r","rule":"s","key":"k"})"), "duplicate field \"rule\"");
   EXPECT_EQ(JsonError(R"({"cost":null,"cost":1})"), "duplicate field \"cost\"");
 }
@@ -183,21 +183,21 @@ TEST(CheckRequestJson, DeepNestingStopsAtTheFirstLevel) {
   EXPECT_EQ(JsonError("{\"rule\":" + deep), "\"rule\" must be a string");
   EXPECT_EQ(JsonError("{\"x\":" + deep),
             "unknown field \"x\"; the fields are \"rule\", \"key\", "
-            "\"cost\", \"tier\", \"wait_ms\" and \"deny_status\"");
+            "\"cost\", \"tier\", \"priority\", \"wait_ms\" and \"deny_status\"");
 }
 
 TEST(CheckRequestJson, FirstProblemInDocumentOrderWins) {
   EXPECT_EQ(JsonError(R"({"rule":5, garbage)"), "\"rule\" must be a string");
   EXPECT_EQ(
       JsonError(R"({"x":1,"rule":5})"),
-      "unknown field \"x\"; the fields are \"rule\", \"key\", \"cost\", \"tier\", \"wait_ms\" and "
-      "\"deny_status\"");
+      "unknown field \"x\"; the fields are \"rule\", \"key\", \"cost\", \"tier\", \"priority\", "
+      "\"wait_ms\" and \"deny_status\"");
 }
 
 TEST(CheckRequestJson, UnknownFieldNameIsQuotedSafely) {
   EXPECT_EQ(JsonError(R"({"a\"\n":1})"),
             "unknown field \"a\\\"\\x0a\"; the fields are \"rule\", \"key\", \"cost\", \"tier\", "
-            "\"wait_ms\" and \"deny_status\"");
+            "\"priority\", \"wait_ms\" and \"deny_status\"");
 }
 
 // ---------------------------------------------------------------------------
@@ -239,8 +239,8 @@ TEST(CheckRequestQuery, Errors) {
             "\"key\" is 513 bytes; at most 512 are allowed");
   EXPECT_EQ(Query("rule=r&key=" + std::string(512, 'k')).key.size(), 512u);
   EXPECT_EQ(QueryError("rule=r&key=k&x=1"),
-            "unknown query parameter \"x\"; the parameters are rule, key, cost, tier, wait_ms and "
-            "deny_status");
+            "unknown query parameter \"x\"; the parameters are rule, key, cost, tier, priority, "
+            "wait_ms and deny_status");
   EXPECT_EQ(QueryError("rule=r&rule=s&key=k"), "query parameter \"rule\" is given more than once");
   EXPECT_EQ(QueryError("rule=r&key=%zz"),
             "invalid percent-escape in the value of query parameter \"key\"");

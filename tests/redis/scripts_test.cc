@@ -298,7 +298,7 @@ std::string Diff(const Decision& want, const Decision& got) {
 
 TEST_F(ScriptsTest, EmbeddedScriptsAreTheFilesAndRedisAgreesOnTheirDigests) {
   ASSERT_EQ(AllScripts().size(), 5u);
-  ASSERT_EQ(FeatureScripts().size(), 6u);
+  ASSERT_EQ(FeatureScripts().size(), 7u);
   std::vector<const Script*> scripts;
   for (const Script& s : AllScripts()) {
     EXPECT_EQ(&ScriptFor(s.algorithm), &s);

@@ -163,9 +163,9 @@ TEST_F(FallbackRepliesTest, RespFiguresAreMinusOneAndVerboseNamesTheReason) {
   // Option errors.
   EXPECT_EQ(Resp({"FG.CHECK", "closed", "held", "COST"}),
             "-ERR syntax error: option 'COST' needs a value\r\n");
-  EXPECT_EQ(
-      Resp({"FG.CHECK", "closed", "held", "LOUD"}),
-      "-ERR syntax error: unknown option 'LOUD' (expected COST n, TIER t, WAIT ms or VERBOSE)\r\n");
+  EXPECT_EQ(Resp({"FG.CHECK", "closed", "held", "LOUD"}),
+            "-ERR syntax error: unknown option 'LOUD' (expected COST n, TIER t, PRIORITY p, WAIT "
+            "ms or VERBOSE)\r\n");
   EXPECT_EQ(Resp({"FG.CHECK", "closed", "held", "VERBOSE", "TIER"}),
             "-ERR syntax error: option 'TIER' needs a value\r\n");
 

@@ -6,12 +6,14 @@
 //
 // A subject that holds "later:" is answered later, from the fake's
 // own thread (as a remote store's I/O thread answers): the fronts' path for
-// an answer that comes after the request's round (decisions and leases).
-// Every other operation answers now. Leases run core/concurrency.h on a
-// table of their own per (rule, subject). Expiring sets and OTP are not
-// kept: they answer UNAVAILABLE; so do control records, unless a test gives
-// a control store of its own (GiveControlStore). No alert log, no sketch
-// board, no snapshots.
+// an answer that comes after the request's round (decisions, leases and
+// reservations). Every other operation answers now. Leases run
+// core/concurrency.h on a table of their own per (rule, subject);
+// reservations are records as the real ledgers keep them
+// (store/reservations.h; the golden reservation vectors pass). Expiring
+// sets and OTP are not kept: they answer UNAVAILABLE; so do control
+// records, unless a test gives a control store of its own
+// (GiveControlStore). No alert log, no sketch board, no snapshots.
 #pragma once
 
 #include <algorithm>
@@ -23,6 +25,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -37,7 +40,8 @@ class FakeStore final : public store::Store,
                         public store::Backend,
                         public store::LeaseStore,
                         public store::SetStore,
-                        public store::OtpStore {
+                        public store::OtpStore,
+                        public store::ReservationLedger {
  public:
   explicit FakeStore(const Clock& clock) : clock_(clock), worker_([this] { AnswerLater(); }) {}
 
@@ -48,6 +52,7 @@ class FakeStore final : public store::Store,
     rooms.leases = fake.get();
     rooms.sets = fake.get();
     rooms.otp = fake.get();
+    rooms.reservations = fake.get();
     FakeStore* raw = fake.get();
     rooms.control = [raw](const store::ControlStoreOptions&) { return raw->OpenControlStore(); };
     rooms.store = std::move(fake);
@@ -185,6 +190,60 @@ class FakeStore final : public store::Store,
     return leases_made_;
   }
 
+  // The reservations, with the real ledgers' answers but no checks of
+  // their arguments (the service makes them) and no memory bound.
+  store::Answer Hold(const store::HoldOp& op, Status* status, store::Later<> later) override {
+    const int64_t now_ms = op.at_ms != nullptr ? *op.at_ms : clock_.NowMs();
+    std::unique_lock<std::mutex> lock(mu_);
+    ++reservation_calls_;
+    Reservation& r =
+        reservations_[{std::string(op.rule), std::string(op.subject), std::string(op.id)}];
+    Status made;
+    if (r.expires_at_ms > now_ms) {
+      made = AlreadyExistsError("a reservation of this id is held already");
+    } else {
+      r = Reservation{now_ms + op.ttl_ms, false, op.estimate, std::string(op.tier)};
+    }
+    if (op.subject.find("later:") == std::string_view::npos) {
+      *status = made;
+      return store::Answer::kNow;
+    }
+    queue_.push_back([done = later(), made]() mutable { done(made); });
+    lock.unlock();
+    wake_.notify_one();
+    return store::Answer::kLater;
+  }
+  store::Answer Take(const store::TakeOp& op, store::TakeResult* result, Status* status,
+                     store::Later<store::TakeResult> later) override {
+    const int64_t now_ms = op.at_ms != nullptr ? *op.at_ms : clock_.NowMs();
+    std::unique_lock<std::mutex> lock(mu_);
+    ++reservation_calls_;
+    store::TakeResult made;
+    const auto it = reservations_.find(
+        std::make_tuple(std::string(op.rule), std::string(op.subject), std::string(op.id)));
+    if (it != reservations_.end() && it->second.expires_at_ms <= now_ms) {
+      reservations_.erase(it);  // past its TTL: gone
+    } else if (it != reservations_.end() && it->second.settled) {
+      made.outcome = store::TakeOutcome::kSettled;
+    } else if (it != reservations_.end()) {
+      made = store::TakeResult{store::TakeOutcome::kTaken, it->second.estimate, it->second.tier};
+      it->second = Reservation{it->second.expires_at_ms, true, 0, ""};  // the marker
+    }
+    if (op.subject.find("later:") == std::string_view::npos) {
+      *result = made;
+      *status = Status::Ok();
+      return store::Answer::kNow;
+    }
+    queue_.push_back([done = later(), made]() mutable { done(Status::Ok(), made); });
+    lock.unlock();
+    wake_.notify_one();
+    return store::Answer::kLater;
+  }
+  int64_t reservation_calls() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return reservation_calls_;
+  }
+
   store::Answer Run(const SetRequest&, int64_t, SetReply*, Status* status,
                     store::Later<SetReply>) override {
     return Unavailable(status);
@@ -289,6 +348,15 @@ class FakeStore final : public store::Store,
     int64_t LastExpiry() const { return size() == 0 ? 0 : NthExpiry(size() - 1); }
   };
 
+  // A reservation of (rule, subject, id): held, or settled (a marker, which
+  // holds nothing else).
+  struct Reservation {
+    int64_t expires_at_ms = 0;
+    bool settled = false;
+    int64_t estimate = 0;
+    std::string tier;
+  };
+
   // A subject's state under one variant (the algorithm: to release it).
   struct Kept {
     Algorithm algorithm = Algorithm::kFixedWindow;
@@ -300,11 +368,14 @@ class FakeStore final : public store::Store,
   std::condition_variable wake_;
   std::map<std::pair<uint32_t, std::string>, Kept> states_;
   std::map<std::pair<std::string, std::string>, LeaseTable> leases_;
+  // Kept until taken past their expiry (a fake's tests are short).
+  std::map<std::tuple<std::string, std::string, std::string>, Reservation> reservations_;
   std::deque<absl::AnyInvocable<void()>> queue_;
   int64_t checks_ = 0;
   int64_t later_checks_ = 0;
   int64_t refunds_ = 0;
   int64_t leases_made_ = 0;
+  int64_t reservation_calls_ = 0;
   std::unique_ptr<store::ControlStore> control_;  // GiveControlStore's, until handed out
   bool stopping_ = false;
   std::thread worker_;  // last: started once the rest is ready

@@ -14,7 +14,8 @@
 // window_start, window_end}] ([] for none); absent ones are not checked.
 // A rule's "alerts" is its list of thresholds (percent). Cases of
 // algorithm "concurrency" are lease traces, not decisions: LoadVectors
-// leaves them to testing/lease_vectors.h.
+// leaves them to testing/lease_vectors.h, and cases with no rule
+// (reservations.json) to testing/reservation_vectors.h.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -72,6 +73,7 @@ inline std::vector<VectorCase> LoadVectors(const std::string& dir) {
     std::ifstream in(path);
     const auto doc = nlohmann::json::parse(in);
     for (const auto& c : doc.at("cases")) {
+      if (!c.contains("rule")) continue;  // reservation traces: reservation_vectors.h
       if (c.at("rule").at("algorithm") == "concurrency") continue;  // lease_vectors.h
       VectorCase vc;
       vc.file = path.filename().string();

@@ -1,5 +1,6 @@
 // The promise API over floodgate's RESP front: FG.CHECK, FG.STATE, the
-// lease commands, FG.RESET and FG.REFUND, each reply turned into an object.
+// lease commands, FG.RESERVE and FG.SETTLE, FG.RESET and FG.REFUND, each
+// reply turned into an object.
 
 import { RespConnection, TlsOptions } from './connection';
 import { RespValue } from './resp';
@@ -45,6 +46,8 @@ export interface CheckOptions {
   /** Units this request consumes; default 1, 0 peeks. */
   cost?: number;
   tier?: string;
+  /** The rule's priority class this request is in (FG.CHECK ... PRIORITY), e.g. "batch". */
+  priority?: string;
   /** Hold a request that would be denied for up to this long (FG.CHECK ... WAIT). */
   waitMs?: number;
 }
@@ -90,6 +93,36 @@ export interface AcquireResult {
   ttlMs: number;
   /** When refused: until one more lease could fit (-1: never); 0 when acquired. */
   retryAfterMs: number;
+}
+
+export interface ReserveOptions {
+  /** Until the reservation settles at its estimate by itself; floodgate's default 300000 (5 min). */
+  ttlMs?: number;
+  tier?: string;
+  /** The rule's priority class the reservation is in, e.g. "batch". */
+  priority?: string;
+}
+
+/** FG.RESERVE's answer. */
+export interface ReserveResult {
+  admitted: boolean;
+  /**
+   * The reservation's id, for settle(), when admitted; else null (and null
+   * too when a fallback decision admitted without keeping a reservation).
+   */
+  reservation: string | null;
+  /** Units left in the binding limit (the estimate taken off when admitted). */
+  remaining: number;
+  /** Until the binding limit is fully reset. */
+  resetAfterMs: number;
+}
+
+/** FG.SETTLE's answer. */
+export interface SettleResult {
+  /** What the reservation finally cost the subject. */
+  charged: number;
+  /** Units left in the binding limit; negative when the subject is in debt. */
+  remaining: number;
 }
 
 const kDefaultPort = 6479;
@@ -162,11 +195,12 @@ export class FloodgateClient {
     return best.send(args, timeout);
   }
 
-  /** FG.CHECK rule key [COST n] [TIER t] [WAIT ms]: decide and consume. */
+  /** FG.CHECK rule key [COST n] [TIER t] [PRIORITY p] [WAIT ms]: decide and consume. */
   async check(rule: string, key: string, options: CheckOptions = {}): Promise<CheckResult> {
     const args: Array<string | number> = ['FG.CHECK', rule, key];
     if (options.cost !== undefined) args.push('COST', options.cost);
     if (options.tier !== undefined) args.push('TIER', options.tier);
+    if (options.priority !== undefined) args.push('PRIORITY', options.priority);
     if (options.waitMs !== undefined && options.waitMs > 0) args.push('WAIT', options.waitMs);
     args.push('VERBOSE');
     const reply = asArray(await this.command(args, options.waitMs ?? 0), 6);
@@ -225,6 +259,43 @@ export class FloodgateClient {
     const args: Array<string | number> = ['FG.RENEW', rule, key, lease];
     if (options.ttlMs !== undefined) args.push('TTL', options.ttlMs);
     return asNumber(await this.command(args)) === 1;
+  }
+
+  /**
+   * FG.RESERVE rule key estimate [TTL ms] [TIER t] [PRIORITY p]: take
+   * `estimate` units now (admitted only when they fit), to be settled with
+   * what the work really cost once that is known. A reservation not
+   * settled within its TTL settles at its estimate.
+   */
+  async reserve(
+    rule: string,
+    key: string,
+    estimate: number,
+    options: ReserveOptions = {},
+  ): Promise<ReserveResult> {
+    const args: Array<string | number> = ['FG.RESERVE', rule, key, estimate];
+    if (options.ttlMs !== undefined) args.push('TTL', options.ttlMs);
+    if (options.tier !== undefined) args.push('TIER', options.tier);
+    if (options.priority !== undefined) args.push('PRIORITY', options.priority);
+    const reply = asArray(await this.command(args), 4);
+    const admitted = asNumber(reply[0]) === 1;
+    return {
+      admitted,
+      reservation: admitted ? asString(reply[1]) || null : null,
+      remaining: asNumber(reply[2]),
+      resetAfterMs: asNumber(reply[3]),
+    };
+  }
+
+  /**
+   * FG.SETTLE rule key reservation actual: the reservation costs `actual`
+   * (an integer >= 0): the difference from its estimate is charged or given
+   * back. Rejects with FloodgateReplyError for a reservation that is
+   * unknown, expired, another key's, or settled already.
+   */
+  async settle(rule: string, key: string, reservation: string, actual: number): Promise<SettleResult> {
+    const reply = asArray(await this.command(['FG.SETTLE', rule, key, reservation, actual]), 2);
+    return { charged: asNumber(reply[0]), remaining: asNumber(reply[1]) };
   }
 
   /** FG.RESET rule key: forget the subject's state on the rule (every tier). */

@@ -1,8 +1,9 @@
 // The response header fields floodgate's HTTP front sends with a decision
 // (src/server/http/http_routes.cc AppendCheckResponse), built from FG.CHECK's
-// answer: IETF RateLimit-Policy and RateLimit, Retry-After on a denial.
+// answer: IETF RateLimit-Policy and RateLimit, Retry-After on a denial; and
+// the fields a reservation (FG.RESERVE's answer) can tell.
 
-import type { CheckResult } from './client';
+import type { CheckResult, ReserveResult } from './client';
 
 /** A structured-field string's content: `\` and `"` escaped, non-ASCII as `?`. */
 function sfString(text: string): string {
@@ -43,6 +44,23 @@ export function rateLimitFields(
   }
   if (!result.allowed && result.retryAfterMs >= 0) {
     fields['Retry-After'] = String(ceilSeconds(result.retryAfterMs));
+  }
+  return fields;
+}
+
+/**
+ * The header fields for FG.RESERVE's answer on `rule`: RateLimit (`r=`
+ * never below 0, though a subject in debt has less), and Retry-After on a
+ * denial, from `resetAfterMs` (FG.RESERVE tells no closer figure). No
+ * RateLimit-Policy: the reply does not carry the limit.
+ */
+export function reservationFields(rule: string, result: ReserveResult): Record<string, string> {
+  const name = `"${sfString(rule)}"`;
+  const fields: Record<string, string> = {
+    RateLimit: `${name};r=${Math.max(0, result.remaining)};t=${ceilSeconds(result.resetAfterMs)}`,
+  };
+  if (!result.admitted && result.resetAfterMs >= 0) {
+    fields['Retry-After'] = String(ceilSeconds(result.resetAfterMs));
   }
   return fields;
 }

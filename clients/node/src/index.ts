@@ -10,6 +10,9 @@ export {
   type CheckResult,
   type ClientOptions,
   type LimitState,
+  type ReserveOptions,
+  type ReserveResult,
+  type SettleResult,
   type SubjectState,
 } from './client';
 export {
@@ -18,8 +21,16 @@ export {
   FloodgateTimeoutError,
   isUnavailable,
 } from './errors';
-export { ceilSeconds, rateLimitFields } from './headers';
-export { floodgate, type FloodgateRequest, type MiddlewareOptions } from './middleware';
+export { ceilSeconds, rateLimitFields, reservationFields } from './headers';
+export {
+  floodgate,
+  openAIUsage,
+  type FloodgateRequest,
+  type MiddlewareOptions,
+  type ReserveMiddlewareOptions,
+  type SettleFunction,
+  type SettleOutcome,
+} from './middleware';
 export { FloodgateStore, type ClientRateLimitInfo, type StoreOptions } from './store';
 export type { TlsOptions } from './connection';
 export type { RespValue } from './resp';

@@ -42,6 +42,14 @@ rules:
   tiered:  { algorithm: sliding_log, limits: [5/minute], tiers: { pro: [50/minute] } }
   hundred: { algorithm: sliding_log, limits: [100/hour] }
   paced:   { algorithm: gcra, limits: [1/2s] }
+  # Reservations: fixed windows of a day, so that what was charged is what
+  # is used whatever the clock does within a test (short of midnight UTC).
+  tokens:  { algorithm: fixed_window, limits: [1000/day] }
+  small:   { algorithm: fixed_window, limits: [100/day] }
+  shed:
+    algorithm: sliding_log
+    limits: [10/minute]
+    priorities: { critical: 0%, default: 20%, batch: 40% }
 """
 
 
@@ -100,12 +108,13 @@ class Certs:
 
 
 class Floodgate:
-    """One `floodgate serve` with only the HTTP front, on a free port. With
+    """One `floodgate serve` with only the HTTP front (and with `resp` the
+    RESP front too, for a Node app beside it), on a free port. With
     `certs`, over TLS, asking clients for a certificate their CA signed
     (and refusing those without with `require_client_cert`)."""
 
     def __init__(self, config: str, certs: Optional[Certs] = None,
-                 require_client_cert: bool = False):
+                 require_client_cert: bool = False, resp: bool = False):
         self.dir = Path(tempfile.mkdtemp(prefix="floodgate-pyclient-"))
         cfg = self.dir / "floodgate.yaml"
         if certs is not None:
@@ -118,10 +127,11 @@ class Floodgate:
         scheme = "https" if certs is not None else "http"
         self.proc = subprocess.Popen(
             [str(find_binary()), "serve", "--config", str(cfg), "--http", "127.0.0.1:0",
-             "--resp", "off", "--threads", "2"],
+             "--resp", "127.0.0.1:0" if resp else "off", "--threads", "2"],
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         self.lines: list[str] = []
         self.port = None
+        self.resp_port = None
         ready = threading.Event()
 
         def read() -> None:
@@ -131,6 +141,8 @@ class Floodgate:
                 m = re.search(r"\bmsg=listening\b.*\bhttp=\S*:(\d+)", line)
                 if m and self.port is None:
                     self.port = int(m.group(1))
+                    r = re.search(r"\bresp=\S*:(\d+)", line)
+                    self.resp_port = int(r.group(1)) if r else None
                     ready.set()
             ready.set()
 
@@ -243,6 +255,13 @@ def floodgate():
     server.stop()
 
 
+@pytest.fixture(scope="session")
+def resp_floodgate():
+    server = Floodgate(CONFIG, resp=True)
+    yield server
+    server.stop()
+
+
 @pytest.fixture
 def proxy(floodgate):
     p = RecordingProxy(floodgate.port)
@@ -329,6 +348,13 @@ def silent_server():
     listener.close()
     for c in accepted:
         c.close()
+
+
+def used(url: str, rule: str, key: str, limit: int) -> int:
+    """What `key` has used of `rule`'s (one) limit: a check of cost 0 peeks."""
+    from floodgate_client import Client
+    with Client(url) as c:
+        return limit - c.check(rule, key, cost=0).remaining
 
 
 def elapsed(f):

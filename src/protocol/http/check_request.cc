@@ -18,7 +18,7 @@
 namespace floodgate::http {
 namespace {
 
-enum class Field { kNone, kRule, kKey, kCost, kTier, kWait, kDenyStatus };
+enum class Field { kNone, kRule, kKey, kCost, kTier, kWait, kDenyStatus, kPriority };
 
 Field FieldNamed(std::string_view name) {
   if (name == "rule") return Field::kRule;
@@ -27,12 +27,14 @@ Field FieldNamed(std::string_view name) {
   if (name == "tier") return Field::kTier;
   if (name == "wait_ms") return Field::kWait;
   if (name == "deny_status") return Field::kDenyStatus;
+  if (name == "priority") return Field::kPriority;
   return Field::kNone;
 }
 
 constexpr EnumRow<Field, const char*> kFieldNames[] = {
-    {Field::kRule, "rule"}, {Field::kKey, "key"},      {Field::kCost, "cost"},
-    {Field::kTier, "tier"}, {Field::kWait, "wait_ms"}, {Field::kDenyStatus, "deny_status"}};
+    {Field::kRule, "rule"},        {Field::kKey, "key"},      {Field::kCost, "cost"},
+    {Field::kTier, "tier"},        {Field::kWait, "wait_ms"}, {Field::kDenyStatus, "deny_status"},
+    {Field::kPriority, "priority"}};
 
 const char* FieldName(Field f) { return ValueIn(kFieldNames, f, ""); }
 
@@ -130,6 +132,9 @@ class CheckRequestSax {
       case Field::kTier:
         out_->tier = std::move(s);
         return true;
+      case Field::kPriority:
+        out_->priority = std::move(s);
+        return true;
       default:
         return Fail(TypeError(current_));
     }
@@ -146,8 +151,8 @@ class CheckRequestSax {
     current_ = FieldNamed(name);
     if (current_ == Field::kNone) {
       return Fail("unknown field " + QuoteForDetail(name) +
-                  "; the fields are \"rule\", \"key\", \"cost\", \"tier\", \"wait_ms\" and "
-                  "\"deny_status\"");
+                  "; the fields are \"rule\", \"key\", \"cost\", \"tier\", \"priority\", "
+                  "\"wait_ms\" and \"deny_status\"");
     }
     const unsigned bit = 1u << static_cast<int>(current_);
     if (seen_ & bit) return Fail("duplicate field " + QuoteForDetail(name));
@@ -218,7 +223,7 @@ bool DecodeCheckRequestQuery(std::string_view query, CheckRequest* out, std::str
     const Field field = FieldNamed(name);
     if (field == Field::kNone) {
       *error = "unknown query parameter " + QuoteForDetail(name) +
-               "; the parameters are rule, key, cost, tier, wait_ms and deny_status";
+               "; the parameters are rule, key, cost, tier, priority, wait_ms and deny_status";
       return false;
     }
     const unsigned bit = 1u << static_cast<int>(field);
@@ -236,6 +241,9 @@ bool DecodeCheckRequestQuery(std::string_view query, CheckRequest* out, std::str
         break;
       case Field::kTier:
         out->tier = std::move(value);
+        break;
+      case Field::kPriority:
+        out->priority = std::move(value);
         break;
       case Field::kCost:
       case Field::kWait: {

@@ -26,6 +26,7 @@ struct CheckRequest {
   // Whether the request names the key: a rule with a key template builds
   // it from the request when it does not (docs/keys-from-requests.md).
   bool key_given = true;
+  std::string priority;  // the rule's priority class; "" = "default"
 };
 
 inline constexpr int64_t kMaxCheckCost = 1'000'000'000'000'000;  // 10^15
@@ -36,7 +37,7 @@ inline constexpr int64_t kMaxCheckWaitMs = 300'000;  // LimiterCore::kMaxWaitMs
 // "rule" is a required non-empty string; "key", when present, a non-empty
 // string of at most 512 bytes (absent: key_given false);
 // "cost" an integer in [0, 10^15] (1 when absent or null); "tier" a string
-// (absent, null or "" for none); "wait_ms" an integer in [0, 300000] (0 when
+// (absent, null or "" for none); "priority" likewise; "wait_ms" an integer in [0, 300000] (0 when
 // absent or null); "deny_status" 401, 403 or 429 (429 when absent or null). Unknown and repeated
 // fields are errors, as is anything that is not a JSON object. Returns true and fills *out, or
 // false with *error. Syntax errors carry nlohmann's byte position (counted from 1; one past the end

@@ -16,6 +16,11 @@ ErrorLabel LabelError(Operation op, const Status& s) {
       // the server's trouble.
       if (op == Operation::kSet) return {"set_full", 409};
       return {"store_full", 503};
+    case StatusCode::kAlreadyExists:
+    case StatusCode::kFailedPrecondition:
+      // A reservation settled already: the request's conflict with the
+      // state, as a full set's.
+      return {"conflict", 409};
     default:
       break;
   }

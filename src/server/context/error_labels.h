@@ -12,10 +12,11 @@
 namespace floodgate::server {
 
 enum class Operation {
-  kCheck,  // FG.CHECK, /v1/check: the request names what it needs
-  kSet,    // expiring sets: a full set conflicts with the set's state
-  kOtp,    // OTP issue and verify
-  kAdmin,  // the control plane: its input, or the store keeping its records
+  kCheck,        // FG.CHECK, /v1/check: the request names what it needs
+  kSet,          // expiring sets: a full set conflicts with the set's state
+  kOtp,          // OTP issue and verify
+  kAdmin,        // the control plane: its input, or the store keeping its records
+  kReservation,  // reserve and settle: a settled reservation conflicts with the ledger
 };
 
 struct ErrorLabel {

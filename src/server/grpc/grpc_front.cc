@@ -68,6 +68,10 @@ grpc::StatusCode ToGrpcCode(StatusCode code) {
       return grpc::StatusCode::UNAVAILABLE;
     case StatusCode::kDeadlineExceeded:
       return grpc::StatusCode::DEADLINE_EXCEEDED;
+    case StatusCode::kAlreadyExists:
+      return grpc::StatusCode::ALREADY_EXISTS;
+    case StatusCode::kFailedPrecondition:
+      return grpc::StatusCode::FAILED_PRECONDITION;
     case StatusCode::kInternal:
       break;
   }

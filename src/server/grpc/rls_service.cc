@@ -22,6 +22,10 @@
 namespace floodgate::server {
 namespace {
 
+// A descriptor entry naming the check's priority class (Rule::priorities)
+// rather than part of the subject: `- key: priority, value: batch`.
+constexpr std::string_view kPriorityEntry = "priority";
+
 uint32_t ClampU32(int64_t v) {
   if (v <= 0) return 0;
   return v > static_cast<int64_t>(UINT32_MAX) ? UINT32_MAX : static_cast<uint32_t>(v);
@@ -99,9 +103,22 @@ bool RlsCall::Start(RlsService& service, const rls::Request& request, store::Bat
 
   // Match every descriptor, then drop the limits others replace.
   replaced_.clear();
+  priorities_.assign(n, std::string_view());
+  if (stripped_.size() < n) stripped_.resize(n);
+  for (size_t i = 0; i < n; ++i) {
+    const std::vector<DescriptorEntry>& entries = request.descriptors[i].entries;
+    for (const DescriptorEntry& e : entries) {
+      if (e.key == kPriorityEntry) priorities_[i] = e.value;
+    }
+    if (priorities_[i].empty()) continue;
+    stripped_[i].clear();
+    for (const DescriptorEntry& e : entries) {
+      if (e.key != kPriorityEntry) stripped_[i].push_back(e);
+    }
+  }
   if (rules_ != nullptr) {
     for (size_t i = 0; i < n; ++i) {
-      matched_[i] = rules_->Match(request.domain, request.descriptors[i].entries, &metrics_[i]);
+      matched_[i] = rules_->Match(request.domain, Entries(request, i), &metrics_[i]);
       if (matched_[i] != nullptr) {
         for (const std::string& r : matched_[i]->replaces) replaced_.push_back(r);
       }
@@ -140,8 +157,9 @@ bool RlsCall::Start(RlsService& service, const rls::Request& request, store::Bat
     Item& item = AddItem();
     item.index = i;
     item.limit = m;
-    envoy::SubjectKey(request.domain, request.descriptors[i].entries, &item.key);
+    envoy::SubjectKey(request.domain, Entries(request, i), &item.key);
     item.hits = static_cast<int64_t>(hits);
+    item.priority = priorities_[i];
     item.status = Status::Ok();
   }
 
@@ -158,6 +176,10 @@ bool RlsCall::Start(RlsService& service, const rls::Request& request, store::Bat
   return Advance(batch);
 }
 
+const std::vector<DescriptorEntry>& RlsCall::Entries(const rls::Request& request, size_t i) const {
+  return priorities_[i].empty() ? request.descriptors[i].entries : stripped_[i];
+}
+
 bool RlsCall::Continue(store::Batch* batch) { return Advance(batch); }
 
 bool RlsCall::Issue(store::Batch* batch) {
@@ -169,8 +191,10 @@ bool RlsCall::Issue(store::Batch* batch) {
     Item& item = items_[i];
     // Two pointers: small enough for std::function to hold without
     // allocating.
+    service::LimiterCore::CheckArgs args{item.limit->rule, item.key, peek_ ? 0 : item.hits, {}};
+    args.priority = item.priority;
     limiter_->CheckAsync(
-        {item.limit->rule, item.key, peek_ ? 0 : item.hits, {}},
+        args,
         [this, &item](const Status& s, const Decision& d) {
           item.status = s;
           item.decision = d;

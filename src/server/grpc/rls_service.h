@@ -130,10 +130,14 @@ class RlsCall {
     const envoy::MatchedLimit* limit = nullptr;
     std::string key;
     int64_t hits = 0;
-    Status status;  // of the Limiter call
+    std::string_view priority;  // the descriptor's `priority` entry (a class), or empty
+    Status status;              // of the Limiter call
     Decision decision;
   };
   Item& AddItem();
+  // The entries descriptor i is matched and keyed by: its own, or without
+  // its `priority` entry (stripped_).
+  const std::vector<DescriptorEntry>& Entries(const rls::Request& request, size_t i) const;
   // Issues the current round; true when every answer came inline.
   bool Issue(store::Batch* batch);
   // The current round is complete: on to the next, or the answer.
@@ -150,6 +154,10 @@ class RlsCall {
   std::atomic<int> pending_{0};
   // Per request descriptor:
   std::vector<const envoy::MatchedLimit*> matched_;
+  // A descriptor's entries less its `priority` entry, when it has one
+  // (matched and keyed without it: the class is not part of the subject).
+  std::vector<std::vector<DescriptorEntry>> stripped_;
+  std::vector<std::string_view> priorities_;
   std::vector<std::string> metrics_;
   std::vector<Fallback> fallbacks_;
   std::vector<size_t> local_;  // descriptors decided without the Limiter (zero limits)

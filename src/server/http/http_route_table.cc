@@ -12,6 +12,7 @@
 #include "server/http/http_alert_routes.h"
 #include "server/http/http_lease_routes.h"
 #include "server/http/http_otp_routes.h"
+#include "server/http/http_reservation_routes.h"
 #include "server/http/http_routes.h"
 #include "server/http/http_set_routes.h"
 #include "server/http/http_ui_routes.h"
@@ -56,6 +57,12 @@ constexpr HttpRoute kHttpRoutes[] = {
     {kDelete,               "/v1/leases/{rule}/{key}/{lease}",        kData,   LeaseReleaseRoute,
      "DELETE, PUT", "use DELETE to release the lease, PUT to renew it"},
     {kPut,                  "/v1/leases/{rule}/{key}/{lease}",        kData,   LeaseRenewRoute},
+    // Reservations: reserving consumes quota as a check does.
+    {kPost,                 "/v1/reservations",                       kData,   ReserveRoute,
+     "POST", "use POST with a JSON body"},
+    {kPost,                 "/v1/reservations/{rule}/{key}/{id}/settle",
+                                                                      kData,   SettleRoute,
+     "POST", "use POST with a JSON body {\"actual\":n}"},
     // The dashboard's files hold no data: what it shows comes from the
     // control plane's routes below, which check access themselves.
     {kGet | kHead,          "/ui",                                    kPublic, UiRootRoute,
@@ -131,6 +138,9 @@ constexpr Miss kMisses[] = {
      "; see /v1/admin/subjects, overrides, blocks, rules, log, top, stats, events and simulate"},
     {"/v1/leases",          kData, "no route for ", ShowPath::kAsIs,
      " (a lease is /v1/leases/{rule}/{key}/{lease}, each percent-encoded as one segment)"},
+    {"/v1/reservations",    kData, "no route for ", ShowPath::kAsIs,
+     " (a settle is POST /v1/reservations/{rule}/{key}/{reservation}/settle, each "
+     "percent-encoded as one segment)"},
     {"/v1/sets",            kPublic, "no route for ", ShowPath::kAsIs,
      " (sets are /v1/sets/{key}, the key percent-encoded as one segment)"},
     {"/ui",                 kPublic, "no dashboard file ", ShowPath::kQuoted,

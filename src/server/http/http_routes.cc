@@ -17,6 +17,7 @@
 #include "server/observability/alert_metrics.h"
 #include "server/observability/feature_metrics.h"
 #include "server/observability/lease_metrics.h"
+#include "server/observability/priority_metrics.h"
 #include "server/observability/subject_metrics.h"
 
 namespace floodgate::server {
@@ -232,10 +233,12 @@ void Check(LoopContext& loop, const http::Request& req, std::string_view query,
     return;
   }
   const ReplyTo to = async.To(out);
+  service::LimiterCore::CheckArgs args{cr.rule, cr.key, cr.cost, cr.tier};
+  args.priority = cr.priority;
   if (cr.wait_ms > 0 && async.waits != nullptr) {
     // Held until it can be admitted or the wait is over: a later answer.
     loop.service().services->waiting->Check(
-        {cr.rule, cr.key, cr.cost, cr.tier}, {cr.wait_ms, async.waits->Take()},
+        args, {cr.wait_ms, async.waits->Take()},
         to.Later<Decision>(
             [loop = &loop, cr, keep_alive = req.keep_alive, head = req.method == "HEAD"](
                 const Status& s, const Decision& d, std::string* reply) {
@@ -249,7 +252,7 @@ void Check(LoopContext& loop, const http::Request& req, std::string_view query,
   Decision d;
   Status s;
   if (loop.service().limiter->Check(
-          {cr.rule, cr.key, cr.cost, cr.tier}, &d, &s,
+          args, &d, &s,
           [&] {
             return to.Later<Decision>(
                 [loop = &loop, cr, keep_alive = req.keep_alive, head = req.method == "HEAD"](
@@ -309,6 +312,11 @@ void Rules(LoopContext& loop, const http::Request& req, std::string* out) {
     }
     if (!r.subject.deny_list.empty()) j["deny_list"] = r.subject.deny_list;
     if (!r.subject.allow_list.empty()) j["allow_list"] = r.subject.allow_list;
+    // The share of each limit kept back from each class, in percent.
+    if (!r.priorities.empty()) {
+      j["priorities"] = nlohmann::json::object();
+      for (const PriorityClass& c : r.priorities) j["priorities"][c.name] = c.keep_percent;
+    }
     j["on_backend_error"] = r.on_backend_error == OnBackendError::kAllow ? "allow" : "deny";
     j["on_store_full"] = r.on_store_full == OnStoreFull::kAllow ? "allow" : "deny";
     rules[r.name] = std::move(j);
@@ -373,6 +381,7 @@ void MetricsPage(LoopContext& loop, const http::Request& req, std::string* out) 
   }
   AppendFeatureMetrics(*s.services, &body);
   AppendSubjectMetrics(*s.services->subjects, &body);
+  AppendPriorityMetrics(*s.services->rules, &body);
   AppendLeaseMetrics(*s.services, &body);
   AppendAlertMetrics(*s.services->alerts, &body);
   if (s.render_connections) s.render_connections(&body);

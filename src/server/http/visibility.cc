@@ -497,6 +497,25 @@ void Visibility::AppendStatsJson(int64_t now_ms, std::string* out) const {
     if (i > 0) *out += ',';
     *out += ShownAlert(recent[i]);
   }
+  // Priority classes (Rule::priorities): decisions of each since the
+  // server started; empty when no rule has them.
+  *out += "],\"priorities\":[";
+  first = true;
+  for (const service::RuleBook::ClassStat& c : services_->rules->ClassStats()) {
+    if (!first) *out += ',';
+    first = false;
+    *out += "{\"rule\":\"";
+    http::AppendJsonEscaped(out, c.rule);
+    *out += "\",\"class\":\"";
+    http::AppendJsonEscaped(out, c.name);
+    *out += "\",\"keep_percent\":";
+    AppendInt(out, c.keep_percent);
+    *out += ",\"admitted\":";
+    AppendInt(out, c.admitted);
+    *out += ",\"denied\":";
+    AppendInt(out, c.denied);
+    *out += '}';
+  }
   *out += "],\"store\":";
   AppendStoreJson(out);
   *out += ",\"connections\":";

@@ -18,6 +18,7 @@
 #include "server/resp/resp_admin_commands.h"
 #include "server/resp/resp_lease_commands.h"
 #include "server/resp/resp_otp_commands.h"
+#include "server/resp/resp_reservation_commands.h"
 #include "server/resp/resp_set_commands.h"
 
 namespace floodgate::server {
@@ -87,11 +88,12 @@ bool ReplyListVerdict(RespClient& c, std::string_view rule, std::string_view key
   return true;
 }
 
-// FG.CHECK rule key [COST n] [TIER t] [WAIT ms] [VERBOSE]
+// FG.CHECK rule key [COST n] [TIER t] [PRIORITY p] [WAIT ms] [VERBOSE]
 void FgCheck(RespClient& c, const Args& a, std::string* out) {
   int64_t cost = 1;
   int64_t wait_ms = 0;
   std::string_view tier;
+  std::string_view priority;
   bool verbose = false;
   for (size_t i = 3; i < a.size(); ++i) {
     if (EqualsIgnoreCase(a[i], "VERBOSE")) {
@@ -100,9 +102,10 @@ void FgCheck(RespClient& c, const Args& a, std::string* out) {
     }
     const bool is_cost = EqualsIgnoreCase(a[i], "COST");
     const bool is_wait = EqualsIgnoreCase(a[i], "WAIT");
-    if (!is_cost && !is_wait && !EqualsIgnoreCase(a[i], "TIER")) {
+    const bool is_priority = EqualsIgnoreCase(a[i], "PRIORITY");
+    if (!is_cost && !is_wait && !is_priority && !EqualsIgnoreCase(a[i], "TIER")) {
       resp::AppendError(out, "syntax error: unknown option '" + std::string(a[i]) +
-                                 "' (expected COST n, TIER t, WAIT ms or VERBOSE)");
+                                 "' (expected COST n, TIER t, PRIORITY p, WAIT ms or VERBOSE)");
       return;
     }
     if (i + 1 >= a.size()) {
@@ -112,6 +115,8 @@ void FgCheck(RespClient& c, const Args& a, std::string* out) {
     ++i;
     if (is_wait) {
       if (!ParseWaitMs(a[i], &wait_ms, out)) return;
+    } else if (is_priority) {
+      priority = a[i];
     } else if (!is_cost) {
       tier = a[i];
     } else if (!ParseRespInt(a[i], &cost) || cost < 0) {
@@ -126,12 +131,14 @@ void FgCheck(RespClient& c, const Args& a, std::string* out) {
     return;
   }
   const ReplyTo to = c.To(out);
+  service::LimiterCore::CheckArgs args{a[1], a[2], cost, tier, nullptr, c.now_ms};
+  args.priority = priority;
   if (wait_ms > 0) {
     // Held until it can be admitted or the wait is over: always a later
     // answer, in its turn among the connection's replies.
     c.waited = true;
     c.loop->service().services->waiting->Check(
-        {a[1], a[2], cost, tier, nullptr, c.now_ms}, {wait_ms, static_cast<uint64_t>(c.id)},
+        args, {wait_ms, static_cast<uint64_t>(c.id)},
         to.Later<Decision>([loop = c.loop, rule = std::string(a[1]), key = std::string(a[2]), cost,
                             verbose](const Status& s, const Decision& d, std::string* reply) {
           ReplyCheck(*loop, rule, key, cost, verbose, s, d, reply);
@@ -142,7 +149,7 @@ void FgCheck(RespClient& c, const Args& a, std::string* out) {
   Decision d;
   Status s;
   if (c.loop->service().limiter->Check(
-          {a[1], a[2], cost, tier, nullptr, c.now_ms}, &d, &s,
+          args, &d, &s,
           [&] {
             return to.Later<Decision>(
                 [loop = c.loop, rule = std::string(a[1]), key = std::string(a[2]), cost, verbose](
@@ -441,6 +448,8 @@ constexpr RespCommand kCommands[] = {
     {"FG.ACQUIRE", -3, true, FgAcquire},
     {"FG.RELEASE", 4, true, FgRelease},
     {"FG.RENEW", -4, true, FgRenew},
+    {"FG.RESERVE", -4, true, FgReserve},
+    {"FG.SETTLE", 5, true, FgSettle},
     // The control plane's (resp_admin_commands.h): they check admin access.
     {"FG.STATE", -3, false, FgState},
     {"FG.REFUND", 4, false, FgRefund},

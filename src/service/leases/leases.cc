@@ -4,8 +4,8 @@
 #include <future>
 #include <memory>
 
+#include "common/random_id.h"
 #include "core/rule_eval.h"
-#include "service/leases/lease_id.h"
 
 namespace floodgate::service {
 
@@ -48,7 +48,7 @@ void Leases::Acquire(const LeaseArgs& args, store::Done<LeaseAnswer> done) {
       return done(Status::Ok(), a);
     }
   }
-  std::string id = NewLeaseId();
+  std::string id = NewRandomId();
   store::LeaseOp op{
       store::LeaseOpKind::kAcquire, rule.name, args.key, id, ttl, max_in_flight, args.at_ms};
   // The answer, now or later: a store that could not decide answers by the

@@ -14,6 +14,7 @@
 #include "service/alerts/alerts_impl.h"
 #include "service/limiter/blocking.h"
 #include "service/limiter/controls.h"
+#include "service/limiter/variant_views.h"
 
 namespace floodgate::service {
 namespace {
@@ -108,6 +109,13 @@ void LimiterCore::MaybeBlockFor(const Variant& variant, std::string_view subject
 }
 
 namespace {
+// A priority class's decision, counted (shadow denials as denials: they
+// are what the class would have been refused).
+void CountClass(ClassCounts& counts, const Decision& d) {
+  const bool denied = !d.allowed || d.shadow_denied;
+  (denied ? counts.denied : counts.admitted).fetch_add(1, std::memory_order_relaxed);
+}
+
 // The variant this thread decided last: the guess Check prefetches for.
 thread_local uint32_t t_last_variant_id = store::kFirstRuleId;
 }  // namespace
@@ -142,6 +150,16 @@ store::Answer LimiterCore::Check(const CheckArgs& args, Decision* decision, Stat
       return store::Answer::kNow;
     }
   }
+  // Priorities: one load and a branch for a rule without them, when the
+  // check names no class.
+  if (variant->classes != nullptr || !args.priority.empty()) [[unlikely]] {
+    if (Status s =
+            args.whole_limit ? Status::Ok() : ClassOf(args.rule, *variant, args.priority, &variant);
+        !s.ok()) {
+      *status = std::move(s);
+      return store::Answer::kNow;
+    }
+  }
   if (variant->id != guessed) {
     t_last_variant_id = variant->id;
     prefetched = 0;
@@ -171,6 +189,9 @@ store::Answer LimiterCore::Decide(const store::CheckOp& op, const Variant& varia
           Decision answered = d;
           const Status st = Finish(*variant, subject, s, &answered, fired);
           if (variant->block_for_ms != 0 && st.ok()) MaybeBlockFor(*variant, subject, &answered);
+          if (variant->class_counts != nullptr && st.ok()) {
+            CountClass(*variant->class_counts, answered);
+          }
           done(st, answered);
         };
       },
@@ -187,9 +208,12 @@ store::Answer LimiterCore::DecideSlow(store::CheckOp op, const Variant& variant,
   core::AlertOutcome outcome;
   if (variant.alerts != nullptr) op.alerts = &outcome;
   const store::Answer answer = Decide(op, variant, decision, status, later, batch);
-  // A later answer does this in its callback (Decide).
+  // A later answer does these in its callback (Decide).
   if (variant.block_for_ms != 0 && answer == store::Answer::kNow && status->ok()) {
     MaybeBlockFor(variant, op.subject, decision);
+  }
+  if (variant.class_counts != nullptr && answer == store::Answer::kNow && status->ok()) {
+    CountClass(*variant.class_counts, *decision);
   }
   return answer;
 }
@@ -287,6 +311,45 @@ LimiterStats LimiterCore::GetStats() const {
   stats.wrong_type = u.wrong_type;
   stats.store_kind = u.kind;
   return stats;
+}
+
+// --- Charges ---
+
+void LimiterCore::Charge(const CheckArgs& args, CheckCallback done) {
+  const Variant* variant = nullptr;
+  const RuleEntry* entry = nullptr;
+  if (Status s = rules_.Resolve(args.rule, args.key, args.cost, args.tier, &variant, &entry);
+      !s.ok()) {
+    return done(s, Decision{});
+  }
+  if (!entry->overrides.empty()) variant = Overridden(*entry, args.key, variant, clock_.NowMs());
+  if (variant->charge == nullptr) {
+    return done(InvalidArgumentError("rule '" + std::string(args.rule) +
+                                     "' counts no units to charge (a concurrency rule)"),
+                Decision{});
+  }
+  const Variant& charge = *variant->charge;
+  store::CheckOp op{charge.Ref(), args.key, args.cost, args.at_ms, args.read_ms, nullptr};
+  core::AlertOutcome outcome;
+  if (charge.alerts != nullptr) op.alerts = &outcome;
+  Decision decision;
+  Status status;
+  const store::Answer answer = store_.Check(
+      op, &decision, &status,
+      [&]() -> store::CheckDone {
+        return [this, rules = rules_.Keep(), variant = &charge, subject = std::string(args.key),
+                done = std::move(done)](const Status& s, const Decision& d,
+                                        const core::AlertOutcome* fired) mutable {
+          if (!s.ok()) return done(s, Decision{});
+          Decision answered = d;
+          done(Finish(*variant, subject, s, &answered, fired), answered);
+        };
+      },
+      nullptr);
+  if (answer == store::Answer::kNow) {
+    if (!status.ok()) return done(status, Decision{});
+    done(Finish(charge, args.key, status, &decision, op.alerts), decision);
+  }
 }
 
 // --- Refunds ---

@@ -79,6 +79,11 @@ class LimiterCore {
     // The subject's usage even if it is blocked (a subject's state, with
     // cost 0), rather than the block's denial.
     bool ignore_blocks = false;
+    // The check's priority class (Rule::priorities); empty: "default".
+    std::string_view priority = {};
+    // Decided against the whole limit whatever the classes (a settle's
+    // look at the subject afterwards), and not counted as any class's.
+    bool whole_limit = false;
   };
   // Answers now (kNow: *status, and *decision when OK) or later (`later` was
   // called once; what it returned runs with the answer, on the thread that
@@ -144,6 +149,17 @@ class LimiterCore {
     const int64_t* at_ms = nullptr;
   };
   void Refund(const RefundArgs& args, store::Done<core::RefundResult> done);
+
+  // Charges args.cost of args.rule (at args.tier) to args.key whatever the
+  // limit: the overrun of a reservation's settle (service/reservations/),
+  // which may leave the subject in debt (variant_views.h says what debt
+  // means for each algorithm). `done` runs once, maybe before this returns,
+  // with the charge's decision as the store made it: admitted, and its
+  // figures against capacities out of reach (a peek with Check reports the
+  // subject against its limit). Blocks and priorities do not apply: the
+  // units were spent already. Errors as Check's; a store failure is an
+  // error, not a fallback (the units may or may not be counted).
+  void Charge(const CheckArgs& args, CheckCallback done);
 
   // Starts loading the memory a Check of (rule, tier, key) will touch: call
   // it for each request of a pipeline before checking any, so that their

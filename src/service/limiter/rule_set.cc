@@ -6,6 +6,7 @@
 
 #include "common/log.h"
 #include "service/control/control_plane.h"
+#include "service/limiter/variant_views.h"
 
 namespace floodgate::service {
 namespace {
@@ -107,6 +108,21 @@ std::optional<Rule> RuleBook::RuleNamed(std::string_view name) const {
     if (r.name == name) return r;
   }
   return std::nullopt;
+}
+
+std::vector<RuleBook::ClassStat> RuleBook::ClassStats() const {
+  std::vector<ClassStat> out;
+  const RuleSet& set = Current();
+  for (const Rule& rule : set.config.rules) {
+    const RuleEntry* entry = Find(rule.name);
+    if (entry == nullptr || entry->base.classes == nullptr) continue;
+    for (const ClassView& c : entry->base.classes->classes) {
+      const ClassCounts& n = *c.variant.class_counts;
+      out.push_back({rule.name, c.name, c.keep_percent, n.admitted.load(std::memory_order_relaxed),
+                     n.denied.load(std::memory_order_relaxed)});
+    }
+  }
+  return out;
 }
 
 Status RuleBook::ResolveLease(std::string_view rule, std::string_view key, std::string_view tier,
@@ -234,6 +250,20 @@ Result<std::shared_ptr<const RuleSet>> RuleBook::Build() {
       it = tags.emplace(v->id, std::move(*tag)).first;
     }
     v->tag = it->second;
+  }
+  // The views (variant_views.h), once each variant has its tag: a class's
+  // counts outlive reloads, found by rule and class.
+  auto counts = [this](const std::string& rule, const std::string& name) {
+    std::shared_ptr<ClassCounts>& c = class_counts_[rule + '\0' + name];
+    if (c == nullptr) c = std::make_shared<ClassCounts>();
+    return c;
+  };
+  for (const Rule& rule : config.rules) {
+    RuleEntry& entry = set->rules.find(View(rule.name))->second;
+    auto for_rule = [&](const std::string& name) { return counts(rule.name, name); };
+    AddViews(rule, entry.base, for_rule);
+    for (auto& [tier, v] : entry.tiers) AddViews(rule, v, for_rule);
+    for (auto& [subject, o] : entry.overrides) AddViews(rule, o.variant, for_rule);
   }
   variant_tags_ = std::move(tags);
   variant_ids_ = std::move(ids);

@@ -40,6 +40,9 @@ inline bool KeyFits(std::string_view key) { return !key.empty() && key.size() <=
 // Why `key` does not fit (KeyFits false), else OK.
 Status KeyError(std::string_view key);
 
+struct ClassViews;
+struct ClassCounts;
+
 struct Variant {
   core::CompiledRule compiled;
   uint32_t id = 0;  // the store's state: which this rule (tier) uses
@@ -51,6 +54,15 @@ struct Variant {
   // Decided out of line (LimiterCore's DecideSlow): the rule has alerts or
   // block_for.
   bool slow = false;
+  // The rule has priorities: the view each class decides with, and its
+  // counts (service/limiter/variant_views.h). Null for almost every rule: a
+  // check tests only that.
+  std::shared_ptr<const ClassViews> classes;
+  // A priority class's view: its counts of decisions; else null.
+  std::shared_ptr<ClassCounts> class_counts;
+  // The view a reservation's overrun is charged with, whatever the limit
+  // (variant_views.h); null in the views themselves.
+  std::shared_ptr<const Variant> charge;
 
   store::VariantRef Ref() const { return store::VariantRef{&compiled, id, tag}; }
 };
@@ -161,6 +173,17 @@ class RuleBook {
     if (entry == nullptr || entry->overrides.empty()) return false;
     return Overridden(*entry, key, &entry->base, now_ms) != &entry->base;
   }
+  // Each priority class of each rule in force (Rule::priorities), in the
+  // config's order, with its decisions since the server started (every
+  // tier's and override's together).
+  struct ClassStat {
+    std::string rule;
+    std::string name;
+    int keep_percent = 0;
+    int64_t admitted = 0;
+    int64_t denied = 0;
+  };
+  std::vector<ClassStat> ClassStats() const;
   // The config in force (the file's rules and the runtime ones).
   Config config() const { return Current().config; }
   // The config file's rule named `name`, if any (a runtime rule is not).
@@ -195,6 +218,8 @@ class RuleBook {
 
   store::Store& store_;
   const BeforePublish before_publish_;
+  // By rule and class (Build, under mu_): kept across reloads.
+  absl::flat_hash_map<std::string, std::shared_ptr<ClassCounts>> class_counts_;
   const uint64_t id_;  // tells books apart in the thread caches
 
   mutable std::mutex mu_;

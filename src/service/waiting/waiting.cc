@@ -24,6 +24,7 @@ class CheckWaiter final : public HeldRequest {
         rule_(args.rule),
         key_(args.key),
         tier_(args.tier),
+        priority_(args.priority),
         cost_(args.cost),
         done_(std::move(done)) {}
 
@@ -34,9 +35,8 @@ class CheckWaiter final : public HeldRequest {
   }
 
   void Try(AttemptDone attempt) override {
-    LimiterCore::CheckArgs args{rule_, key_, cost_, tier_};
-    limiter_.CheckAsync(args, [this, attempt = std::make_shared<AttemptDone>(std::move(attempt))](
-                                  const Status& s, const Decision& d) mutable {
+    limiter_.CheckAsync(Args(), [this, attempt = std::make_shared<AttemptDone>(std::move(attempt))](
+                                    const Status& s, const Decision& d) mutable {
       if (!s.ok() || d.allowed || d.fallback != Fallback::kNone) {
         done_(s, d);
         (*attempt)({true, 0});
@@ -50,7 +50,7 @@ class CheckWaiter final : public HeldRequest {
   void GiveUp(int64_t now_ms) override {
     if (!tried_) {
       // It waited behind others and never had its turn: a decision now.
-      limiter_.CheckAsync({rule_, key_, cost_, tier_}, std::move(done_));
+      limiter_.CheckAsync(Args(), std::move(done_));
       return;
     }
     Decision d = last_;
@@ -62,11 +62,18 @@ class CheckWaiter final : public HeldRequest {
   }
 
  private:
+  LimiterCore::CheckArgs Args() const {
+    LimiterCore::CheckArgs args{rule_, key_, cost_, tier_};
+    args.priority = priority_;
+    return args;
+  }
+
   const Clock& clock_;
   LimiterCore& limiter_;
   const std::string rule_;
   const std::string key_;
   const std::string tier_;
+  const std::string priority_;
   const int64_t cost_;
   LimiterCore::CheckCallback done_;
   Decision last_;
@@ -178,15 +185,17 @@ void Waiting::Check(const LimiterCore::CheckArgs& args, const WaitArgs& wait,
   core_.CheckAsync(
       args,
       [this, rule = std::string(args.rule), key = std::string(args.key),
-       tier = std::string(args.tier), cost = args.cost, subject = std::move(subject), max_waiters,
-       deadline, owner = wait.owner, done](const Status& s, const Decision& d) mutable {
+       tier = std::string(args.tier), priority = std::string(args.priority), cost = args.cost,
+       subject = std::move(subject), max_waiters, deadline, owner = wait.owner,
+       done](const Status& s, const Decision& d) mutable {
         const int64_t left = deadline - clock_.NowMs();
         if (!s.ok() || d.allowed || d.fallback != Fallback::kNone || d.retry_after_ms < 0 ||
             d.retry_after_ms > left) {
           return done(s, d);
         }
-        auto waiter = std::make_unique<CheckWaiter>(
-            clock_, core_, LimiterCore::CheckArgs{rule, key, cost, tier}, done);
+        LimiterCore::CheckArgs again{rule, key, cost, tier};
+        again.priority = priority;
+        auto waiter = std::make_unique<CheckWaiter>(clock_, core_, again, done);
         waiter->Denied(d);
         if (!room_->Hold(rule, max_waiters, std::move(subject), owner, deadline, d.retry_after_ms,
                          std::move(waiter))) {

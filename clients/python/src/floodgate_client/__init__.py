@@ -6,13 +6,16 @@
         ...  # 429, retry after d.retry_after seconds
 
 Client (threads) and AsyncClient (asyncio) speak to floodgate's HTTP front
-(POST /v1/check); FloodgateWSGI and FloodgateASGI check every request of a
-web application. Standard library only.
+(POST /v1/check, and reserve / settle: POST /v1/reservations ...);
+FloodgateWSGI and FloodgateASGI check every request of a web application,
+or reserve an estimate for it and settle what it cost from its response
+(Reserve, openai_usage). Standard library only.
 """
 
 from ._async import AsyncClient
 from ._client import Client, check, default_client
-from ._common import Decision, FloodgateError, RequestError, UnavailableError
+from ._common import (Decision, FloodgateError, RequestError, Reservation, Reserve,
+                      SettleOutcome, Settlement, UnavailableError, openai_usage)
 from .asgi import FloodgateASGI
 from .wsgi import FloodgateWSGI
 
@@ -26,7 +29,12 @@ __all__ = [
     "FloodgateError",
     "FloodgateWSGI",
     "RequestError",
+    "Reservation",
+    "Reserve",
+    "SettleOutcome",
+    "Settlement",
     "UnavailableError",
     "check",
     "default_client",
+    "openai_usage",
 ]

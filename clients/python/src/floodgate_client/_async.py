@@ -1,5 +1,6 @@
-"""The asyncio client: POST /v1/check over kept-alive asyncio streams, for
-ASGI applications and other asyncio code. Standard library only."""
+"""The asyncio client: POST /v1/check (and the reservations' routes) over
+kept-alive asyncio streams, for ASGI applications and other asyncio code.
+Standard library only."""
 
 from __future__ import annotations
 
@@ -7,9 +8,10 @@ import asyncio
 import ssl
 from typing import Dict, List, Optional, Tuple
 
-from ._common import (DEFAULT_TIMEOUT, Decision, Endpoint, UnavailableError,
-                      closed_before_answer, decode_check, encode_check, read_timeout, tls_context,
-                      tls_failure, token_or_env)
+from ._common import (DEFAULT_TIMEOUT, Decision, Endpoint, Reservation, Settlement,
+                      UnavailableError, closed_before_answer, decode_check, decode_reserve,
+                      decode_settle, encode_check, encode_reserve, encode_settle, read_timeout,
+                      tls_context, tls_failure, token_or_env)
 
 _MAX_HEADER_LINES = 100
 _MAX_LINE = 16384
@@ -55,18 +57,43 @@ class AsyncClient:
         self._slots: Optional[asyncio.Semaphore] = None
         token = token_or_env(token)
         e = self._endpoint
-        head = (f"POST {e.path} HTTP/1.1\r\nHost: {e.host_field}\r\n"
-                "Content-Type: application/json\r\nAccept: application/json\r\n")
+        # The request's fields after its request line.
+        fields = (f"Host: {e.host_field}\r\n"
+                  "Content-Type: application/json\r\nAccept: application/json\r\n")
         if token:
-            head += f"Authorization: Bearer {token}\r\n"
-        self._head = head.encode("latin-1")
+            fields += f"Authorization: Bearer {token}\r\n"
+        self._fields = fields.encode("latin-1")
 
     async def check(self, rule: str, key: str, cost: int = 1, tier: Optional[str] = None,
-                    wait_ms: Optional[int] = None) -> Decision:
+                    wait_ms: Optional[int] = None, priority: Optional[str] = None) -> Decision:
         """As Client.check."""
-        body = encode_check(rule, key, cost, tier, wait_ms)
-        request = self._head + b"Content-Length: %d\r\n\r\n" % len(body) + body
-        timeout = read_timeout(self.timeout, wait_ms)
+        body = encode_check(rule, key, cost, tier, wait_ms, priority)
+        status, headers, data = await self._post(self._endpoint.path, body,
+                                                 read_timeout(self.timeout, wait_ms))
+        return decode_check(self.url, status, headers, data)
+
+    async def reserve(self, rule: str, key: str, estimate: int, ttl_ms: Optional[int] = None,
+                      tier: Optional[str] = None,
+                      priority: Optional[str] = None) -> Reservation:
+        """As Client.reserve."""
+        body = encode_reserve(rule, key, estimate, ttl_ms, tier, priority)
+        status, headers, data = await self._post(self._endpoint.reservations_path(), body,
+                                                 self.timeout)
+        return decode_reserve(self.url, status, headers, data)
+
+    async def settle(self, rule: str, key: str, reservation: str, actual: int) -> Settlement:
+        """As Client.settle."""
+        body = encode_settle(rule, key, reservation, actual)
+        status, headers, data = await self._post(
+            self._endpoint.settle_path(rule, key, reservation), body, self.timeout)
+        return decode_settle(self.url, status, headers, data)
+
+    async def _post(self, path: str, body: bytes,
+                    timeout: float) -> Tuple[int, Dict[str, str], bytes]:
+        """POST `body` to `path`: the status, the fields (lower-case names)
+        and the body of the answer."""
+        request = (b"POST %s HTTP/1.1\r\n" % path.encode("latin-1") + self._fields
+                   + b"Content-Length: %d\r\n\r\n" % len(body) + body)
         self._bind()
         assert self._slots is not None
         async with self._slots:
@@ -100,7 +127,7 @@ class AsyncClient:
                     self._idle.append(conn)
                 else:
                     conn.close()
-                return decode_check(self.url, status, headers, data)
+                return status, headers, data
 
     async def aclose(self) -> None:
         """Closes the idle connections."""

@@ -1,5 +1,6 @@
-"""The synchronous client: POST /v1/check over kept-alive http.client
-connections, shared safely by any number of threads."""
+"""The synchronous client: POST /v1/check (and the reservations' routes)
+over kept-alive http.client connections, shared safely by any number of
+threads."""
 
 from __future__ import annotations
 
@@ -7,11 +8,12 @@ import http.client
 import socket
 import ssl
 import threading
-from typing import List, Optional, Tuple
+from typing import Dict, List, Optional, Tuple
 
-from ._common import (DEFAULT_TIMEOUT, Decision, Endpoint, UnavailableError,
-                      closed_before_answer, decode_check, encode_check, read_timeout, tls_context,
-                      tls_failure, token_or_env)
+from ._common import (DEFAULT_TIMEOUT, Decision, Endpoint, Reservation, Settlement,
+                      UnavailableError, closed_before_answer, decode_check, decode_reserve,
+                      decode_settle, encode_check, encode_reserve, encode_settle, read_timeout,
+                      tls_context, tls_failure, token_or_env)
 
 # What a kept-alive connection the server has meanwhile closed looks like
 # when it is used again: nothing of the request was read, so sending it
@@ -55,21 +57,49 @@ class Client:
             self._headers["Authorization"] = f"Bearer {token}"
 
     def check(self, rule: str, key: str, cost: int = 1, tier: Optional[str] = None,
-              wait_ms: Optional[int] = None) -> Decision:
+              wait_ms: Optional[int] = None, priority: Optional[str] = None) -> Decision:
         """May `key` spend `cost` of `rule` (in `tier`) now? With `wait_ms`,
         floodgate may hold a request it would deny until it can be admitted,
-        for at most that long. Raises RequestError when floodgate refuses
-        the check (unknown rule, bad argument) and UnavailableError when it
-        cannot be asked."""
-        body = encode_check(rule, key, cost, tier, wait_ms)
-        timeout = read_timeout(self.timeout, wait_ms)
+        for at most that long; `priority` names the rule's priority class of
+        the request ("critical", "default", "batch", ...). Raises
+        RequestError when floodgate refuses the check (unknown rule, bad
+        argument) and UnavailableError when it cannot be asked."""
+        body = encode_check(rule, key, cost, tier, wait_ms, priority)
+        status, headers, data = self._post(self._endpoint.path, body,
+                                           read_timeout(self.timeout, wait_ms))
+        return decode_check(self.url, status, headers, data)
+
+    def reserve(self, rule: str, key: str, estimate: int, ttl_ms: Optional[int] = None,
+                tier: Optional[str] = None, priority: Optional[str] = None) -> Reservation:
+        """Take `estimate` units of `rule` for `key` now, when they fit, to
+        settle() with what the work really cost once that is known. A
+        reservation not settled within `ttl_ms` (floodgate's default 5
+        minutes) settles at its estimate. Errors as check()."""
+        body = encode_reserve(rule, key, estimate, ttl_ms, tier, priority)
+        status, headers, data = self._post(self._endpoint.reservations_path(), body,
+                                           self.timeout)
+        return decode_reserve(self.url, status, headers, data)
+
+    def settle(self, rule: str, key: str, reservation: str, actual: int) -> Settlement:
+        """The reservation cost `actual` units (an int >= 0): the difference
+        from its estimate is charged or given back. Raises RequestError for
+        a reservation unknown, expired, another key's or settled already,
+        with floodgate's message."""
+        body = encode_settle(rule, key, reservation, actual)
+        status, headers, data = self._post(
+            self._endpoint.settle_path(rule, key, reservation), body, self.timeout)
+        return decode_settle(self.url, status, headers, data)
+
+    def _post(self, path: str, body: bytes, timeout: float) -> Tuple[int, Dict[str, str], bytes]:
+        """POST `body` to `path`: the status, the fields (lower-case names)
+        and the body of the answer."""
         while True:
             conn, reused = self._take()
             try:
                 if conn.sock is None:
                     conn.connect()
                 conn.sock.settimeout(timeout)
-                conn.request("POST", self._endpoint.path, body, self._headers)
+                conn.request("POST", path, body, self._headers)
                 resp = conn.getresponse()
                 data = resp.read()
             except _STALE as e:
@@ -94,8 +124,7 @@ class Client:
                 conn.close()
             else:
                 self._give(conn)
-            headers = {k.lower(): v for k, v in resp.getheaders()}
-            return decode_check(self.url, resp.status, headers, data)
+            return resp.status, {k.lower(): v for k, v in resp.getheaders()}, data
 
     def close(self) -> None:
         """Closes the idle connections; connections in use close when done."""
@@ -144,6 +173,7 @@ def default_client() -> Client:
 
 
 def check(rule: str, key: str, cost: int = 1, tier: Optional[str] = None,
-          wait_ms: Optional[int] = None) -> Decision:
+          wait_ms: Optional[int] = None, priority: Optional[str] = None) -> Decision:
     """Client.check on the default client."""
-    return default_client().check(rule, key, cost=cost, tier=tier, wait_ms=wait_ms)
+    return default_client().check(rule, key, cost=cost, tier=tier, wait_ms=wait_ms,
+                                  priority=priority)

@@ -1,5 +1,6 @@
 """What the synchronous and the asyncio clients share: the decision, the
-errors, the request's encoding and the answer's decoding."""
+reservation and the settlement, the errors, the requests' encoding and the
+answers' decoding; and what both middlewares answer themselves."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import os
 import ssl
 import urllib.parse
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Mapping, Optional, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple, Union
 
 DEFAULT_URL = "http://127.0.0.1:8080"
 DEFAULT_TIMEOUT = 2.0
@@ -79,8 +80,79 @@ class Decision:
         return out
 
 
+@dataclass(frozen=True)
+class Reservation:
+    """floodgate's answer to a reserve: when `admitted`, the estimate has
+    been taken from the subject's limits and `reservation` is the id to
+    settle with (None when denied, and when a fallback decision admitted
+    without keeping a reservation)."""
+
+    admitted: bool
+    reservation: Optional[str]
+    remaining: Optional[int]  # units left in the binding limit (after the estimate, when admitted)
+    reset_after_ms: Optional[int]  # until the binding limit is fully reset
+    rule: str
+    key: str
+    status: int  # 200 admitted, 429 denied
+    retry_after_ms: Optional[int] = None  # 0 when admitted; -1: never (over the limit's size)
+    limit: Optional[int] = None  # the binding limit's size
+    fallback: Optional[str] = None  # "backend_error" or "store_full"; None for a real decision
+    rate_limit_policy: Optional[str] = None  # the RateLimit-Policy field, when floodgate sent it
+    rate_limit: Optional[str] = None  # the RateLimit field, when floodgate sent it
+    retry_after: Optional[str] = None  # the Retry-After field (seconds), when denied
+    body: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @property
+    def headers(self) -> List[Tuple[str, str]]:
+        """RateLimit-Policy, RateLimit and Retry-After as floodgate sent
+        them; RateLimit and (when denied) Retry-After made from
+        `remaining` and `reset_after_ms` when it sent none."""
+        rate_limit, retry_after = self.rate_limit, self.retry_after
+        if rate_limit is None and self.remaining is not None and self.reset_after_ms is not None:
+            rate_limit = (f'"{_sf_string(self.rule)}";r={max(0, self.remaining)};'
+                          f"t={ceil_seconds(self.reset_after_ms)}")
+        if retry_after is None and not self.admitted:
+            ms = self.retry_after_ms if self.retry_after_ms is not None else self.reset_after_ms
+            if ms is not None and ms >= 0:
+                retry_after = str(ceil_seconds(ms))
+        out = []
+        for name, value in ((POLICY_FIELD, self.rate_limit_policy), (STATE_FIELD, rate_limit),
+                            (RETRY_FIELD, retry_after)):
+            if value is not None:
+                out.append((name, value))
+        return out
+
+
+@dataclass(frozen=True)
+class Settlement:
+    """floodgate's answer to a settle."""
+
+    charged: int  # what the reservation finally cost the subject
+    remaining: int  # units left in the binding limit; negative: the subject is in debt
+    body: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+
+def ceil_seconds(ms: int) -> int:
+    """Milliseconds to whole seconds, rounded up; 0 for 0 or less (as floodgate's HTTP front)."""
+    return 0 if ms <= 0 else (ms + 999) // 1000
+
+
+def _sf_string(text: str) -> str:
+    """A structured-field string's content: \\ and " escaped, non-ASCII as ?."""
+    out = []
+    for ch in text:
+        if ch in '\\"':
+            out.append("\\" + ch)
+        elif 0x20 <= ord(ch) <= 0x7E:
+            out.append(ch)
+        else:
+            out.append("?" * len(ch.encode("utf-8")))
+    return "".join(out)
+
+
 class Endpoint:
-    """Where floodgate's HTTP front is: scheme, host, port and the check's path."""
+    """Where floodgate's HTTP front is: scheme, host, port, the path it is
+    under and the check's path."""
 
     def __init__(self, url: Optional[str]):
         self.url = url or os.environ.get("FLOODGATE_URL") or DEFAULT_URL
@@ -91,10 +163,19 @@ class Endpoint:
         self.https = parts.scheme == "https"
         self.host = parts.hostname
         self.port = parts.port or (443 if self.https else 80)
-        self.path = parts.path.rstrip("/") + "/v1/check"
+        self.base = parts.path.rstrip("/")
+        self.path = self.base + "/v1/check"
         default_port = 443 if self.https else 80
         host = f"[{self.host}]" if ":" in self.host else self.host
         self.host_field = host if self.port == default_port else f"{host}:{self.port}"
+
+    def reservations_path(self) -> str:
+        return self.base + "/v1/reservations"
+
+    def settle_path(self, rule: str, key: str, reservation: str) -> str:
+        quote = lambda part: urllib.parse.quote(part, safe="")  # noqa: E731
+        return (f"{self.base}/v1/reservations/{quote(rule)}/{quote(key)}/"
+                f"{quote(reservation)}/settle")
 
 
 def tls_context(endpoint: Endpoint, ca_file: Optional[str], cert_file: Optional[str],
@@ -187,20 +268,50 @@ def token_or_env(token: Optional[str]) -> Optional[str]:
     return token if token is not None else (os.environ.get("FLOODGATE_TOKEN") or None)
 
 
+def _int(name: str, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be an int")
+    return value
+
+
+def _json_bytes(body: Mapping[str, Any]) -> bytes:
+    return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+
+
 def encode_check(rule: str, key: str, cost: int, tier: Optional[str],
-                 wait_ms: Optional[int]) -> bytes:
+                 wait_ms: Optional[int], priority: Optional[str] = None) -> bytes:
     if not isinstance(rule, str) or not isinstance(key, str):
         raise TypeError("rule and key must be strings")
-    if isinstance(cost, bool) or not isinstance(cost, int):
-        raise TypeError("cost must be an int")
-    body: Dict[str, Any] = {"rule": rule, "key": key, "cost": cost}
+    body: Dict[str, Any] = {"rule": rule, "key": key, "cost": _int("cost", cost)}
     if tier is not None:
         body["tier"] = tier
+    if priority is not None:
+        body["priority"] = priority
     if wait_ms is not None:
-        if isinstance(wait_ms, bool) or not isinstance(wait_ms, int):
-            raise TypeError("wait_ms must be an int")
-        body["wait_ms"] = wait_ms
-    return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+        body["wait_ms"] = _int("wait_ms", wait_ms)
+    return _json_bytes(body)
+
+
+def encode_reserve(rule: str, key: str, estimate: int, ttl_ms: Optional[int],
+                   tier: Optional[str], priority: Optional[str]) -> bytes:
+    """POST /v1/reservations's body."""
+    if not isinstance(rule, str) or not isinstance(key, str):
+        raise TypeError("rule and key must be strings")
+    body: Dict[str, Any] = {"rule": rule, "key": key, "estimate": _int("estimate", estimate)}
+    if ttl_ms is not None:
+        body["ttl_ms"] = _int("ttl_ms", ttl_ms)
+    if tier is not None:
+        body["tier"] = tier
+    if priority is not None:
+        body["priority"] = priority
+    return _json_bytes(body)
+
+
+def encode_settle(rule: str, key: str, reservation: str, actual: int) -> bytes:
+    """POST /v1/reservations/{rule}/{key}/{reservation}/settle's body."""
+    if not all(isinstance(v, str) for v in (rule, key, reservation)):
+        raise TypeError("rule, key and reservation must be strings")
+    return _json_bytes({"actual": _int("actual", actual)})
 
 
 def read_timeout(timeout: float, wait_ms: Optional[int]) -> float:
@@ -211,10 +322,7 @@ def read_timeout(timeout: float, wait_ms: Optional[int]) -> float:
 def decode_check(url: str, status: int, headers: Mapping[str, str], body: bytes) -> Decision:
     """The decision in a response to POST /v1/check, or the error it says.
     `headers` is looked up with lower-case names."""
-    try:
-        doc = json.loads(body.decode("utf-8")) if body else None
-    except (UnicodeDecodeError, ValueError):
-        doc = None
+    doc = _document(body)
     if isinstance(doc, dict) and "allowed" in doc and status in (200, 403, 429):
         try:
             return Decision(
@@ -237,14 +345,79 @@ def decode_check(url: str, status: int, headers: Mapping[str, str], body: bytes)
             )
         except (KeyError, TypeError, ValueError) as e:
             raise UnavailableError(f"floodgate at {url} sent a decision without {e}", status)
+    raise_for(url, status, doc, "a decision")
+
+
+def _document(body: bytes) -> Any:
+    try:
+        return json.loads(body.decode("utf-8")) if body else None
+    except (UnicodeDecodeError, ValueError):
+        return None
+
+
+def _optional_int(doc: Mapping[str, Any], name: str) -> Optional[int]:
+    value = doc.get(name)
+    return None if value is None else int(value)
+
+
+def raise_for(url: str, status: int, doc: Any, what: str) -> None:
+    """The error an answer without `what` means: RequestError for a 4xx
+    problem (floodgate refused), else UnavailableError."""
     if 400 <= status < 500 and isinstance(doc, dict):
         raise RequestError(status, str(doc.get("title", "")), str(doc.get("detail", "")))
     detail = doc.get("detail", "") if isinstance(doc, dict) else ""
     if status >= 500:
         raise UnavailableError(f"floodgate at {url} answered {status}"
                                + (f": {detail}" if detail else ""), status)
-    raise UnavailableError(f"floodgate at {url} answered {status} without a decision; "
+    raise UnavailableError(f"floodgate at {url} answered {status} without {what}; "
                            f"is it floodgate's HTTP front?", status)
+
+
+def decode_reserve(url: str, status: int, headers: Mapping[str, str],
+                   body: bytes) -> Reservation:
+    """The reservation in a response to POST /v1/reservations (200
+    admitted, 429 denied), or the error it says."""
+    doc = _document(body)
+    if isinstance(doc, dict) and status in (200, 429) and (
+            "reservation" in doc or "remaining" in doc or status == 429):
+        try:
+            admitted = status == 200 and bool(doc.get("allowed", True))
+            reservation = doc.get("reservation") if admitted else None
+            return Reservation(
+                admitted=admitted,
+                reservation=str(reservation) if reservation else None,
+                remaining=_optional_int(doc, "remaining"),
+                reset_after_ms=_optional_int(doc, "reset_after_ms"),
+                retry_after_ms=_optional_int(doc, "retry_after_ms"),
+                limit=_optional_int(doc, "limit"),
+                fallback=doc.get("fallback"),
+                rule=str(doc.get("rule", "")),
+                key=str(doc.get("key", "")),
+                status=status,
+                rate_limit_policy=headers.get("ratelimit-policy"),
+                rate_limit=headers.get("ratelimit"),
+                retry_after=headers.get("retry-after"),
+                body=doc,
+            )
+        except (KeyError, TypeError, ValueError) as e:
+            raise UnavailableError(f"floodgate at {url} sent a reservation without {e}", status)
+    raise_for(url, status, doc, "a reservation")
+    raise AssertionError("unreachable")
+
+
+def decode_settle(url: str, status: int, headers: Mapping[str, str], body: bytes) -> Settlement:
+    """The settlement in a response to POST .../settle, or the error it says
+    (RequestError for a reservation unknown, expired, another key's or
+    settled already)."""
+    doc = _document(body)
+    if isinstance(doc, dict) and status == 200:
+        try:
+            return Settlement(charged=int(doc["charged"]), remaining=int(doc["remaining"]),
+                              body=doc)
+        except (KeyError, TypeError, ValueError) as e:
+            raise UnavailableError(f"floodgate at {url} sent a settlement without {e}", status)
+    raise_for(url, status, doc, "a settlement")
+    raise AssertionError("unreachable")
 
 
 # --------------------------------------------------------------------------
@@ -253,20 +426,131 @@ def decode_check(url: str, status: int, headers: Mapping[str, str], body: bytes)
 ON_ERROR = ("allow", "deny")
 
 
+DEFAULT_MAX_BODY = 1 << 20
+
+# What a settle callback is given: the environ (WSGI) or scope (ASGI), the
+# response's status, its header fields (str pairs) and its body (None when
+# it was longer than Reserve.max_body); what it gives: the units the
+# request really cost, or None for its estimate.
+SettleCallback = Callable[[dict, int, List[Tuple[str, str]], Optional[bytes]], Any]
+
+
+@dataclass(frozen=True)
+class Reserve:
+    """The middleware's `reserve=`: reserve `estimate` units before the
+    application runs (in place of a check), and settle what the request
+    really cost once its response is complete.
+
+    estimate: an int >= 1, or environ/scope -> int (async allowed in ASGI).
+    settle:   (environ or scope, status, headers, body) -> int or None, e.g.
+              openai_usage (async allowed in ASGI). None (the callback, or
+              what it returns) settles at the estimate, as does a response
+              that failed (the application raised, the client went away).
+    ttl_ms:   until an unsettled reservation settles at its estimate by
+              itself; floodgate's default is 5 minutes.
+    max_body: the most bytes of the response kept for `settle` (only when
+              `settle` is given); past it `body` is None.
+    """
+
+    estimate: Union[int, Callable[[dict], Any]]
+    settle: Optional[SettleCallback] = None
+    ttl_ms: Optional[int] = None
+    max_body: int = DEFAULT_MAX_BODY
+
+
+@dataclass(frozen=True)
+class SettleOutcome:
+    """How the middleware settled one reservation, for its `on_settle`."""
+
+    rule: str
+    key: str
+    reservation: str
+    estimate: int
+    actual: int  # what was settled: the settle callback's figure, or the estimate
+    from_response: bool  # False: the estimate, as a fallback
+    settlement: Optional[Settlement] = None  # floodgate's answer; None when the settle failed
+    error: Optional[BaseException] = None  # why it failed
+
+
+def openai_usage(request: Any, status: int, headers: List[Tuple[str, str]],
+                 body: Optional[bytes]) -> Optional[int]:
+    """The ready settle callback for OpenAI-style JSON responses: the body's
+    `usage.total_tokens`. None (settle at the estimate) for a body that is
+    not JSON (an event stream), longer than Reserve.max_body, or without
+    that figure."""
+    if body is None:
+        return None
+    content_type = next((v for n, v in headers if n.lower() == "content-type"), "")
+    if "json" not in content_type.lower():
+        return None
+    doc = _document(body)
+    usage = doc.get("usage") if isinstance(doc, dict) else None
+    total = usage.get("total_tokens") if isinstance(usage, dict) else None
+    if isinstance(total, bool) or not isinstance(total, (int, float)) or not total >= 0:
+        return None
+    return total
+
+
+def settle_amount(actual: Any, estimate: int) -> Tuple[int, bool]:
+    """What to settle: the callback's figure rounded up when it is a number
+    >= 0, else the estimate; and whether it was the callback's."""
+    if isinstance(actual, bool) or not isinstance(actual, (int, float)) or not actual >= 0 \
+            or actual == float("inf"):
+        return estimate, False
+    return int(-(-actual // 1)), True
+
+
+class BodyTap:
+    """The first `limit` bytes of a response body, and its status and
+    fields, as they pass; `body()` is None past the limit."""
+
+    def __init__(self, limit: int):
+        self.limit = limit
+        self.status = 0
+        self.headers: List[Tuple[str, str]] = []
+        self.chunks: List[bytes] = []
+        self.size = 0
+        self.overflow = False
+
+    def keep(self, chunk: bytes) -> None:
+        if self.overflow or not chunk:
+            return
+        self.size += len(chunk)
+        if self.size > self.limit:
+            self.overflow = True
+            self.chunks = []
+            return
+        self.chunks.append(bytes(chunk))
+
+    def body(self) -> Optional[bytes]:
+        return None if self.overflow else b"".join(self.chunks)
+
+
 class Middleware:
     """What the WSGI and ASGI middleware are both given: the app they wrap,
-    the rule, how a request makes its key, cost and tier, the client, what
-    to do when floodgate is unreachable, and how long a check may wait."""
+    the rule, how a request makes its key, cost, tier and priority, the
+    client, what to do when floodgate is unreachable, how long a check may
+    wait, and whether to reserve instead of checking."""
 
-    def __init__(self, app, rule, key, cost, tier, client, on_error, wait_ms):
+    def __init__(self, app, rule, key, cost, tier, client, on_error, wait_ms, priority=None,
+                 reserve=None, on_settle=None):
         self.app = app
         self.rule = rule
         self.key = key
         self.cost = cost
         self.tier = tier
+        self.priority = priority
         self.client = client
         self.on_error = check_on_error(on_error)
         self.wait_ms = wait_ms
+        if reserve is not None:
+            if not isinstance(reserve, Reserve):
+                raise TypeError("reserve must be a floodgate_client.Reserve")
+            if cost != 1 or wait_ms is not None:
+                raise ValueError("reserve takes the estimate for the cost and cannot wait: "
+                                 "not with cost or wait_ms")
+        self.reserve = reserve
+        self.on_settle = on_settle
 
 
 def check_on_error(on_error: str) -> str:
@@ -299,7 +583,18 @@ def unavailable() -> Tuple[int, List[Tuple[str, str]], bytes]:
                  ("Content-Length", str(len(body)))], body
 
 
-def admitted_fields(d: Decision) -> List[Tuple[str, str]]:
+def reservation_denial(r: Reservation, estimate: int) -> Tuple[int, List[Tuple[str, str]], bytes]:
+    """429 for a reservation that does not fit, as denial() for a check."""
+    headers = r.headers
+    retry = next((v for n, v in headers if n == RETRY_FIELD), None)
+    detail = f"Too many requests: an estimate of {estimate} does not fit"
+    detail += f"; retry after {retry} s." if retry is not None else "."
+    body = problem(429, "Too Many Requests", detail)
+    return 429, [("Content-Type", "application/problem+json"),
+                 ("Content-Length", str(len(body)))] + headers, body
+
+
+def admitted_fields(d: Union[Decision, Reservation]) -> List[Tuple[str, str]]:
     """What an admitted response gains: RateLimit-Policy and RateLimit."""
     return [(n, v) for n, v in d.headers if n != RETRY_FIELD]
 

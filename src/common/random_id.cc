@@ -1,5 +1,5 @@
-// Lease ids: see lease_id.h.
-#include "service/leases/lease_id.h"
+// Random ids: see random_id.h.
+#include "common/random_id.h"
 
 #include <openssl/rand.h>
 
@@ -7,12 +7,12 @@
 
 #include "common/log.h"
 
-namespace floodgate::service {
+namespace floodgate {
 
-std::string NewLeaseId() {
+std::string NewRandomId() {
   unsigned char bytes[16];
   if (RAND_bytes(bytes, sizeof(bytes)) != 1) {
-    Log(LogLevel::kError, "the CSPRNG failed: no lease id can be made", {});
+    Log(LogLevel::kError, "the CSPRNG failed: no id can be made", {});
     std::abort();
   }
   static constexpr char kHex[] = "0123456789abcdef";
@@ -24,4 +24,4 @@ std::string NewLeaseId() {
   return id;
 }
 
-}  // namespace floodgate::service
+}  // namespace floodgate

@@ -175,15 +175,7 @@ class FakeStore final : public store::Store,
       leases_.erase(it);
     }
     store::LeaseResult made{out.ok, out.in_flight, out.ms, now_ms};
-    if (op.subject.find("later:") == std::string_view::npos) {
-      *result = made;
-      *status = Status::Ok();
-      return store::Answer::kNow;
-    }
-    queue_.push_back([done = later(), made]() mutable { done(Status::Ok(), made); });
-    lock.unlock();
-    wake_.notify_one();
-    return store::Answer::kLater;
+    return AnswerMade(op.subject, made, result, status, later, lock);
   }
   int64_t leases_made() const {
     std::lock_guard<std::mutex> lock(mu_);
@@ -229,15 +221,7 @@ class FakeStore final : public store::Store,
       made = store::TakeResult{store::TakeOutcome::kTaken, it->second.estimate, it->second.tier};
       it->second = Reservation{it->second.expires_at_ms, true, 0, ""};  // the marker
     }
-    if (op.subject.find("later:") == std::string_view::npos) {
-      *result = made;
-      *status = Status::Ok();
-      return store::Answer::kNow;
-    }
-    queue_.push_back([done = later(), made]() mutable { done(Status::Ok(), made); });
-    lock.unlock();
-    wake_.notify_one();
-    return store::Answer::kLater;
+    return AnswerMade(op.subject, made, result, status, later, lock);
   }
   int64_t reservation_calls() const {
     std::lock_guard<std::mutex> lock(mu_);
@@ -295,6 +279,22 @@ class FakeStore final : public store::Store,
     std::lock_guard<std::mutex> lock(mu_);
     if (control_ != nullptr) return std::move(control_);
     return UnavailableError("the fake store keeps no control records");
+  }
+
+  // `made` for a subject: now, or from the fake's thread for a "later:"
+  // one (then `lock`, which guards the queue, is released here).
+  template <typename T>
+  store::Answer AnswerMade(std::string_view subject, const T& made, T* result, Status* status,
+                           store::Later<T> later, std::unique_lock<std::mutex>& lock) {
+    if (subject.find("later:") == std::string_view::npos) {
+      *result = made;
+      *status = Status::Ok();
+      return store::Answer::kNow;
+    }
+    queue_.push_back([done = later(), made]() mutable { done(Status::Ok(), made); });
+    lock.unlock();
+    wake_.notify_one();
+    return store::Answer::kLater;
   }
 
   static store::Answer Unavailable(Status* status) {

@@ -95,11 +95,7 @@ void Reservations::Settle(const SettleArgs& args, SettleDone done) {
   if (args.actual < 0 || args.actual > kMaxLimitCount) {
     return done(CountError("actual", args.actual, 0), Settled{});
   }
-  if (args.id.empty() || args.id.size() > store::kMaxReservationIdBytes) {
-    return done(InvalidArgumentError("reservation id must be 1 to " +
-                                     std::to_string(store::kMaxReservationIdBytes) + " bytes"),
-                Settled{});
-  }
+  if (Status s = store::CheckReservationId(args.id); !s.ok()) return done(s, Settled{});
   // Rule and key as a check's, before the ledger is asked: a settle of an
   // unknown rule is a clear error, not "no reservation".
   if (const RuleEntry* entry = core_.rules().Find(args.rule); entry == nullptr) {

@@ -22,16 +22,6 @@ std::optional<int> ParseWholePercent(std::string_view text) {
   return value;
 }
 
-bool IsClassName(std::string_view name) {
-  if (name.empty() || name.size() > 64) return false;
-  for (char c : name) {
-    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-                    c == '_' || c == '.' || c == ':' || c == '-';
-    if (!ok) return false;
-  }
-  return true;
-}
-
 }  // namespace
 
 Status ParseRulePriorities(const Fields& fields, const YAML::Node& key, const YAML::Node& value,
@@ -45,7 +35,7 @@ Status ParseRulePriorities(const Fields& fields, const YAML::Node& key, const YA
       value, "class",
       [&](const std::string& name, const YAML::Node& k, const YAML::Node& v) -> Status {
         const std::string field = path + "." + name;
-        if (!IsClassName(name)) {
+        if (!IsValidName(name)) {
           return fields.Fail(k.Mark(),
                              "priority class names are 1 to 64 characters of A-Z, a-z, 0-9, "
                              "'_', '.', ':' or '-'",

@@ -22,7 +22,6 @@
 namespace floodgate::config {
 namespace {
 
-constexpr size_t kMaxNameBytes = 64;
 constexpr int64_t kMaxBlockForMs = 366LL * 86'400'000;
 constexpr int64_t kDefaultLeaseTtlMs = 30'000;  // algorithm: concurrency's lease_ttl
 constexpr int64_t kMaxMaxWaiters = 1'000'000;   // a block is not meant to be forever
@@ -34,19 +33,6 @@ constexpr __int128 kMaxExactProduct = __int128{1} << 53;
 constexpr __int128 kMaxGcraSpanUs = __int128{1} << 52;
 // sliding_log stores one timestamp per admitted unit.
 constexpr int64_t kMaxSlidingLogCount = 100'000;
-
-bool IsNameChar(char c) {
-  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
-         c == '.' || c == ':' || c == '-';
-}
-
-bool IsValidName(std::string_view name) {
-  if (name.empty() || name.size() > kMaxNameBytes) return false;
-  for (char c : name) {
-    if (!IsNameChar(c)) return false;
-  }
-  return true;
-}
 
 // A limit or burst value as written, kept with its node for cross-field
 // messages.

@@ -59,6 +59,16 @@ std::optional<int64_t> ParseInt(std::string_view s) {
   return negative ? -value : value;
 }
 
+bool IsValidName(std::string_view name) {
+  if (name.empty() || name.size() > 64) return false;
+  for (char c : name) {
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                    c == '_' || c == '.' || c == ':' || c == '-';
+    if (!ok) return false;
+  }
+  return true;
+}
+
 std::string DurationText(int64_t ms) {
   constexpr struct {
     int64_t ms;

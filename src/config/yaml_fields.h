@@ -36,6 +36,10 @@ std::optional<int64_t> ParseInt(std::string_view s);
 // 1500ms.
 std::string DurationText(int64_t ms);
 
+// A name a config gives a rule, a tier or a priority class: 1 to 64
+// characters of A-Z, a-z, 0-9, '_', '.', ':' or '-'.
+bool IsValidName(std::string_view name);
+
 // Reads the values of one source's YAML (a config file, an Envoy file). It
 // holds the source's name, which every message starts with, and nothing
 // else: const, and safe to share between threads.
